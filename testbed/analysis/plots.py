@@ -1,0 +1,76 @@
+"""Plots a paper needs, drawn from result tables only (Agg backend, no pyplot state)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+
+
+def energy_mix(ts: pd.DataFrame, migs: pd.DataFrame, path: Path, title: str) -> Path:
+    """Per site: renewable used vs grid power (stacked), renewable available, migrations marked."""
+    sites = list(dict.fromkeys(ts["site"]))
+    fig = Figure(figsize=(12, 1.9 * len(sites) + 1.0), layout="constrained")
+    axes = fig.subplots(len(sites), 1, sharex=True, squeeze=False)[:, 0]
+    for ax, site in zip(axes, sites):
+        d = ts[ts["site"] == site]
+        t_h = d["t_s"].to_numpy() / 3600.0
+        ren, grid = d["renewable_used_kw"].to_numpy(), d["grid_kw"].to_numpy()
+        ax.stackplot(t_h, ren, grid, step="post", colors=["#4caf50", "#9e9e9e"],
+                     labels=["renewable used", "grid (non-renewable)"], alpha=0.85)
+        ax.step(t_h, d["renewable_available_kw"], where="post", color="#1b5e20", lw=0.8, label="renewable available")
+        top = max(float(d["demand_kw"].max()), float(d["renewable_available_kw"].max()), 0.1) * 1.08
+        if len(migs):
+            out_t = migs.loc[migs["src"] == site, "t_decision_s"].to_numpy() / 3600.0
+            in_t = migs.loc[migs["dst"] == site, "t_decision_s"].to_numpy() / 3600.0
+            ax.plot(out_t, np.full(out_t.shape, top * 0.97), "v", color="#c62828", ms=5, label="migration out")
+            ax.plot(in_t, np.full(in_t.shape, top * 0.90), "^", color="#1565c0", ms=5, label="migration in")
+        ax.set_ylim(0, top)
+        ax.set_ylabel(f"{site}\nkW")
+        ax.grid(alpha=0.3)
+    axes[0].legend(loc="upper left", ncols=5, fontsize=8, bbox_to_anchor=(0, 1.35))
+    axes[-1].set_xlabel("scenario time (h)")
+    fig.suptitle(title)
+    fig.savefig(path, dpi=110)
+    return path
+
+
+def jct_cdf(jobs: dict[str, pd.DataFrame], path: Path, title: str) -> Path:
+    fig = Figure(figsize=(7, 4.5), layout="constrained")
+    ax = fig.subplots()
+    for label, df in jobs.items():
+        jct = np.sort(df.loc[df["status"] == "done", "jct_h"].to_numpy(dtype=float))
+        if jct.size == 0:
+            continue
+        y = np.arange(1, jct.size + 1) / len(df)
+        ax.step(jct, y, where="post", label=f"{label} (n={jct.size}/{len(df)}, mean {jct.mean():.1f} h)")
+    ax.set_xlabel("job completion time (h)")
+    ax.set_ylabel("fraction of all jobs completed")
+    ax.set_ylim(0, 1.0)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right")
+    ax.set_title(title)
+    fig.savefig(path, dpi=110)
+    return path
+
+
+def energy_by_policy(summaries: dict[str, dict], path: Path, title: str) -> Path:
+    labels = list(summaries)
+    ren = [summaries[lb]["renewable_kwh"] for lb in labels]
+    grid = [summaries[lb]["non_renewable_kwh"] for lb in labels]
+    fig = Figure(figsize=(7, 4), layout="constrained")
+    ax = fig.subplots()
+    x = np.arange(len(labels))
+    ax.bar(x, ren, color="#4caf50", label="renewable")
+    ax.bar(x, grid, bottom=ren, color="#9e9e9e", label="non-renewable")
+    for i, (r, g) in enumerate(zip(ren, grid)):
+        ax.text(i, r + g, f"{g:.0f} kWh grid", ha="center", va="bottom", fontsize=8)
+    ax.set_xticks(x, labels)
+    ax.set_ylabel("energy (kWh)")
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    ax.grid(axis="y", alpha=0.3)
+    fig.savefig(path, dpi=110)
+    return path

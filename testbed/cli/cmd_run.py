@@ -1,0 +1,40 @@
+"""``testbed run SCENARIO``: run every policy of a scenario and write one results directory."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from testbed.errors import SpecError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("run", help="run a scenario (all its policies) and write results/RUN_ID/")
+    p.add_argument("scenario", help="scenario YAML file")
+    p.add_argument("--substrate", default="sim", help="sim (analytic; default)")
+    p.add_argument("--out", type=Path, default=None, help="results directory (default results/NAME-sSEED-TIME)")
+    p.add_argument("--seed", default=None, help="override the scenario's seed")
+    p.add_argument("--force", action="store_true", help="replace --out if it exists")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from testbed.runner import run_scenario
+    from testbed.spec import load_scenario
+
+    seed = None
+    if args.seed is not None:
+        try:
+            seed = int(args.seed)
+        except ValueError:
+            raise SpecError([("--seed", f"must be a non-negative integer (got {args.seed!r})")]) from None
+        if seed < 0:
+            raise SpecError([("--seed", f"must be a non-negative integer (got {seed})")])
+    loaded = load_scenario(args.scenario)
+    out = run_scenario(loaded, out_dir=args.out, substrate=args.substrate, seed=seed,
+                       progress=not args.no_progress, force=args.force, argv=sys.argv)
+    print((out / "comparison.md").read_text(encoding="utf-8"))
+    print(f"results: {out}")
+    return 0

@@ -1,0 +1,1 @@
+"""One controller for every substrate: placement, migration decisions, accounting, recording."""

@@ -1,0 +1,119 @@
+"""The controller loop: the same code for every substrate and every policy.
+
+At each decision point ``t`` (every ``step_s``): admit arrivals (the policy places them), start
+queued jobs on free nodes, ask the policy for migrations and hand them to the substrate; then
+let the substrate advance to ``t + step_s``, account progress and energy exactly within the
+step, and record what really happened beside what was predicted.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Callable
+
+from testbed.controller.cluster import Cluster, InFlight, SiteState
+from testbed.controller.predict import params_from, predict
+from testbed.controller.recorder import PolicyRecorder
+from testbed.controller.records import MigrationRecord
+from testbed.controller.view import ClusterView
+from testbed.inputs import Inputs
+from testbed.policies.base import Move, Policy
+from testbed.substrate.base import MigrationOrder, MigrationOutcome, Substrate
+
+
+class Controller:
+    def __init__(self, inputs: Inputs, policy: Policy, substrate: Substrate,
+                 on_step: Callable[[int, int], None] | None = None):
+        self.inputs = inputs
+        self.policy = policy
+        self.substrate = substrate
+        self.on_step = on_step
+        sc = inputs.scenario
+        self.cluster = Cluster(
+            [SiteState(s.name, s.nodes, sc.node_type_of(s.name), grid_limit_kw=sc.grid_limit_kw(s.name)) for s in sc.sites],
+            sc.power.p_sys_kw,
+        )
+        self.recorder = PolicyRecorder(policy.label)
+
+    def _record_for(self, move: Move, now_s: float) -> MigrationRecord:
+        sc, inp = self.inputs.scenario, self.inputs
+        job = self.cluster.jobs[move.job_id]
+        pred = move.prediction
+        if pred is None:  # policies without a model: record the scenario's reference prediction
+            params = params_from(
+                sc.feasibility, rtt_ms=2 * inp.latency_ms[(move.src, move.dst)], p_sys_kw=sc.power.p_sys_kw,
+                p_node_kw=sc.node_type_of(move.dst).p_active_kw,
+            )
+            window = inp.windows.forecast_remaining_s(move.dst, now_s)
+            bw = inp.bandwidth.forecast_gbps(move.src, move.dst, now_s)
+            pred = predict(job.spec.checkpoint_gb, bw, max(window, 1e-9), params)
+        true_window = inp.windows.true_remaining_s(move.dst, now_s)
+        return MigrationRecord(
+            policy=self.policy.label, job_id=move.job_id, family=job.spec.family, src=move.src, dst=move.dst,
+            size_gb=job.spec.checkpoint_gb, t_decision_s=now_s, reason=move.reason, predicted=pred,
+            true_window_s=true_window, true_budget_s=pred.alpha * true_window,
+        )
+
+    @staticmethod
+    def _finalize(rec: MigrationRecord, out: MigrationOutcome) -> None:
+        rec.status = out.status
+        rec.actual_transfer_s, rec.actual_load_s, rec.actual_downtime_s = out.transfer_s, out.load_s, out.downtime_s
+        rec.actual_total_s = out.total_s
+        rec.actual_goodput_gbps = out.goodput_gbps
+        rec.completed_in_window = out.status == "completed" and out.total_s <= rec.true_window_s
+        rec.within_budget = out.status == "completed" and out.total_s < rec.true_budget_s
+        rec.overran = not rec.within_budget
+        rec.detail = out.detail
+
+    def _admit_arrivals(self, pending: deque, now_s: float) -> None:
+        while pending and pending[0].arrival_s <= now_s:
+            spec = pending.popleft()
+            site, rec = self.policy.place(spec, ClusterView(now_s, self.cluster, self.inputs))
+            self.recorder.decision(rec)
+            self.cluster.admit(spec, site, now_s)
+            self._start_queued(now_s)
+
+    def _start_queued(self, now_s: float) -> None:
+        for job in self.cluster.start_queued(now_s):
+            self.substrate.start_job(job.spec.id, job.site, now_s)
+
+    def run(self) -> PolicyRecorder:
+        sc = self.inputs.scenario
+        dt, horizon = sc.step_s, sc.duration_s
+        n_steps = math.ceil(horizon / dt - 1e-9)
+        pending = deque(self.inputs.jobs)
+        in_flight: list[InFlight] = []
+        for k in range(n_steps):
+            t0, t1 = k * dt, min(horizon, (k + 1) * dt)
+            self._start_queued(t0)
+            self._admit_arrivals(pending, t0)
+            moves, decisions = self.policy.decide(ClusterView(t0, self.cluster, self.inputs))
+            for rec in decisions:
+                self.recorder.decision(rec)
+            for move in moves:
+                mrec = self._record_for(move, t0)
+                self.cluster.begin_migration(move.job_id, move.dst, mrec, t0)
+                self.substrate.start_migration(
+                    MigrationOrder(move.job_id, move.src, move.dst, self.cluster.jobs[move.job_id].spec.checkpoint_gb, t0)
+                )
+                in_flight.append(self.cluster.jobs[move.job_id].migration)  # type: ignore[arg-type]
+            for outcome in self.substrate.poll(t1):
+                self.cluster.report(outcome)
+            renewable_kwh = {s: tr.integrate(t0, t1) / 3600.0 for s, tr in self.inputs.renewable_kw.items()}
+            energy, finished, ended = self.cluster.advance(t0, t1, renewable_kwh)
+            for mig in ended:
+                self._finalize(mig.record, mig.outcome)  # type: ignore[arg-type]
+                self.recorder.migration(mig.record)
+                in_flight.remove(mig)
+            for job in finished:
+                self.substrate.finish_job(job.spec.id, job.finished_s)  # type: ignore[arg-type]
+            self.recorder.step(t0, t1, energy, self.cluster)
+            if self.on_step is not None:
+                self.on_step(k + 1, n_steps)
+        for mig in in_flight:  # still moving when the run ended: recorded, never dropped
+            mig.record.status = "unfinished"
+            mig.record.detail = "still in flight at the end of the run"
+            self.recorder.migration(mig.record)
+        self.recorder.finish(self.cluster, horizon)
+        return self.recorder

@@ -1,0 +1,79 @@
+"""Collects one policy's rows during a run and turns them into tables.
+
+Writing files is the results layer's job (:mod:`testbed.results`); this only keeps rows.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from testbed.controller.cluster import Cluster, SiteEnergy, Status
+from testbed.controller.records import DecisionRecord, MigrationRecord
+
+
+class PolicyRecorder:
+    def __init__(self, label: str):
+        self.label = label
+        self._decisions: list[dict] = []
+        self._migrations: list[dict] = []
+        self._steps: list[dict] = []
+        self._jobs: list[dict] = []
+
+    def decision(self, rec: DecisionRecord) -> None:
+        self._decisions.append(rec.row())
+
+    def migration(self, rec: MigrationRecord) -> None:
+        self._migrations.append(rec.row())
+
+    def step(self, t0: float, t1: float, energy: dict[str, SiteEnergy], cluster: Cluster) -> None:
+        hours = (t1 - t0) / 3600.0
+        for name, e in energy.items():
+            site = cluster.sites[name]
+            self._steps.append({
+                "t_s": t0, "dt_s": t1 - t0, "site": name,
+                "renewable_available_kw": e.renewable_available_kwh / hours,
+                "demand_kw": e.demand_kwh / hours,
+                "renewable_used_kw": e.renewable_used_kwh / hours,
+                "grid_kw": e.grid_kwh / hours,
+                "compute_kwh": e.compute_kwh, "transfer_kwh": e.transfer_kwh, "idle_kwh": e.idle_kwh,
+                "demand_kwh": e.demand_kwh, "renewable_used_kwh": e.renewable_used_kwh, "grid_kwh": e.grid_kwh,
+                "renewable_available_kwh": e.renewable_available_kwh,
+                "cap_frac": e.cap_frac,
+                "running": len(site.running), "queued": len(site.queue),
+                "incoming": len(site.incoming), "outgoing": len(site.outgoing),
+            })
+
+    def finish(self, cluster: Cluster, horizon_s: float) -> None:
+        for job in cluster.jobs.values():
+            s = job.spec
+            done = job.status is Status.DONE
+            self._jobs.append({
+                "job_id": s.id, "family": s.family, "origin": s.origin, "final_site": job.site,
+                "checkpoint_gb": s.checkpoint_gb, "work_gpu_h": s.work_gpu_h, "status": job.status.value,
+                "arrival_s": s.arrival_s, "started_s": job.started_s, "finished_s": job.finished_s,
+                "jct_h": (job.finished_s - s.arrival_s) / 3600.0 if done else None,
+                "queue_wait_h": ((job.started_s if job.started_s is not None else horizon_s) - s.arrival_s) / 3600.0,
+                "work_left_gpu_h": job.work_left_gpu_h, "running_s": job.running_s, "migrating_s": job.migrating_s,
+                "n_migrations": job.n_migrations, "energy_kwh": job.energy_kwh, "renewable_kwh": job.renewable_kwh,
+                "transfer_kwh": job.transfer_kwh,
+            })
+
+    def tables(self) -> dict[str, pd.DataFrame]:
+        return {
+            "timeseries": pd.DataFrame(self._steps),
+            "migrations": pd.DataFrame(self._migrations, columns=_MIGRATION_COLUMNS if not self._migrations else None),
+            "decisions": pd.DataFrame(self._decisions, columns=_DECISION_COLUMNS if not self._decisions else None),
+            "jobs": pd.DataFrame(self._jobs),
+        }
+
+
+_DECISION_COLUMNS = ["t_s", "policy", "kind", "job_id", "src", "dst", "reason", "n_candidates", "n_feasible", "candidates"]
+_MIGRATION_COLUMNS = [
+    "policy", "job_id", "family", "src", "dst", "size_gb", "t_decision_s", "reason", "true_window_s", "true_budget_s",
+    "status", "actual_transfer_s", "actual_load_s", "actual_downtime_s", "actual_total_s", "actual_goodput_gbps",
+    "completed_in_window", "within_budget", "overran", "detail",
+    "predicted_bandwidth_gbps", "predicted_window_s", "predicted_transfer_s", "predicted_load_s",
+    "predicted_downtime_s", "predicted_total_s", "predicted_budget_s", "predicted_feasible",
+    "predicted_feasibility_class", "predicted_paper_class", "predicted_e_cost_kwh", "predicted_breakeven_min",
+    "p_window_ok", "predicted_risk_feasible", "predicted_alpha", "predicted_corrections",
+]

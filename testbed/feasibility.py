@@ -1,0 +1,375 @@
+"""Migration feasibility model of arXiv 2511.16182 (Eq. 1 and Eq. 2), done as the review asks.
+
+Pure functions, no I/O. Units are in every name: sizes in GB (1e9 bytes), bandwidths in
+Gbit/s (1e9 bit/s), times in seconds unless the name says otherwise.
+
+- Eq. 1 (time feasibility): ``T_transfer + T_load + T_downtime < alpha * T_energy``, with
+  ``T_transfer = 8 * S / B``.  Strict inequality: a migration exactly on the boundary is infeasible.
+- Eq. 2 (energy breakeven): ``E_cost = P_sys * T_transfer``; ``T_breakeven = E_cost / P_node``.
+- Classes.  :func:`paper_class` is the paper's fixed labels (60 s / 300 s transfer-time cut-offs,
+  independent of the window).  :func:`feasibility_class` is ours: it follows Eq. 1 jointly with
+  the window and the bandwidth (the review's first objection), with a robustness margin against
+  bandwidth degradation.
+- Risk budget (the paper's stochastic window, never evaluated there).  Forecast error model,
+  shared with the trace layer: ``W_forecast = W_true * exp(e)``, ``e ~ Normal(mu, sigma)``,
+  ``mu = ln(1 + bias_frac)``, ``sigma = noise_frac``.
+
+Every correction to the paper's transfer model is OFF by default, so that the paper's arithmetic
+is reproduced exactly unless a caller asks for more realism.
+"""
+
+from __future__ import annotations
+
+import math
+import dataclasses
+from dataclasses import dataclass, field
+from statistics import NormalDist
+
+# TCP goodput / configured rate with a 1500-byte MTU: 1448 payload bytes (20 IP + 20 TCP + 12
+# timestamp option bytes of header) per 1514-byte Ethernet frame.  Measured on this testbed's
+# shaped links: 95.6-95.9 % (DESIGN.md), i.e. this ideal.
+TCP_EFFICIENCY_MTU1500 = 1448 / 1514
+
+# The paper's fixed transfer-time cut-offs for its classes A/B/C.
+PAPER_CLASS_A_MAX_S = 60.0
+PAPER_CLASS_B_MAX_S = 300.0
+
+_STD_NORMAL = NormalDist()
+
+
+def _require(ok: bool, name: str, message: str) -> None:
+    if not ok:
+        raise ValueError(f"{name}: {message}")
+
+
+def _finite(x: float) -> bool:
+    return isinstance(x, (int, float)) and math.isfinite(x)
+
+
+@dataclass(frozen=True)
+class Corrections:
+    """Optional corrections to the paper's ``8 * S / B`` transfer model (all off by default)."""
+
+    protocol_efficiency: float | None = None  # goodput / configured rate; None = off
+    rtt_ms: float | None = None  # when set: 1 RTT handshake + slow-start ramp; None = off
+    init_cwnd_segments: int = 10
+    mss_bytes: int = 1448
+
+    def __post_init__(self) -> None:
+        eff = self.protocol_efficiency
+        _require(eff is None or (_finite(eff) and 0 < eff <= 1), "protocol_efficiency", "must be in (0, 1]")
+        _require(self.rtt_ms is None or (_finite(self.rtt_ms) and self.rtt_ms >= 0), "rtt_ms", "must be >= 0")
+        _require(self.init_cwnd_segments >= 1, "init_cwnd_segments", "must be >= 1")
+        _require(self.mss_bytes >= 1, "mss_bytes", "must be >= 1")
+
+    def names(self) -> list[str]:
+        """The corrections that are on, for logs and manifests (empty: the paper's model)."""
+        on = []
+        if self.protocol_efficiency is not None:
+            on.append("protocol_efficiency")
+        if self.rtt_ms is not None:
+            on.append("slow_start")
+        return on
+
+
+@dataclass(frozen=True)
+class FeasibilityParams:
+    """Parameters of Eq. 1 / Eq. 2; defaults are the paper's values."""
+
+    alpha: float = 0.1
+    t_load_s: float = 10.3
+    t_downtime_s: float = 0.4
+    p_sys_kw: float = 1.8  # system power during the transfer
+    p_node_kw: float = 0.75  # compute power at the destination
+    robust_degradation_frac: float = 0.5  # class A survives this fractional bandwidth loss
+    corrections: Corrections = field(default_factory=Corrections)
+
+    def __post_init__(self) -> None:
+        _require(_finite(self.alpha) and 0 < self.alpha <= 1, "alpha", "must be in (0, 1]")
+        _require(_finite(self.t_load_s) and self.t_load_s >= 0, "t_load_s", "must be >= 0")
+        _require(_finite(self.t_downtime_s) and self.t_downtime_s >= 0, "t_downtime_s", "must be >= 0")
+        _require(_finite(self.p_sys_kw) and self.p_sys_kw > 0, "p_sys_kw", "must be > 0")
+        _require(_finite(self.p_node_kw) and self.p_node_kw > 0, "p_node_kw", "must be > 0")
+        frac = self.robust_degradation_frac
+        _require(_finite(frac) and 0 <= frac < 1, "robust_degradation_frac", "must be in [0, 1)")
+        _require(isinstance(self.corrections, Corrections), "corrections", "must be a Corrections")
+
+
+# ---------------------------------------------------------------------------- transfer time
+
+
+def slow_start_penalty_s(
+    size_bytes: float, bandwidth_gbps: float, rtt_ms: float, init_cwnd_segments: int = 10, mss_bytes: int = 1448
+) -> float:
+    """Extra time of one TCP transfer over sending ``size_bytes`` at line rate from t = 0.
+
+    Round-based slow-start model (no loss, receiver window not limiting).  Let
+    ``R = rtt``, ``C = bandwidth_gbps * 1e9 / 8`` bytes/s, ``w_k = init_cwnd * 2**k`` segments.
+
+    - Handshake: 1 RTT before the first data byte.
+    - Round ``k`` (k = 0, 1, ...) sends ``w_k * mss`` bytes and lasts one RTT, for as long as
+      ``w_k * mss < C * R`` (the window is below the bandwidth-delay product) and data is left.
+      Say this stops after ``n`` rounds having sent ``D = min(S, init_cwnd * mss * (2**n - 1))``.
+    - The remaining ``S - D`` bytes then go at line rate.
+
+    Hence ``T = R + n * R + (S - D) / C`` and the penalty is
+    ``T - S / C = R + n * R - D / C``.  Each slow-start round sends less than ``C * R`` bytes, so
+    ``R <= penalty <= R * (1 + n)`` with ``n <= ceil(log2(C * R / (init_cwnd * mss))) + 1``.
+    A round that ends the transfer is charged a full RTT.
+    """
+    _require(_finite(size_bytes) and size_bytes >= 0, "size_bytes", "must be >= 0")
+    _require(_finite(bandwidth_gbps) and bandwidth_gbps > 0, "bandwidth_gbps", "must be > 0")
+    _require(_finite(rtt_ms) and rtt_ms >= 0, "rtt_ms", "must be >= 0")
+    _require(init_cwnd_segments >= 1, "init_cwnd_segments", "must be >= 1")
+    _require(mss_bytes >= 1, "mss_bytes", "must be >= 1")
+    rtt_s = rtt_ms / 1000.0
+    rate_bytes_per_s = bandwidth_gbps * 1e9 / 8.0
+    bdp_bytes = rate_bytes_per_s * rtt_s
+    window_bytes = float(init_cwnd_segments * mss_bytes)
+    sent_bytes = 0.0
+    rounds = 0
+    while sent_bytes < size_bytes and window_bytes < bdp_bytes:
+        sent_bytes = min(float(size_bytes), sent_bytes + window_bytes)
+        window_bytes *= 2.0
+        rounds += 1
+    return rtt_s * (1 + rounds) - sent_bytes / rate_bytes_per_s
+
+
+def transfer_time_s(size_gb: float, bandwidth_gbps: float, corrections: Corrections = Corrections()) -> float:
+    """Checkpoint transfer time: ``8 * S / B``, divided by the protocol efficiency when that
+    correction is on, plus :func:`slow_start_penalty_s` (at the goodput rate) when ``rtt_ms`` is set."""
+    _require(_finite(size_gb) and size_gb >= 0, "size_gb", "must be >= 0")
+    _require(_finite(bandwidth_gbps) and bandwidth_gbps > 0, "bandwidth_gbps", "must be > 0")
+    goodput_gbps = bandwidth_gbps * (corrections.protocol_efficiency or 1.0)
+    time_s = 8.0 * size_gb / goodput_gbps
+    if corrections.rtt_ms is not None:
+        time_s += slow_start_penalty_s(
+            size_gb * 1e9, goodput_gbps, corrections.rtt_ms, corrections.init_cwnd_segments, corrections.mss_bytes
+        )
+    return time_s
+
+
+def size_for_transfer_time_gb(time_s: float, bandwidth_gbps: float, corrections: Corrections = Corrections()) -> float:
+    """Supremum of the sizes whose :func:`transfer_time_s` is below ``time_s`` (0 if none).
+
+    Closed form ``time * B * eff / 8`` without the slow-start correction; bisection with it
+    (transfer time is non-decreasing in size, and slow start only adds time, so the closed form
+    brackets the answer)."""
+    _require(_finite(time_s), "time_s", "must be finite")
+    _require(_finite(bandwidth_gbps) and bandwidth_gbps > 0, "bandwidth_gbps", "must be > 0")
+    upper_gb = max(0.0, time_s) * bandwidth_gbps * (corrections.protocol_efficiency or 1.0) / 8.0
+    if corrections.rtt_ms is None:
+        return upper_gb
+    if transfer_time_s(0.0, bandwidth_gbps, corrections) >= time_s:
+        return 0.0
+    lo_gb, hi_gb = 0.0, upper_gb  # transfer_time(lo) < time_s <= transfer_time(hi)
+    for _ in range(200):
+        if hi_gb - lo_gb <= 1e-13 * hi_gb:
+            break
+        mid_gb = 0.5 * (lo_gb + hi_gb)
+        if transfer_time_s(mid_gb, bandwidth_gbps, corrections) < time_s:
+            lo_gb = mid_gb
+        else:
+            hi_gb = mid_gb
+    return hi_gb
+
+
+# ---------------------------------------------------------------------------- Eq. 1 and Eq. 2
+
+
+def budget_s(window_s: float, alpha: float) -> float:
+    """Right-hand side of Eq. 1: ``alpha * T_energy``."""
+    _require(_finite(window_s) and window_s >= 0, "window_s", "must be >= 0")
+    _require(_finite(alpha) and 0 < alpha <= 1, "alpha", "must be in (0, 1]")
+    return alpha * window_s
+
+
+def migration_total_s(size_gb: float, bandwidth_gbps: float, params: FeasibilityParams) -> float:
+    """Left-hand side of Eq. 1: ``T_transfer + T_load + T_downtime``."""
+    return transfer_time_s(size_gb, bandwidth_gbps, params.corrections) + params.t_load_s + params.t_downtime_s
+
+
+def energy_cost_kwh(p_sys_kw: float, transfer_s: float) -> float:
+    """Eq. 2: ``E_cost = P_sys * T_transfer``."""
+    _require(_finite(p_sys_kw) and p_sys_kw > 0, "p_sys_kw", "must be > 0")
+    _require(_finite(transfer_s) and transfer_s >= 0, "transfer_s", "must be >= 0")
+    return p_sys_kw * transfer_s / 3600.0
+
+
+def breakeven_min(e_cost_kwh: float, p_node_kw: float) -> float:
+    """Eq. 2: ``T_breakeven = E_cost / P_node``, in minutes."""
+    _require(_finite(e_cost_kwh) and e_cost_kwh >= 0, "e_cost_kwh", "must be >= 0")
+    _require(_finite(p_node_kw) and p_node_kw > 0, "p_node_kw", "must be > 0")
+    return e_cost_kwh / p_node_kw * 60.0
+
+
+def paper_class(transfer_s: float) -> str:
+    """The PAPER's fixed labels: "A" below 60 s, "B" for 60-300 s, "C" from 300 s (window-blind)."""
+    _require(_finite(transfer_s) and transfer_s >= 0, "transfer_s", "must be >= 0")
+    if transfer_s < PAPER_CLASS_A_MAX_S:
+        return "A"
+    if transfer_s < PAPER_CLASS_B_MAX_S:
+        return "B"
+    return "C"
+
+
+def feasibility_class(size_gb: float, bandwidth_gbps: float, window_s: float, params: FeasibilityParams) -> str:
+    """OUR classes, from Eq. 1 jointly with the window and the bandwidth.
+
+    "C": infeasible (total >= budget).  "A": still feasible if the bandwidth drops by
+    ``params.robust_degradation_frac``.  "B": feasible at the nominal bandwidth only."""
+    limit_s = budget_s(window_s, params.alpha)
+    if migration_total_s(size_gb, bandwidth_gbps, params) >= limit_s:
+        return "C"
+    degraded_gbps = bandwidth_gbps * (1.0 - params.robust_degradation_frac)
+    if migration_total_s(size_gb, degraded_gbps, params) < limit_s:
+        return "A"
+    return "B"
+
+
+def max_size_gb(bandwidth_gbps: float, window_s: float, params: FeasibilityParams) -> float:
+    """The Eq. 1 boundary: every smaller checkpoint is feasible, this size and larger are not.
+
+    ``(alpha * W - T_load - T_downtime) * B / 8`` without corrections (closed form); bisection
+    with the slow-start correction.  0 if load + downtime already use the whole budget."""
+    limit_s = budget_s(window_s, params.alpha)
+    available_s = limit_s - params.t_load_s - params.t_downtime_s
+    if available_s <= 0:
+        return 0.0
+    size_gb = size_for_transfer_time_gb(available_s, bandwidth_gbps, params.corrections)
+
+    def feasible(s_gb: float) -> bool:
+        return migration_total_s(s_gb, bandwidth_gbps, params) < limit_s
+
+    # Snap to the float where Eq. 1 flips, undoing the rounding of the closed form (a few ulps).
+    for _ in range(64):
+        if feasible(size_gb):
+            size_gb = math.nextafter(size_gb, math.inf)
+        elif size_gb > 0 and not feasible(below := math.nextafter(size_gb, 0.0)):
+            size_gb = below
+        else:
+            break
+    return size_gb
+
+
+# ---------------------------------------------------------------------------- risk budget
+
+
+def _forecast_error(noise_frac: float, bias_frac: float) -> tuple[float, float]:
+    _require(_finite(noise_frac) and noise_frac >= 0, "noise_frac", "must be >= 0")
+    _require(_finite(bias_frac) and bias_frac > -1, "bias_frac", "must be > -1")
+    return math.log1p(bias_frac), noise_frac
+
+
+def prob_window_at_least(needed_s: float, window_forecast_s: float, noise_frac: float, bias_frac: float = 0.0) -> float:
+    """``P(W_true >= needed_s)`` given the forecast, under the module's forecast error model:
+    ``Phi((ln(W_forecast / needed_s) - mu) / sigma)``.  With ``sigma == 0`` the true window is
+    ``W_forecast / (1 + bias)`` exactly, and the answer is 1.0 or 0.0."""
+    _require(_finite(window_forecast_s) and window_forecast_s >= 0, "window_forecast_s", "must be >= 0")
+    _require(_finite(needed_s), "needed_s", "must be finite")
+    mu, sigma = _forecast_error(noise_frac, bias_frac)
+    if needed_s <= 0:
+        return 1.0
+    if window_forecast_s == 0:  # no window forecast: none, whatever the error model
+        return 0.0
+    if sigma == 0:
+        return 1.0 if window_forecast_s / (1.0 + bias_frac) >= needed_s else 0.0
+    return _STD_NORMAL.cdf((math.log(window_forecast_s / needed_s) - mu) / sigma)
+
+
+def risk_adjusted_window_s(window_forecast_s: float, noise_frac: float, epsilon: float, bias_frac: float = 0.0) -> float:
+    """The largest window ``w`` with ``P(W_true >= w) >= 1 - epsilon``:
+    ``W_forecast * exp(-(mu + sigma * z_{1-epsilon}))``.
+
+    ``epsilon`` must be in (0, 0.5]: above 0.5 the quantile lies above the median, and more
+    forecast noise would *lengthen* the window a migration may rely on."""
+    _require(_finite(window_forecast_s) and window_forecast_s >= 0, "window_forecast_s", "must be >= 0")
+    _require(_finite(epsilon) and 0 < epsilon <= 0.5, "epsilon", "must be in (0, 0.5]")
+    mu, sigma = _forecast_error(noise_frac, bias_frac)
+    z = _STD_NORMAL.inv_cdf(1.0 - epsilon)
+    return window_forecast_s * math.exp(-(mu + sigma * z))
+
+
+# ---------------------------------------------------------------------------- one assessment
+
+
+@dataclass(frozen=True)
+class Assessment:
+    """Everything the model says about one migration (inputs, Eq. 1 terms, Eq. 2, classes, risk)."""
+
+    size_gb: float
+    bandwidth_gbps: float
+    window_s: float  # the window as given (the forecast when a risk budget is used)
+    alpha: float
+    transfer_s: float
+    load_s: float
+    downtime_s: float
+    total_s: float
+    budget_s: float  # alpha * window, or alpha * risk_window_s with a risk budget
+    margin_s: float  # budget - total; > 0 iff feasible
+    feasible: bool
+    feasibility_class: str
+    paper_class: str
+    e_cost_kwh: float
+    breakeven_min: float
+    epsilon: float | None
+    p_window_ok: float | None  # P(W_true >= total / alpha), with a risk budget only
+    risk_window_s: float | None  # the (1 - epsilon)-quantile of the true window
+    corrections: list[str]
+
+    def to_dict(self) -> dict:
+        """JSON-ready dict, keys in field order."""
+        return dataclasses.asdict(self)
+
+
+def assess(
+    size_gb: float,
+    bandwidth_gbps: float,
+    window_s: float,
+    params: FeasibilityParams = FeasibilityParams(),
+    *,
+    epsilon: float | None = None,
+    window_noise_frac: float = 0.0,
+    window_bias_frac: float = 0.0,
+) -> Assessment:
+    """Assess one migration.
+
+    Without ``epsilon``: deterministic Eq. 1 (``total < alpha * window``).  With ``epsilon``: Eq. 1
+    against the risk-adjusted window, ``total < alpha * risk_adjusted_window_s(...)``, which is
+    ``P(W_true >= total / alpha) >= 1 - epsilon`` up to the (measure-zero) boundary and reduces to
+    the deterministic rule exactly when noise and bias are 0.  Classes use the same budget."""
+    _require(_finite(window_s) and window_s >= 0, "window_s", "must be >= 0")  # 0: no window open
+    risk_window_s = p_window_ok = None
+    effective_window_s = window_s
+    if epsilon is not None:
+        risk_window_s = risk_adjusted_window_s(window_s, window_noise_frac, epsilon, window_bias_frac)
+        effective_window_s = risk_window_s
+    elif window_noise_frac != 0 or window_bias_frac != 0:
+        raise ValueError("epsilon: required when window_noise_frac or window_bias_frac is set")
+    transfer = transfer_time_s(size_gb, bandwidth_gbps, params.corrections)
+    total = transfer + params.t_load_s + params.t_downtime_s
+    limit = budget_s(effective_window_s, params.alpha)
+    if epsilon is not None:
+        p_window_ok = prob_window_at_least(total / params.alpha, window_s, window_noise_frac, window_bias_frac)
+    e_cost = energy_cost_kwh(params.p_sys_kw, transfer)
+    return Assessment(
+        size_gb=float(size_gb),
+        bandwidth_gbps=float(bandwidth_gbps),
+        window_s=float(window_s),
+        alpha=params.alpha,
+        transfer_s=transfer,
+        load_s=params.t_load_s,
+        downtime_s=params.t_downtime_s,
+        total_s=total,
+        budget_s=limit,
+        margin_s=limit - total,
+        feasible=total < limit,
+        feasibility_class=feasibility_class(size_gb, bandwidth_gbps, effective_window_s, params),
+        paper_class=paper_class(transfer),
+        e_cost_kwh=e_cost,
+        breakeven_min=breakeven_min(e_cost, params.p_node_kw),
+        epsilon=epsilon,
+        p_window_ok=p_window_ok,
+        risk_window_s=risk_window_s,
+        corrections=params.corrections.names(),
+    )

@@ -1,0 +1,39 @@
+"""Energy-only: follow renewable surplus, with no feasibility check (the seed's baseline).
+
+Placement goes to the free site with the largest surplus. At each decision point every job
+running on grid power moves to the free site with the largest surplus that can power it,
+whatever the checkpoint size, bandwidth or remaining window.
+"""
+
+from __future__ import annotations
+
+from testbed.policies.base import Move, Policy, grid_jobs_by_remaining
+from testbed.policies.placement import greenest
+
+
+class EnergyOnlyPolicy(Policy):
+    name = "energy_only"
+
+    def place(self, job, view):
+        site, why = greenest(job, view)
+        return site, self.record(view, "place", job.id, None, site, why)
+
+    def decide(self, view):
+        moves, records = [], []
+        for src in view.sites:
+            for job in grid_jobs_by_remaining(view, src):
+                cands = [
+                    d for d in view.sites
+                    if d != src and view.bandwidth_forecast_gbps(src, d) is not None
+                    and view.free_nodes(d) > 0 and view.surplus_kw(d) >= view.p_active_kw(d)
+                ]
+                info = [{"dst": d, "surplus_kw": round(view.surplus_kw(d), 4)} for d in cands]
+                if not cands:
+                    records.append(self.record(view, "stay", job.id, src, None, "on grid; no free site with renewable surplus"))
+                    continue
+                dst = max(cands, key=lambda d: (view.surplus_kw(d), -view.sites.index(d)))
+                reason = f"on grid at {src}; largest surplus at {dst} ({view.surplus_kw(dst):.2f} kW)"
+                view.plan_move(job.id, src, dst)
+                moves.append(Move(job.id, src, dst, reason))
+                records.append(self.record(view, "migrate", job.id, src, dst, reason, info, len(cands)))
+        return moves, records

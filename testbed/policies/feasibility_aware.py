@@ -1,0 +1,118 @@
+"""Feasibility-aware orchestration (seed 2511.16182, Algorithm 1), with the risk budget.
+
+For every job running on grid power, each destination that has a free node and renewable
+surplus is a candidate. The hard filter keeps candidates that satisfy
+  - Eq. 1 on the forecasts: T_transfer + T_load + T_downtime < alpha * T_window (forecast), or,
+    with ``epsilon``, P(true window >= total / alpha) >= 1 - epsilon under the forecast-error
+    model (``assumed_window_noise_pct``, default the scenario's forecast noise);
+  - Eq. 2: the migration's energy breaks even before the window or the job ends.
+Survivors are ranked by ``U(d) = gamma * R(d) - beta * L(d)`` with
+  - ``R(d) = min(1, renewable_kw(d) / (load_kw(d) + P_node(d)))``: renewable availability, the
+    share of d's power after the move that renewables cover now (0 for staying on grid). The
+    window's *length* enters only through the filter, as in the paper, so that ``no_filter``
+    differs from ``feasibility_aware`` by Eq. 1 alone;
+  - ``L(d)``: the delay the job expects at d, hours = predicted migration time + the slowdown
+    it would suffer once the forecast window ends and d runs on its grid limit alone:
+    ``max(0, T_rem - W(d)) * (1 / s_grid(d) - 1)``, with ``s_grid`` the speed share a power-capped
+    node gets (``grid_limit / (jobs x P_node)``, 1 with no limit). Queueing for a node is 0:
+    only destinations with a free node are considered.
+The job moves if the best U beats staying, ``U(src) = -beta * T_rem * (1 / s_grid(src) - 1)``,
+by more than ``min_gain``.
+``no_filter`` runs this same code with the filter off: the independent test of Eq. 1.
+"""
+
+from __future__ import annotations
+
+from testbed.controller.predict import params_from, predict
+from testbed.policies.base import Move, Policy, grid_jobs_by_remaining
+from testbed.policies.placement import origin_or_least_loaded
+
+
+class FeasibilityAwarePolicy(Policy):
+    name = "feasibility_aware"
+    use_filter = True
+
+    def __init__(self, label, scenario, spec):
+        super().__init__(label, scenario)
+        self.spec = spec
+        noise_pct = spec.assumed_window_noise_pct
+        if noise_pct is None:
+            noise_pct = scenario.traces.forecast.window.noise_pct
+        self.noise_frac = noise_pct / 100.0
+
+    @staticmethod
+    def _availability(view, site: str) -> float:
+        """R(d): share of the site's power after one more job that renewables cover now."""
+        return min(1.0, max(0.0, view.renewable_kw(site)) / (view.load_kw(site) + view.p_active_kw(site)))
+
+    def place(self, job, view):
+        free = [s for s in view.sites if view.free_nodes(s) > 0]
+        powered = [s for s in free if view.surplus_kw(s) >= view.p_active_kw(s)]
+        if not powered:
+            site, why = origin_or_least_loaded(job, view)
+            return site, self.record(view, "place", job.id, None, site, f"no free site with renewable surplus; {why}")
+
+        def score(s: str) -> tuple:
+            return (self._availability(view, s), view.window_forecast_s(s), -view.sites.index(s))
+
+        best = max(powered, key=score)
+        why = f"highest R(d) = {score(best)[0]:.3f}, then longest forecast window ({score(best)[1] / 3600:.2f} h)"
+        return best, self.record(view, "place", job.id, None, best, why)
+
+    def _candidates(self, view, job, src: str) -> list[dict]:
+        out = []
+        p_sys = self.scenario.power.p_sys_kw
+        for dst in view.sites:
+            bw = view.bandwidth_forecast_gbps(src, dst) if dst != src else None
+            if bw is None or view.free_nodes(dst) < 1 or view.surplus_kw(dst) < view.p_active_kw(dst):
+                continue
+            window_s = view.window_forecast_s(dst)
+            if window_s <= 0:
+                continue
+            params = params_from(self.spec, rtt_ms=view.rtt_ms(src, dst), p_sys_kw=p_sys, p_node_kw=view.p_active_kw(dst))
+            pred = predict(job.checkpoint_gb, bw, window_s, params, epsilon=self.spec.epsilon, noise_frac=self.noise_frac)
+            remaining_s = job.work_left_gpu_h / view.speed(dst) * 3600.0
+            time_ok = pred.risk_feasible if self.spec.epsilon is not None else pred.feasible
+            energy_ok = pred.breakeven_min * 60.0 < min(window_s, remaining_s)
+            r = self._availability(view, dst)
+            slow_h = max(0.0, remaining_s - window_s) / 3600.0 * (1.0 / view.grid_only_speed(dst, 1) - 1.0)
+            lag_h = pred.total_s / 3600.0 + slow_h
+            out.append({
+                "dst": dst, "bandwidth_gbps": round(bw, 6), "window_s": round(window_s, 3),
+                "total_s": round(pred.total_s, 3), "budget_s": round(pred.budget_s, 3),
+                "eq1_ok": bool(time_ok), "eq2_ok": bool(energy_ok), "class": pred.feasibility_class,
+                "R": round(r, 6), "L_h": round(lag_h, 6), "U": self.spec.gamma * r - self.spec.beta * lag_h,
+                "_pred": pred,
+            })
+        return out
+
+    def decide(self, view):
+        moves, records = [], []
+        for src in view.sites:
+            for job in grid_jobs_by_remaining(view, src):
+                cands = self._candidates(view, job, src)
+                public = [{k: v for k, v in c.items() if k != "_pred"} for c in cands]
+                passing = [c for c in cands if c["eq1_ok"] and c["eq2_ok"]]
+                eligible = passing if self.use_filter else cands
+                if not cands:
+                    records.append(self.record(view, "stay", job.id, src, None, "on grid; no free site with renewable surplus"))
+                    continue
+                if not eligible:
+                    worst = min(cands, key=lambda c: c["budget_s"] - c["total_s"])
+                    why = (f"all {len(cands)} candidate(s) fail the filter "
+                           f"(e.g. {worst['dst']}: {worst['total_s']:.0f} s vs budget {worst['budget_s']:.0f} s)")
+                    records.append(self.record(view, "stay", job.id, src, None, why, public, 0))
+                    continue
+                best = max(eligible, key=lambda c: (c["U"], -view.sites.index(c["dst"])))
+                u_stay = -self.spec.beta * job.remaining_s / 3600.0 * (1.0 / view.grid_only_speed(src) - 1.0)
+                if best["U"] - u_stay <= self.spec.min_gain:
+                    why = (f"best utility {best['U']:.3f} at {best['dst']} does not beat staying "
+                           f"({u_stay:.3f}) by {self.spec.min_gain}")
+                    records.append(self.record(view, "stay", job.id, src, None, why, public, len(passing)))
+                    continue
+                filt = "filter passed" if best in passing else "filter OFF (Eq. 1 would reject)"
+                why = f"U={best['U']:.3f} at {best['dst']} (R={best['R']:.2f}, L={best['L_h'] * 60:.1f} min); {filt}"
+                view.plan_move(job.id, src, best["dst"])
+                moves.append(Move(job.id, src, best["dst"], why, best["_pred"]))
+                records.append(self.record(view, "migrate", job.id, src, best["dst"], why, public, len(passing)))
+        return moves, records

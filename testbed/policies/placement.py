@@ -1,0 +1,26 @@
+"""Where an arriving job is queued: two strategies shared by the policies."""
+
+from __future__ import annotations
+
+from testbed.controller.view import ClusterView
+from testbed.workload import JobSpec
+
+
+def origin_or_least_loaded(job: JobSpec, view: ClusterView) -> tuple[str, str]:
+    """The submitting site if it has a free node, else the site with most free nodes."""
+    if view.free_nodes(job.origin) > 0:
+        return job.origin, "origin has a free node"
+    best = max(view.sites, key=lambda s: (view.free_nodes(s), -view.sites.index(s)))
+    if view.free_nodes(best) > 0:
+        return best, f"origin full; {best} has {view.free_nodes(best)} free node(s)"
+    return job.origin, "all sites full; queued at origin"
+
+
+def greenest(job: JobSpec, view: ClusterView) -> tuple[str, str]:
+    """The free site with the most renewable surplus, if any can power one more node."""
+    free = [s for s in view.sites if view.free_nodes(s) > 0 and view.surplus_kw(s) >= view.p_active_kw(s)]
+    if not free:
+        site, why = origin_or_least_loaded(job, view)
+        return site, f"no free site with renewable surplus; {why}"
+    best = max(free, key=lambda s: (view.surplus_kw(s), -view.sites.index(s)))
+    return best, f"largest renewable surplus ({view.surplus_kw(best):.2f} kW)"

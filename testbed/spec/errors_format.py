@@ -1,0 +1,94 @@
+"""Turn pydantic's validation errors into one short line per problem, named by field path."""
+
+from __future__ import annotations
+
+import re
+
+from pydantic import ValidationError
+
+# loc entries pydantic inserts for union members / discriminator tags: not part of the user's path
+_TYPE_LIKE = re.compile(r"^(float|int|str|bool|none|tuple\[.*\]|list\[.*\]|dict\[.*\]|function-\w+\[.*\]|.*\[.*\])$")
+
+
+def field_path(loc: tuple[object, ...], tags: frozenset[str] = frozenset()) -> str:
+    out = ""
+    for i, part in enumerate(loc):
+        if isinstance(part, int):
+            out += f"[{part}]"
+            continue
+        text = str(part)
+        # a discriminator tag follows a list index or dict key and repeats the 'kind'/'name' value
+        if text in tags and i > 0 or _TYPE_LIKE.match(text):
+            continue
+        out += f".{text}" if out else text
+    return out or "(top level)"
+
+
+def _short_value(value: object) -> str | None:
+    if isinstance(value, (int, float, bool)) or value is None:
+        return repr(value)
+    if isinstance(value, str):
+        return repr(value) if len(value) <= 40 else repr(value[:37] + "...")
+    return None
+
+
+def _message(err: dict) -> str:
+    kind, ctx = err["type"], err.get("ctx") or {}
+    simple = {
+        "greater_than": "must be > {gt}",
+        "greater_than_equal": "must be >= {ge}",
+        "less_than": "must be < {lt}",
+        "less_than_equal": "must be <= {le}",
+        "missing": "required field is missing",
+        "extra_forbidden": "unknown field",
+        "float_parsing": "must be a number",
+        "float_type": "must be a number",
+        "int_parsing": "must be an integer",
+        "int_type": "must be an integer",
+        "int_from_float": "must be an integer",
+        "bool_parsing": "must be true or false",
+        "string_type": "must be a string",
+        "list_type": "must be a list",
+        "dict_type": "must be a mapping",
+        "model_type": "must be a mapping",
+        "too_short": "must have at least {min_length} item(s)",
+        "string_pattern_mismatch": "must match {pattern}",
+        "datetime_from_date_parsing": "must be an ISO-8601 date-time",
+        "datetime_parsing": "must be an ISO-8601 date-time",
+        "datetime_type": "must be an ISO-8601 date-time",
+    }
+    if kind in simple:
+        try:
+            msg = simple[kind].format(**ctx)
+        except KeyError:
+            msg = simple[kind]
+    elif kind == "union_tag_invalid":
+        msg = f"unknown {ctx.get('discriminator', 'tag').strip(chr(39))} {ctx.get('tag')!r} (expected one of {ctx.get('expected_tags')})"
+        return msg
+    elif kind == "union_tag_not_found":
+        msg = f"needs a {ctx.get('discriminator', 'tag').strip(chr(39))!s} field"
+        return msg
+    elif kind == "literal_error":
+        msg = f"must be one of {ctx.get('expected')}"
+    elif kind in ("value_error", "assertion_error"):
+        msg = str(err["msg"]).removeprefix("Value error, ").removeprefix("Assertion failed, ")
+        return msg
+    else:
+        msg = str(err["msg"])
+    got = _short_value(err.get("input"))
+    if got is not None and kind not in ("missing", "extra_forbidden"):
+        msg += f" (got {got})"
+    return msg
+
+
+def problems_from(exc: ValidationError, tags: frozenset[str], prefix: str = "") -> list[tuple[str, str]]:
+    """One ``(path, message)`` per field; alternatives of a union on the same path are joined."""
+    merged: dict[str, list[str]] = {}
+    for err in exc.errors(include_url=False):
+        path = field_path(tuple(err["loc"]), tags)
+        if prefix:
+            path = f"{prefix}.{path}" if path != "(top level)" else prefix
+        msg = _message(err)
+        if msg not in merged.setdefault(path, []):
+            merged[path].append(msg)
+    return [(path, "; or ".join(msgs)) for path, msgs in merged.items()]

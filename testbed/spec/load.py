@@ -1,0 +1,181 @@
+"""Read a scenario file, merge its topology file, validate, resolve file paths.
+
+Everything that can be wrong with a scenario is found here, at load time, and reported as
+``SpecError`` with one ``(field path or file, message)`` per problem.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from testbed.errors import SpecError
+from testbed.spec.errors_format import problems_from
+from testbed.spec.policies import POLICY_NAMES
+from testbed.spec.scenario import Scenario
+from testbed.spec.topology import Topology
+
+_TAGS = frozenset(POLICY_NAMES) | frozenset({"curtailment_windows", "solar", "caiso", "google", "csv"})
+
+
+@dataclass(frozen=True)
+class LoadedScenario:
+    scenario: Scenario
+    path: Path
+    text: str
+    sha256: str
+    topology_path: Path | None
+
+
+def read_yaml(path: Path, what: str = "file") -> Any:
+    """Parse one YAML file into Python data; every failure is a SpecError naming the file."""
+    if not path.exists():
+        raise SpecError([(str(path), f"{what} not found")])
+    if not path.is_file():
+        raise SpecError([(str(path), f"{what} is not a regular file")])
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise SpecError([(str(path), f"cannot read {what}: {e}")]) from e
+    if not text.strip():
+        raise SpecError([(str(path), f"{what} is empty")])
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise SpecError([(where, f"not valid YAML: {problem}")]) from e
+    if data is None:
+        raise SpecError([(str(path), f"{what} is empty (only comments or whitespace)")])
+    if not isinstance(data, dict):
+        raise SpecError([(str(path), f"{what} must be a YAML mapping (key: value), got {type(data).__name__}")])
+    return data
+
+
+def resolve_file(name: str, base_dir: Path) -> Path | None:
+    """A relative path is looked up beside the scenario, then from the working directory, then
+    one level above the scenario's folder (so ``topologies/x.yaml`` works from ``scenarios/``)."""
+    p = Path(name).expanduser()
+    candidates = [p] if p.is_absolute() else [base_dir / p, Path.cwd() / p, base_dir.parent / p]
+    for c in candidates:
+        if c.is_file():
+            return c.resolve()
+    return None
+
+
+def _merge_topology(data: dict, base_dir: Path) -> tuple[dict, Path | None]:
+    topo_name = data.get("topology")
+    if topo_name is None:
+        return data, None
+    if not isinstance(topo_name, str):
+        raise SpecError([("topology", "must be a file path")])
+    if data.get("sites") or data.get("links"):
+        raise SpecError([("topology", "give either a topology file or inline sites/links, not both")])
+    path = resolve_file(topo_name, base_dir)
+    if path is None:
+        raise SpecError([("topology", f"file not found: {topo_name}")])
+    raw = read_yaml(path, "topology file")
+    try:
+        topo = Topology.model_validate(raw)
+    except ValidationError as e:
+        raise SpecError([(f"{path}: {p}", m) for p, m in problems_from(e, _TAGS)]) from e
+    merged = dict(data)
+    merged["sites"] = [s.model_dump() for s in topo.sites]
+    merged["links"] = [link.model_dump() for link in topo.links]
+    return merged, path
+
+
+def _cross_checks(sc: Scenario, base_dir: Path) -> tuple[list[tuple[str, str]], dict[str, Any]]:
+    """References between sections (sites, links, node types, files). Returns problems and file fixes."""
+    problems: list[tuple[str, str]] = []
+    names = [s.name for s in sc.sites]
+    site_set = set(names)
+    if not sc.sites:
+        problems.append(("sites", "at least one site is required (inline or via topology)"))
+    for i, n in enumerate(names):
+        if names.index(n) != i:
+            problems.append((f"sites[{i}].name", f"duplicate site {n!r}"))
+    node_types = sc.all_node_types()
+    for i, s in enumerate(sc.sites):
+        if s.node_type not in node_types:
+            problems.append((f"sites[{i}].node_type", f"unknown node type {s.node_type!r} (known: {sorted(node_types)})"))
+    seen_pairs: set[frozenset[str]] = set()
+    for i, link in enumerate(sc.links):
+        for end in ("a", "b"):
+            if getattr(link, end) not in site_set:
+                problems.append((f"links[{i}].{end}", f"unknown site {getattr(link, end)!r}"))
+        pair = frozenset((link.a, link.b))
+        if pair in seen_pairs:
+            problems.append((f"links[{i}]", f"duplicate link {link.a}-{link.b}"))
+        seen_pairs.add(pair)
+    renewable = sc.traces.renewable
+    for key in renewable:
+        if key != "default" and key not in site_set:
+            problems.append((f"traces.renewable.{key}", f"unknown site {key!r}"))
+    if "default" not in renewable:
+        for s in sc.sites:
+            if s.name not in renewable:
+                problems.append(("traces.renewable", f"no trace for site {s.name!r} and no 'default'"))
+    link_keys = {f"{link.a}-{link.b}" for link in sc.links} | {f"{link.b}-{link.a}" for link in sc.links}
+    for key in sc.traces.bandwidth.per_link:
+        if key not in link_keys:
+            problems.append((f"traces.bandwidth.per_link.{key}", f"unknown link {key!r}"))
+    for i, ev in enumerate(sc.traces.bandwidth.events):
+        if ev.link != "*" and ev.link not in link_keys:
+            problems.append((f"traces.bandwidth.events[{i}].link", f"unknown link {ev.link!r}"))
+        if ev.start_h >= sc.duration_h:
+            problems.append((f"traces.bandwidth.events[{i}].start_h", f"starts after the run ends ({sc.duration_h} h)"))
+    for i, job in enumerate(sc.workloads.jobs):
+        if job.origin is not None and job.origin not in site_set:
+            problems.append((f"workloads.jobs[{i}].origin", f"unknown site {job.origin!r}"))
+        if job.arrival_h >= sc.duration_h:
+            problems.append((f"workloads.jobs[{i}].arrival_h", f"arrives after the run ends ({sc.duration_h} h)"))
+    ids = [j.id for j in sc.workloads.jobs if j.id is not None]
+    for dup in sorted({x for x in ids if ids.count(x) > 1}):
+        problems.append(("workloads.jobs", f"duplicate job id {dup!r}"))
+    resolved: dict[str, Any] = {}
+    for key, src in renewable.items():
+        file_name = getattr(src, "file", None)
+        if file_name is None:
+            continue
+        path = resolve_file(file_name, base_dir)
+        if path is None:
+            problems.append((f"traces.renewable.{key}.file", f"file not found: {file_name}"))
+        else:
+            resolved[key] = src.model_copy(update={"file": str(path)})
+    return problems, resolved
+
+
+def load_scenario(path: str | Path) -> LoadedScenario:
+    path = Path(path)
+    data = read_yaml(path, "scenario file")
+    text = path.read_text(encoding="utf-8")
+    base_dir = path.resolve().parent
+    topo_name = data.get("topology")
+    sc = scenario_from_dict(data, base_dir)
+    topo_path = resolve_file(topo_name, base_dir) if isinstance(topo_name, str) else None
+    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return LoadedScenario(scenario=sc, path=path.resolve(), text=text, sha256=digest, topology_path=topo_path)
+
+
+def scenario_from_dict(data: dict, base_dir: Path | None = None) -> Scenario:
+    """Validate an in-memory scenario (used by the loader, tests and sweeps)."""
+    base_dir = base_dir or Path.cwd()
+    data, _ = _merge_topology(data, base_dir)
+    try:
+        sc = Scenario.model_validate(data)
+    except ValidationError as e:
+        raise SpecError(problems_from(e, _TAGS)) from e
+    problems, resolved = _cross_checks(sc, base_dir)
+    if problems:
+        raise SpecError(problems)
+    if resolved:
+        renewable = {**sc.traces.renewable, **resolved}
+        sc = sc.model_copy(update={"traces": sc.traces.model_copy(update={"renewable": renewable})})
+    return sc

@@ -1,0 +1,122 @@
+"""The scenario: everything one ``testbed run`` needs, validated at load time."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from testbed.spec.policies import FeasibilityModel, PolicySpec, policy_label
+from testbed.spec.topology import BUILTIN_NODE_TYPES, Link, NodeType, Site, Strict
+from testbed.spec.trace_sources import Traces
+from testbed.spec.workloads import Workloads
+
+
+class Emulation(Strict):
+    """Ignored by the sim substrate; recorded in the manifest."""
+
+    time_scale: float = Field(1.0, gt=0, description="Scenario seconds per wall second.")
+    byte_scale: float | Literal["auto"] = Field("auto", description="Bytes sent per scenario byte.")
+    runtime: Literal["process", "docker"] = "process"
+    require_latency: bool = True
+
+    @field_validator("byte_scale")
+    @classmethod
+    def _positive(cls, v: float | str) -> float | str:
+        if not isinstance(v, str) and not 0 < v <= 1:
+            raise ValueError("must be 'auto' or in (0, 1]")
+        return v
+
+
+class SimSubstrate(Strict):
+    """The analytic substrate's model of *reality* (not of the controller's prediction)."""
+
+    protocol_efficiency: float = Field(
+        1448 / 1514, gt=0, le=1, description="TCP goodput / line rate (MTU 1500: 1448/1514)."
+    )
+    slow_start: bool = Field(True, description="Add handshake + slow-start ramp from the link RTT.")
+    t_load_s: float = Field(10.3, ge=0, description="True load time at the destination.")
+    t_downtime_s: float = Field(0.4, ge=0, description="True pause-to-resume overhead.")
+
+
+class Power(Strict):
+    backend: Literal["emulated", "nvml"] = "emulated"
+    p_sys_kw: float = Field(1.8, gt=0, description="System power during a transfer (seed Eq. 2), split between both ends.")
+    grid_limit_kw: float | None = Field(
+        None, ge=0,
+        description="Grid top-up a site can draw beyond its renewables (None = unlimited). Beyond it, "
+        "running jobs are power-capped and slow down in proportion.",
+    )
+
+
+class Scenario(Strict):
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+    description: str = ""
+    seed: int = Field(0, ge=0)
+    start: datetime = Field(
+        datetime(2024, 6, 3, tzinfo=timezone.utc), description="Absolute start (aligns solar and real traces)."
+    )
+    duration_h: float = Field(gt=0, le=24 * 366)
+    step_s: float = Field(300.0, ge=1, le=3600)
+    emulation: Emulation = Emulation()
+    substrate: SimSubstrate = SimSubstrate()
+    topology: str | None = Field(None, description="Topology file; alternative to inline sites/links.")
+    node_types: dict[str, NodeType] = Field(default_factory=dict)
+    sites: list[Site] = Field(default_factory=list)
+    links: list[Link] = Field(default_factory=list)
+    traces: Traces
+    workloads: Workloads
+    power: Power = Power()
+    feasibility: FeasibilityModel = FeasibilityModel()
+    policies: list[PolicySpec] = Field(min_length=1)
+
+    @field_validator("start")
+    @classmethod
+    def _aware(cls, v: datetime) -> datetime:
+        if v.tzinfo is None:
+            raise ValueError("must carry a time zone, e.g. 2024-06-03T00:00:00Z")
+        return v
+
+    @field_validator("policies", mode="before")
+    @classmethod
+    def _names_to_entries(cls, v: object) -> object:
+        if isinstance(v, (str, dict)):
+            v = [v]
+        if isinstance(v, list):
+            return [{"name": p} if isinstance(p, str) else p for p in v]
+        return v
+
+    @model_validator(mode="after")
+    def _unique_labels(self) -> "Scenario":
+        labels = [policy_label(p) for p in self.policies]
+        dup = sorted({x for x in labels if labels.count(x) > 1})
+        if dup:
+            raise ValueError(f"policies: labels must be unique; give 'label:' to repeated {dup}")
+        return self
+
+    @property
+    def duration_s(self) -> float:
+        return self.duration_h * 3600.0
+
+    def all_node_types(self) -> dict[str, NodeType]:
+        return {**BUILTIN_NODE_TYPES, **self.node_types}
+
+    def site(self, name: str) -> Site:
+        for s in self.sites:
+            if s.name == name:
+                return s
+        raise KeyError(name)
+
+    def node_type_of(self, site: str) -> NodeType:
+        return self.all_node_types()[self.site(site).node_type]
+
+    def grid_limit_kw(self, site: str) -> float | None:
+        s = self.site(site)
+        return s.grid_limit_kw if s.grid_limit_kw is not None else self.power.grid_limit_kw
+
+    def link_between(self, a: str, b: str) -> Link | None:
+        for link in self.links:
+            if {link.a, link.b} == {a, b}:
+                return link
+        return None

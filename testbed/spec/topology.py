@@ -1,0 +1,119 @@
+"""Sites, links and node types: the declarative graph a scenario runs on (like Mininet's ``Topo``).
+
+A topology only *records* sites and links; substrates replay it.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from testbed.spec.geo import fibre_latency_ms, great_circle_km
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+
+SiteName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,14}$")]
+"""Lower-case, short (interface names are built from it: ``tb-<run>-<site>``)."""
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class NodeType(Strict):
+    """Power and performance profile of one node (one accelerator per node, as in the seed)."""
+
+    p_active_kw: float = Field(gt=0, description="Wall power while training (seed: P_node = 0.75 kW).")
+    p_idle_kw: float = Field(ge=0, description="Wall power while idle.")
+    speed: float = Field(1.0, gt=0, description="GPU-hours of work done per hour (1.0 = reference GPU).")
+    source: str = Field("", description="Where these numbers come from.")
+
+    @model_validator(mode="after")
+    def _idle_below_active(self) -> "NodeType":
+        if self.p_idle_kw > self.p_active_kw:
+            raise ValueError("p_idle_kw must be <= p_active_kw")
+        return self
+
+
+BUILTIN_NODE_TYPES: dict[str, NodeType] = {
+    "rtx4090-minipc": NodeType(
+        p_active_kw=0.75,
+        p_idle_kw=0.08,
+        speed=1.0,
+        source="seed 2511.16182 P_node = 0.75 kW (RTX 4090 mini-PC 0.6-0.9 kW, Table I); idle: our estimate",
+    ),
+    "jetson-thor": NodeType(
+        p_active_kw=0.13,
+        p_idle_kw=0.02,
+        speed=0.35,
+        source="seed 2511.16182 ref. [5]-[7]: 40-130 W module envelope; speed: our estimate vs RTX 4090",
+    ),
+    "a100-server": NodeType(
+        p_active_kw=0.65,
+        p_idle_kw=0.1,
+        speed=1.6,
+        source="A100 SXM 400 W TDP + host share; speed: our estimate vs RTX 4090",
+    ),
+}
+
+
+class Site(Strict):
+    name: SiteName
+    lat_deg: float = Field(ge=-90, le=90)
+    lon_deg: float = Field(ge=-180, le=180)
+    node_type: str = "rtx4090-minipc"
+    nodes: int = Field(1, ge=1, le=4096)
+    grid_limit_kw: float | None = Field(
+        None, ge=0, description="Grid power the site can draw (default: the scenario's power.grid_limit_kw)."
+    )
+    utc_offset_h: float | None = Field(
+        None, ge=-12, le=14, description="Local time offset; default lon_deg/15 (solar time)."
+    )
+
+    @property
+    def local_offset_h(self) -> float:
+        return self.utc_offset_h if self.utc_offset_h is not None else self.lon_deg / 15.0
+
+
+class Link(Strict):
+    """A wide-area link between two sites. Bandwidth is per direction."""
+
+    a: SiteName
+    b: SiteName
+    bandwidth_gbps: float = Field(gt=0)
+    bandwidth_b_to_a_gbps: float | None = Field(None, gt=0, description="Asymmetric reverse rate; default = bandwidth_gbps.")
+    latency_ms: float | None = Field(
+        None, ge=0, description="One-way delay; default: great-circle distance x route factor x 5 us/km + base."
+    )
+    jitter_ms: float = Field(0.0, ge=0)
+    loss_pct: float = Field(0.0, ge=0, le=100)
+
+    @model_validator(mode="after")
+    def _distinct_ends(self) -> "Link":
+        if self.a == self.b:
+            raise ValueError(f"a link needs two different sites (both are {self.a!r})")
+        return self
+
+    @property
+    def key(self) -> str:
+        return f"{self.a}-{self.b}"
+
+    def rate_gbps(self, src: str, dst: str) -> float:
+        if (src, dst) == (self.a, self.b):
+            return self.bandwidth_gbps
+        if (src, dst) == (self.b, self.a):
+            return self.bandwidth_b_to_a_gbps or self.bandwidth_gbps
+        raise KeyError(f"link {self.key} does not join {src} and {dst}")
+
+
+def link_latency_ms(link: Link, sites: dict[str, Site]) -> float:
+    """The link's one-way latency: as given, else from the great-circle distance of its ends."""
+    if link.latency_ms is not None:
+        return link.latency_ms
+    a, b = sites[link.a], sites[link.b]
+    return fibre_latency_ms(great_circle_km(a.lat_deg, a.lon_deg, b.lat_deg, b.lon_deg))
+
+
+class Topology(Strict):
+    name: str = ""
+    description: str = ""
+    sites: list[Site] = Field(min_length=1)
+    links: list[Link] = Field(default_factory=list)

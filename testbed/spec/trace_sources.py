@@ -1,0 +1,117 @@
+"""Where a scenario's traces come from: generators (seeded) or files in the real formats."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, Union
+
+from pydantic import Field
+
+from testbed.spec.topology import Strict
+
+
+class CurtailmentWindows(Strict):
+    """Seeded synthetic renewable-surplus windows (CAISO-calibrated by default: mean 2.5 h)."""
+
+    kind: Literal["curtailment_windows"]
+    capacity_kw: float = Field(gt=0, description="Surplus power inside a window (upper end).")
+    mean_window_h: float = Field(2.5, gt=0, le=24)
+    windows_per_day: float = Field(1.6, ge=0, le=24)
+    base_frac: float = Field(0.0, ge=0, le=1, description="Renewable power outside windows, as a fraction of capacity.")
+    offset_h: float | Literal["auto"] = Field("auto", description="Shift of the window centres; auto = site's solar time.")
+    seed: int | None = Field(None, description="Default: scenario seed + site index.")
+
+
+class CloudModel(Strict):
+    seed: int | None = None
+    mean_cover: float = Field(0.3, ge=0, le=1)
+    corr_h: float = Field(2.0, gt=0)
+
+
+class Solar(Strict):
+    """PV power from pvlib clear-sky irradiance at the site's location times a seeded cloud process."""
+
+    kind: Literal["solar"]
+    capacity_kw: float = Field(gt=0)
+    performance_ratio: float = Field(0.8, gt=0, le=1)
+    clouds: CloudModel = CloudModel()
+
+
+class Caiso(Strict):
+    """CAISO 'Production and Curtailments' workbook (.xlsx) or the same table as CSV."""
+
+    kind: Literal["caiso"]
+    file: str
+    column: str = Field("solar_curtailment", description="solar_curtailment | wind_curtailment | total_curtailment | production:<Column>")
+    scale_to_kw: float | None = Field(None, gt=0, description="Map the series maximum to this many kW (default: MW -> kW).")
+
+
+class GooglePower(Strict):
+    """Google 2019 power-trace CSV (measured_power_util / production_power_util, 5-minute)."""
+
+    kind: Literal["google"]
+    file: str
+    column: Literal["measured_power_util", "production_power_util"] = "measured_power_util"
+    cell: str | None = None
+    pdu: str | None = None
+    capacity_kw: float = Field(gt=0)
+    mode: Literal["available", "utilisation"] = "available"
+    start_offset_h: float = Field(0.0, ge=0)
+
+
+class CsvSeries(Strict):
+    """Plain ``timestamp,value`` CSV (seconds from scenario start, or ISO-8601 datetimes)."""
+
+    kind: Literal["csv"]
+    file: str
+    unit: str = "kW"
+    scale: float = Field(1.0, gt=0)
+    time_column: str = "timestamp"
+    value_column: str = "value"
+
+
+RenewableSource = Annotated[
+    Union[CurtailmentWindows, Solar, Caiso, GooglePower, CsvSeries], Field(discriminator="kind")
+]
+
+
+class BandwidthVariance(Strict):
+    kind: Literal["variance"] = "variance"
+    cv: float = Field(0.0, ge=0, le=2, description="Coefficient of variation around nominal.")
+    corr_s: float = Field(600.0, gt=0, description="Correlation time of the variance process.")
+    seed: int | None = None
+
+
+class DegradationEvent(Strict):
+    link: str = Field(description="Link key 'a-b' (either order), or '*' for every link.")
+    start_h: float = Field(ge=0)
+    duration_h: float = Field(gt=0)
+    degradation_pct: float = Field(gt=0, lt=100)
+
+
+class BandwidthTraces(Strict):
+    default: BandwidthVariance = BandwidthVariance()
+    per_link: dict[str, BandwidthVariance] = Field(default_factory=dict)
+    steady_degradation_pct: float = Field(0.0, ge=0, lt=100, description="Applied to every link for the whole run.")
+    events: list[DegradationEvent] = Field(default_factory=list)
+
+
+class ForecastError(Strict):
+    """Multiplicative error: forecast = truth * exp(e), e ~ N(ln(1 + bias), noise)."""
+
+    bias_pct: float = Field(0.0, gt=-100, le=1000)
+    noise_pct: float = Field(0.0, ge=0, le=500)
+    seed: int | None = None
+
+
+class Forecasts(Strict):
+    window: ForecastError = ForecastError()
+    bandwidth: Literal["nominal", "trace", "trace_with_error"] = "nominal"
+    bandwidth_error: ForecastError = ForecastError()
+
+
+class Traces(Strict):
+    renewable: dict[str, RenewableSource] = Field(
+        description="Per site name, or 'default' for every site not named."
+    )
+    bandwidth: BandwidthTraces = BandwidthTraces()
+    forecast: Forecasts = Forecasts()

@@ -1,0 +1,77 @@
+"""The contract every substrate (sim, netns, mininet, docker) fulfils for the one controller."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Literal
+
+
+@dataclass(frozen=True)
+class MigrationOrder:
+    """Move one job's checkpoint from ``src`` to ``dst``, starting at scenario time ``t_start_s``."""
+
+    job_id: str
+    src: str
+    dst: str
+    size_gb: float
+    t_start_s: float
+
+
+@dataclass(frozen=True)
+class MigrationOutcome:
+    """What really happened (scenario seconds). ``resume_s`` is when the job runs again."""
+
+    order: MigrationOrder
+    status: Literal["completed", "failed"]
+    transfer_s: float
+    load_s: float
+    downtime_s: float
+    goodput_gbps: float
+    detail: str = ""
+    phases_measured: tuple[str, ...] = field(default=())
+
+    @property
+    def total_s(self) -> float:
+        return self.transfer_s + self.load_s + self.downtime_s
+
+    @property
+    def resume_s(self) -> float:
+        return self.order.t_start_s + self.total_s
+
+
+class Substrate(ABC):
+    """Lifecycle: ``with substrate: ...``; resources are released on every exit path."""
+
+    name: str = "abstract"
+
+    def __enter__(self) -> "Substrate":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Release every live resource this substrate owns (idempotent)."""
+
+    @abstractmethod
+    def start_migration(self, order: MigrationOrder) -> None:
+        """Begin moving the checkpoint; the outcome is reported by :meth:`poll`."""
+
+    @abstractmethod
+    def poll(self, until_s: float) -> list[MigrationOutcome]:
+        """Advance to scenario time ``until_s`` and return migrations that ended by then, in order."""
+
+    @abstractmethod
+    def in_flight(self) -> list[MigrationOrder]:
+        """Migrations started and not yet reported."""
+
+    def start_job(self, job_id: str, site: str, t_s: float) -> None:
+        """A job starts (or resumes) at a site. The sim models progress; live substrates run it."""
+
+    def finish_job(self, job_id: str, t_s: float) -> None:
+        """A job has completed its work."""
+
+    @abstractmethod
+    def describe(self) -> dict:
+        """For the manifest: substrate name, scale factors, and which quantities are measured vs modelled."""

@@ -1,0 +1,78 @@
+"""Plain CSV time series: ``timestamp,value``.
+
+``timestamp`` is either numeric (seconds since the scenario start) or ISO-8601 datetimes. ISO
+timestamps need the scenario ``start`` (timezone-aware) to align them; timestamps without an
+offset are read in ``start``'s time zone (an ambiguous or non-existent local time at a DST
+change is an error: write offsets or UTC in such files). Values are multiplied by ``scale``.
+The last sample holds for one more interval (the previous sample interval), or until
+``duration_s`` for a one-row file.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from testbed.errors import TraceError
+from testbed.traces.align import fit_window, require_aware, seconds_since
+from testbed.traces.base import Trace
+
+__all__ = ["load_csv"]
+
+
+def _parse_times(col: pd.Series, start: datetime | None, where: str) -> np.ndarray:
+    if pd.api.types.is_numeric_dtype(col):
+        return col.to_numpy(dtype=np.float64)
+    if start is None:
+        raise TraceError(where, "timestamps are datetimes: pass the scenario start to align them")
+    require_aware(start, where)
+    text = col.astype(str).str.strip()
+    try:
+        first = pd.to_datetime(text.iloc[:1], format="ISO8601")
+        if first.dt.tz is not None:
+            parsed = pd.DatetimeIndex(pd.to_datetime(text, format="ISO8601", utc=True))
+        else:
+            naive = pd.DatetimeIndex(pd.to_datetime(text, format="ISO8601"))
+            if naive.tz is not None:
+                raise ValueError("mixed timestamps with and without UTC offsets")
+            parsed = naive.tz_localize(start.tzinfo, ambiguous="raise", nonexistent="raise")
+    except (ValueError, TypeError, OverflowError) as e:
+        raise TraceError(where, f"cannot parse timestamps as numbers or ISO-8601: {e}") from e
+    return seconds_since(parsed, start, where)
+
+
+def load_csv(path: str | Path, *, unit: str, start: datetime | None = None,
+             time_column: str = "timestamp", value_column: str = "value", scale: float = 1.0,
+             duration_s: float | None = None, step_s: float | None = None,
+             name: str | None = None) -> Trace:
+    """Load a ``timestamp,value`` CSV as a Trace on scenario time (see the module docstring).
+
+    With ``duration_s`` the data must cover ``[0, duration_s)``; with ``step_s`` it is
+    resampled to per-step means. Errors name the file.
+    """
+    path = Path(path)
+    where = str(path)
+    try:
+        df = pd.read_csv(path)
+    except (OSError, ValueError, pd.errors.ParserError, UnicodeDecodeError) as e:
+        raise TraceError(where, f"cannot read CSV: {e}") from e
+    for col in (time_column, value_column):
+        if col not in df.columns:
+            raise TraceError(where, f"missing column {col!r} (have {list(map(str, df.columns))})")
+    if df.empty:
+        raise TraceError(where, "no rows")
+    times = _parse_times(df[time_column], start, where)
+    try:
+        values = pd.to_numeric(df[value_column]).to_numpy(dtype=np.float64) * float(scale)
+    except (TypeError, ValueError) as e:
+        raise TraceError(where, f"column {value_column!r} must be numeric: {e}") from e
+    end_s = float(duration_s) if (len(df) == 1 and duration_s is not None) else None
+    try:
+        trace = Trace(times, values, unit=unit, name=name or path.stem, end_s=end_s,
+                      meta={"source": where, "scale": scale})
+    except TraceError as e:
+        raise TraceError(where, e.message) from e
+    return fit_window(trace, duration_s=duration_s, step_s=step_s, where=where, start=start)
