@@ -62,7 +62,7 @@ def _renewable(sc: Scenario, seed: int, site_name: str) -> Trace:
         return curtailment_windows(
             duration_s=horizon, step_s=step, seed=_sub_seed(src.seed, seed, "renewable", site_name),
             mean_window_h=src.mean_window_h, windows_per_day=src.windows_per_day, capacity_kw=src.capacity_kw,
-            base_frac=src.base_frac, offset_h=offset_h, name=name,
+            base_frac=src.base_frac, offset_h=offset_h, overlap=src.overlap, name=name,
         )
     if isinstance(src, Solar):
         return solar_power(

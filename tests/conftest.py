@@ -36,6 +36,22 @@ def small_scenario_dict(**overrides) -> dict:
     return out
 
 
+def run_policies(sc, seed=None):
+    """Run every policy of a validated scenario on the sim substrate; tables per policy label."""
+    from testbed.controller.controller import Controller
+    from testbed.inputs import build_inputs
+    from testbed.policies import make_policy
+    from testbed.substrate.sim import SimSubstrate
+
+    inputs = build_inputs(sc, seed)
+    out = {}
+    for spec in sc.policies:
+        with SimSubstrate(inputs) as sub:
+            rec = Controller(inputs, make_policy(spec, inputs.scenario), sub).run()
+        out[spec.label or spec.name] = rec.tables()
+    return out
+
+
 @pytest.fixture
 def root() -> Path:
     return ROOT

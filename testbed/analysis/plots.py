@@ -40,12 +40,14 @@ def energy_mix(ts: pd.DataFrame, migs: pd.DataFrame, path: Path, title: str) -> 
 def jct_cdf(jobs: dict[str, pd.DataFrame], path: Path, title: str) -> Path:
     fig = Figure(figsize=(7, 4.5), layout="constrained")
     ax = fig.subplots()
-    for label, df in jobs.items():
+    styles = ["-", "--", "-.", ":"]
+    for i, (label, df) in enumerate(jobs.items()):
         jct = np.sort(df.loc[df["status"] == "done", "jct_h"].to_numpy(dtype=float))
         if jct.size == 0:
             continue
         y = np.arange(1, jct.size + 1) / len(df)
-        ax.step(jct, y, where="post", label=f"{label} (n={jct.size}/{len(df)}, mean {jct.mean():.1f} h)")
+        ax.step(jct, y, where="post", ls=styles[i % len(styles)], lw=1.6,
+                label=f"{label} (n={jct.size}/{len(df)}, mean {jct.mean():.1f} h)")
     ax.set_xlabel("job completion time (h)")
     ax.set_ylabel("fraction of all jobs completed")
     ax.set_ylim(0, 1.0)

@@ -9,7 +9,7 @@ from testbed import __version__
 from testbed.errors import SpecError, TestbedError
 
 # Sub-command modules, in the order ``testbed --help`` lists them.
-_COMMANDS = ("run", "validate", "schema", "feasibility")
+_COMMANDS = ("run", "validate", "schema", "feasibility", "bench")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -17,8 +17,14 @@ class CurtailmentWindows(Strict):
     mean_window_h: float = Field(2.5, gt=0, le=24)
     windows_per_day: float = Field(1.6, ge=0, le=24)
     base_frac: float = Field(0.0, ge=0, le=1, description="Renewable power outside windows, as a fraction of capacity.")
-    offset_h: float | Literal["auto"] = Field("auto", description="Shift of the window centres; auto = site's solar time.")
-    seed: int | None = Field(None, description="Default: scenario seed + site index.")
+    offset_h: float | Literal["auto"] = Field(
+        "auto", description="Extra shift of the window centres, h; auto = centred on the site's solar noon."
+    )
+    overlap: Literal["separate", "merge"] = Field(
+        "separate", description="separate: a window drawn over the previous one starts 0.5 h after it "
+        "(count and mean length match the parameters); merge: overlapping windows merge (fewer, longer)."
+    )
+    seed: int | None = Field(None, description="Default: derived from the scenario seed and the site name.")
 
 
 class CloudModel(Strict):

@@ -45,8 +45,8 @@ def fit_window(trace: Trace, *, duration_s: float | None, step_s: float | None, 
             t0 = pd.Timestamp(start)
             have += (f" = [{t0 + pd.Timedelta(seconds=trace.start_s)}, "
                      f"{t0 + pd.Timedelta(seconds=trace.end_s)})")
-        raise TraceError(where, f"the data covers {have} of scenario time but the scenario needs "
-                                f"[0, {end:g}) s from its start {start if start is not None else ''}".rstrip())
+        needs = f"[0, {end:g}) s" + (f" from its start {start}" if start is not None else "")
+        raise TraceError(where, f"the data covers {have} of scenario time but the scenario needs {needs}")
     if step_s is not None:
         return trace.resample(step_s, 0.0, end, how="mean")
     return trace.sliced(0.0, end)

@@ -42,7 +42,8 @@ class DegradationEvent:
         if not (math.isfinite(self.duration_s) and self.duration_s > 0):
             raise ValueError(f"DegradationEvent.duration_s must be > 0, got {self.duration_s}")
         if not 0.0 <= self.degradation_frac <= 1.0:
-            raise ValueError(f"DegradationEvent.degradation_frac must be in [0, 1], got {self.degradation_frac}")
+            raise ValueError(
+                f"DegradationEvent.degradation_frac must be in [0, 1], got {self.degradation_frac}")
 
     @property
     def end_s(self) -> float:

@@ -7,8 +7,8 @@ validated when it is built and never extrapolates: asking for a time outside
 ``[start_s, end_s)`` raises :class:`~testbed.errors.TraceRangeError`.
 
 Everything is exact for a step function: :meth:`Trace.integrate` is the exact integral and
-:meth:`Trace.time_to_accumulate` its exact inverse (when does a transfer of N bits finish under
-a bandwidth trace in Gbit/s x 1e9?). Threshold queries (:meth:`Trace.windows_above`,
+:meth:`Trace.time_to_accumulate` its exact inverse (when does a transfer of N Gbit finish
+under a bandwidth trace in Gbit/s?). Threshold queries (:meth:`Trace.windows_above`,
 :meth:`Trace.remaining_above`) precompute the window boundaries once per threshold, lazily, so
 that scalar lookups cost a bisection.
 """

@@ -74,7 +74,8 @@ def _read_raw(path: Path, sheet: str, where: str) -> pd.DataFrame:
             with pd.ExcelFile(path, engine="openpyxl") as book:
                 sheets = {_norm(s): s for s in book.sheet_names}
                 if _norm(sheet) not in sheets:
-                    raise TraceError(where, f"no sheet {sheet!r} in the workbook (sheets: {book.sheet_names})")
+                    raise TraceError(where, f"no sheet {sheet!r} in the workbook "
+                                            f"(sheets: {book.sheet_names})")
                 return pd.read_excel(book, sheet_name=sheets[_norm(sheet)], header=None)
     except TraceError:
         raise
@@ -211,5 +212,6 @@ def _production_series(starts: pd.DatetimeIndex, mw: np.ndarray, start: datetime
         raise TraceError(where, f"Production: interval starting {when} is listed twice")
     if steps.size and steps.max() > max_gap_s:
         i = int(np.argmax(steps))
-        raise TraceError(where, f"Production: gap of {steps[i]:g} s after t={t[i]:g} s (max_gap_s={max_gap_s:g})")
+        raise TraceError(where, f"Production: gap of {steps[i]:g} s after t={t[i]:g} s "
+                                f"(max_gap_s={max_gap_s:g})")
     return t, values, float(t[-1] + INTERVAL_S)

@@ -81,21 +81,18 @@ def solar_power(*, duration_s: float, step_s: float, start: datetime, lat_deg: f
         raise TraceError(name, "start must be a timezone-aware datetime")
     for key, value in (("duration_s", duration_s), ("step_s", step_s), ("capacity_kw", capacity_kw)):
         if not (math.isfinite(value) and value > 0):
-            raise TraceError(name, f"{key} must be > 0, got {value}")
+            raise ValueError(f"{name}: {key} must be > 0, got {value}")
     if not (-90.0 <= lat_deg <= 90.0 and -180.0 <= lon_deg <= 360.0):
-        raise TraceError(name, f"lat/lon out of range: ({lat_deg}, {lon_deg})")
+        raise ValueError(f"{name}: lat/lon out of range: ({lat_deg}, {lon_deg})")
     if not 0.0 < performance_ratio <= 1.0:
-        raise TraceError(name, f"performance_ratio must be in (0, 1], got {performance_ratio}")
+        raise ValueError(f"{name}: performance_ratio must be in (0, 1], got {performance_ratio}")
     n = max(1, math.ceil(duration_s / step_s - 1e-9))
     t = step_s * np.arange(n, dtype=np.float64)
     mid = np.minimum(t + step_s / 2.0, (t + float(duration_s)) / 2.0)  # last step may be short
     start_utc = pd.Timestamp(start).tz_convert("UTC")
     times = pd.DatetimeIndex(start_utc + pd.to_timedelta(mid, unit="s"))
     ghi, model = clear_sky_ghi(times, lat_deg=lat_deg, lon_deg=lon_deg, model=clearsky_model)
-    try:
-        cover = cloud_cover(n, step_s=step_s, seed=cloud_seed, mean_cover=mean_cover, corr_h=cloud_corr_h)
-    except ValueError as e:
-        raise TraceError(name, str(e)) from e
+    cover = cloud_cover(n, step_s=step_s, seed=cloud_seed, mean_cover=mean_cover, corr_h=cloud_corr_h)
     clearness = 1.0 - 0.75 * cover ** 3.4
     power = np.clip(capacity_kw * ghi / 1000.0 * performance_ratio * clearness, 0.0, capacity_kw)
     meta = {

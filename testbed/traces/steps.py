@@ -13,7 +13,8 @@ from testbed.errors import TraceError
 __all__ = ["accumulate_until", "runs_above", "validated_arrays"]
 
 
-def validated_arrays(times_s: Any, values: Any, end_s: float | None, where: str) -> tuple[np.ndarray, np.ndarray, float]:
+def validated_arrays(times_s: Any, values: Any, end_s: float | None,
+                     where: str) -> tuple[np.ndarray, np.ndarray, float]:
     """Float64 copies of times and values, and the end time; TraceError(where) if invalid:
     not 1-D, different lengths, empty, not finite, not strictly increasing, or a bad end."""
     try:
@@ -49,7 +50,8 @@ def validated_arrays(times_s: Any, values: Any, end_s: float | None, where: str)
     return times, vals, end
 
 
-def runs_above(values: np.ndarray, edges: np.ndarray, threshold: float) -> tuple[list[tuple[float, float]], list[float]]:
+def runs_above(values: np.ndarray, edges: np.ndarray,
+               threshold: float) -> tuple[list[tuple[float, float]], list[float]]:
     """Maximal windows ``(start, end)`` where ``values >= threshold``, and for each segment the
     end of the window containing it (NaN for segments below the threshold)."""
     above = values >= threshold
@@ -70,7 +72,8 @@ def accumulate_until(times: list[float], vals: list[float], edges: np.ndarray, c
     ``cum[k]`` is the integral from ``times[0]`` to ``edges[k]`` and values are >= 0. The part
     in ``t0``'s own segment and the part in the last segment are computed directly, and the
     middle as a difference of ``cum`` -- the same split ``Trace.integrate`` uses, so the two
-    agree to rounding.
+    agree to rounding. An amount short of the total only by rounding (1e-12 relative) is reached
+    at the end of the last non-empty step.
     """
     n = len(times)
     if t0 >= edges[-1]:
@@ -82,12 +85,13 @@ def accumulate_until(times: list[float], vals: list[float], edges: np.ndarray, c
     need = amount - first
     base = float(cum[i0 + 1])
     k = max(int(np.searchsorted(cum, base + need, side="left")) - 1, i0 + 1)
-    if k >= n:
-        return None
-    while k < n - 1 and vals[k] == 0.0:  # rounding at a boundary landed on an empty step
+    while k < n and vals[k] == 0.0:  # rounding can land on an empty step: move past it
         k += 1
-    if vals[k] == 0.0:
-        return None
+    if k >= n:
+        if need > float(cum[-1]) - base + 1e-12 * amount:
+            return None
+        last = next((i for i in range(n - 1, -1, -1) if vals[i] > 0.0), i0)
+        return float(edges[last + 1])
     rest = need - float(cum[k] - base)
     t = times[k] + max(rest, 0.0) / vals[k]
     return min(max(t, times[k]), float(edges[k + 1]))

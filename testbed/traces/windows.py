@@ -17,9 +17,11 @@ overlapping windows merge (the overlap takes the higher level); note that solar-
 overlap often (about a quarter of them at one window a day, 2.5 h mean, 2 h spread), so the
 *observed* windows are fewer and longer than the parameters say. ``overlap="separate"`` instead
 pushes a window that would overlap the previous one to start ``SEPARATE_GAP_H`` after it ends
-(lengths and counts then match the parameters; centres drift a little later in the day). Window edges are exact breakpoints of the trace (they are not
-rounded to the step grid), so ``trace.windows_above(t)`` for any ``base < t <= 0.5 * capacity``
-returns exactly the merged windows, and ``remaining_above`` gives exact remaining window time.
+(lengths and counts then match the parameters; centres drift a little later in the day).
+
+Window edges are exact breakpoints of the trace (they are not rounded to the step grid), so
+``trace.windows_above(t)`` for any ``base < t <= 0.5 * capacity`` returns exactly the merged
+windows, and ``remaining_above`` gives the exact remaining window time.
 
 Reproducibility: windows come from ``Generator(PCG64(seed))`` drawn day by day in a fixed order
 (so a longer trace starts with the same windows as a shorter one), noise from a second stream

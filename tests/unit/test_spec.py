@@ -173,3 +173,12 @@ def test_schema_is_json_schema(capsys):
     assert "$schema" in schema and {"sites", "links", "traces", "workloads", "policies"} <= set(schema["properties"])
     assert main(["schema", "--topology"]) == 0
     assert "sites" in json.loads(capsys.readouterr().out)["properties"]
+
+
+def test_readme_example_is_a_valid_scenario():
+    import re
+
+    text = (ROOT / "README.md").read_text()
+    block = re.search(r"```yaml\n(name: quickstart.*?)```", text, re.S).group(1)
+    sc = scenario_from_dict(yaml.safe_load(block), ROOT)
+    assert sc.name == "quickstart" and "my-gpu" in sc.all_node_types()

@@ -133,6 +133,20 @@ def test_time_to_accumulate_transfer_of_bits_under_bandwidth():
     assert gbps.integrate(0.0, t) == pytest.approx(320, rel=1e-12)
 
 
+def test_accumulating_exactly_what_is_available_is_reached_despite_rounding():
+    rng = np.random.default_rng(7)
+    for _ in range(300):
+        n = int(rng.integers(2, 30))
+        vals = np.where(rng.random(n) < 0.3, 0.0, rng.uniform(1e-3, 1e4, n))
+        times = np.concatenate(([0.0], np.cumsum(rng.uniform(0.01, 1e4, n - 1))))
+        tr = step(times + rng.uniform(-1e5, 1e5), vals, end_s=None)
+        t0 = tr.start_s + rng.random() * (tr.end_s - tr.start_s)
+        available = tr.integrate(t0, tr.end_s)
+        if available > 0:
+            t = tr.time_to_accumulate(t0, available)
+            assert t <= tr.end_s and tr.integrate(t0, t) == pytest.approx(available, rel=1e-9)
+
+
 def test_time_to_accumulate_needs_non_negative_values():
     with pytest.raises(TraceError, match="non-negative"):
         step([0, 1], [1, -1]).time_to_accumulate(0, 0.5)

@@ -83,11 +83,11 @@ def test_cloud_cover_mean_and_range():
 def test_invalid_inputs():
     with pytest.raises(TraceError, match="timezone-aware"):
         make(start=datetime(2024, 6, 1))
-    with pytest.raises(TraceError, match="capacity_kw"):
+    with pytest.raises(ValueError, match="capacity_kw"):
         make(capacity_kw=0.0)
-    with pytest.raises(TraceError, match="lat/lon"):
+    with pytest.raises(ValueError, match="lat/lon"):
         make(lat=95.0)
-    with pytest.raises(TraceError, match="mean_cover"):
+    with pytest.raises(ValueError, match="mean_cover"):
         make(mean_cover=1.5)
 
 

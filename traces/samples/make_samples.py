@@ -39,7 +39,8 @@ def caiso_tables(seed: int = 2024) -> tuple[list[list], list[list]]:
                 solar = max(0.0, 17500.0 * np.sin(np.pi * (h - 6.5) / 13.0)) if 6.5 < h < 19.5 else 0.0
                 solar *= 1.0 + 0.02 * rng.standard_normal()
                 wind = 3000.0 + 1200.0 * np.sin(2 * np.pi * (h - 3) / 24.0) + 150.0 * rng.standard_normal()
-                load = 21000.0 + 6000.0 * np.sin(2 * np.pi * (h - 11.0) / 24.0) + 200.0 * rng.standard_normal()
+                load = 21000.0 + 6000.0 * np.sin(2 * np.pi * (h - 11.0) / 24.0)
+                load += 200.0 * rng.standard_normal()
                 nuclear, hydro = 2250.0, 2600.0 + 400.0 * np.sin(2 * np.pi * (h - 14) / 24.0)
                 renew = solar + wind + 1700.0
                 thermal = max(1500.0, load - renew - nuclear - hydro - 4000.0)
@@ -52,7 +53,8 @@ def caiso_tables(seed: int = 2024) -> tuple[list[list], list[list]]:
                 if surplus > 0:
                     solar_c = round(float(min(solar, surplus * (0.8 + 0.2 * rng.random()))), 2)
                     wind_c = round(float(max(0.0, 0.1 * surplus * rng.random())), 2)
-                    curtailments.append([day, hour, interval, wind_c, solar_c, "Local" if h < 11 else "System"])
+                    reason = "Local" if h < 11 else "System"
+                    curtailments.append([day, hour, interval, wind_c, solar_c, reason])
     return production, curtailments
 
 

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# One command: set up testbed in ./.venv and run the quick-start scenario end to end.
+#   bash scripts/setup.sh            # set up, then run scenarios/quickstart.yaml
+#   bash scripts/setup.sh --no-run   # set up only (used by scripts/test.sh)
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+run=1
+[ "${1:-}" = "--no-run" ] && run=0
+
+PY=${PYTHON:-python3}
+if ! "$PY" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+  echo "testbed needs Python >= 3.11 (found: $("$PY" --version 2>&1))" >&2
+  exit 1
+fi
+if [ ! -x .venv/bin/python ]; then
+  echo "== creating .venv"
+  "$PY" -m venv .venv
+fi
+echo "== installing testbed and its dependencies into .venv"
+.venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip 2>&1 | grep -v "^WARNING: Location" || true
+.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev]' 2>&1 | grep -v "^WARNING: Location" || true
+.venv/bin/python -c "import testbed, pandas, pvlib, pydantic" || { echo "installation failed" >&2; exit 1; }
+
+if [ "$run" = 1 ]; then
+  echo "== running scenarios/quickstart.yaml"
+  .venv/bin/testbed run scenarios/quickstart.yaml
+fi
