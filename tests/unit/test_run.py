@@ -38,7 +38,7 @@ def test_results_layout(quick_run):
 
 def test_manifest_records_inputs_code_and_scales(quick_run):
     m = json.loads((quick_run / "manifest.json").read_text())
-    assert len(m["scenario"]["sha256"]) == 64 and m["seed"] == 7
+    assert len(m["scenario"]["sha256"]) == 64 and m["seed"] == 10
     assert m["substrate"]["substrate"] == "sim" and m["substrate"]["byte_scale"] == 1.0
     assert "transfer_s" in m["substrate"]["modelled"]
     assert set(m["wall_time_s"]) == set(POLICIES)
