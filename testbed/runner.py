@@ -23,7 +23,16 @@ from testbed.spec.load import LoadedScenario
 from testbed.spec.policies import policy_label
 from testbed.substrate.sim import SimSubstrate
 
-SUBSTRATES = ("sim",)
+SUBSTRATES = ("sim", "netns")
+
+
+def make_substrate(name: str, inputs: Inputs):
+    """One substrate instance per policy run: each gets fresh, isolated resources."""
+    if name == "netns":
+        from testbed.substrate.netns.substrate import NetnsSubstrate
+
+        return NetnsSubstrate(inputs)
+    return SimSubstrate(inputs)
 
 NOTES = [
     "non-renewable kWh: energy drawn beyond the site's renewable power in each step (compute, transfers at "
@@ -71,7 +80,7 @@ def run_scenario(loaded: LoadedScenario, *, out_dir: Path | None = None, substra
             label = policy_label(spec)
             bar.set_postfix_str(label)
             t_start = time.perf_counter()
-            with SimSubstrate(inputs) as sub:
+            with make_substrate(substrate, inputs) as sub:
                 ctl = Controller(inputs, make_policy(spec, inputs.scenario), sub, on_step=lambda k, n: bar.update(1))
                 rec = ctl.run()
                 sub_desc = sub.describe()

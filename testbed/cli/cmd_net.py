@@ -1,0 +1,152 @@
+"""``testbed net up|exec|status|down``: hold a topology up for outside tools (like Mininet's CLI)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("net", help="bring a scenario's or topology's network up, run commands in sites, tear it down")
+    nsub = p.add_subparsers(dest="net_cmd", metavar="ACTION")
+    nsub.required = True
+    up = nsub.add_parser("up", help="build the network of a scenario or topology file and leave it up")
+    up.add_argument("file", help="scenario or topology YAML")
+    up.add_argument("--impairment", choices=["auto", "relay", "netem", "none"], default="auto")
+    up.set_defaults(func=_up)
+    ex = nsub.add_parser("exec", help="run a command inside a site: testbed net exec SITE -- CMD ...")
+    ex.add_argument("site")
+    ex.add_argument("--run", default=None, help="run id (default: the only network that is up)")
+    ex.add_argument("cmd", nargs=argparse.REMAINDER)
+    ex.set_defaults(func=_exec)
+    st = nsub.add_parser("status", help="networks that are up: sites, addresses, links, relays")
+    st.add_argument("--json", action="store_true")
+    st.set_defaults(func=_status)
+    dn = nsub.add_parser("down", help="tear a network down")
+    dn.add_argument("--run", default=None, help="run id (default: the only network that is up)")
+    dn.set_defaults(func=_down)
+
+
+def _topology_links(path: str):
+    """Sites and links at real (unscaled) values from a scenario or a topology file."""
+    from testbed.netem.plan import LinkInput
+    from testbed.spec.load import read_yaml, scenario_from_dict
+    from testbed.spec.topology import Topology, link_latency_ms
+    from pathlib import Path
+    from pydantic import ValidationError
+
+    from testbed.errors import SpecError
+    from testbed.spec.errors_format import problems_from
+
+    data = read_yaml(Path(path), "file")
+    if "traces" in data:
+        sc = scenario_from_dict(data, Path(path).resolve().parent)
+        sites, links = sc.sites, sc.links
+    else:
+        try:
+            topo = Topology.model_validate(data)
+        except ValidationError as e:
+            raise SpecError([(f"{path}: {w}", m) for w, m in problems_from(e, frozenset())]) from e
+        sites, links = topo.sites, topo.links
+    by_name = {s.name: s for s in sites}
+    inputs = [LinkInput(lk.a, lk.b, lk.bandwidth_gbps * 1000, (lk.bandwidth_b_to_a_gbps or lk.bandwidth_gbps) * 1000,
+                        link_latency_ms(lk, by_name), lk.jitter_ms, lk.loss_pct) for lk in links]
+    return [s.name for s in sites], inputs
+
+
+def _pick_run(run: str | None) -> str:
+    from testbed.errors import SpecError
+    from testbed.netem import state
+
+    ups = [r for r in state.all_runs() if (state.read(r) or {}).get("purpose") == "net"]
+    if run:
+        if run not in ups:
+            raise SpecError([("--run", f"no network {run!r} is up (up: {ups or 'none'})")])
+        return run
+    if len(ups) != 1:
+        raise SpecError([("--run", f"{len(ups)} networks are up ({ups}); say which")])
+    return ups[0]
+
+
+def _up(args: argparse.Namespace) -> int:
+    from testbed.netem.fabric import Fabric, require_root
+    from testbed.netem.naming import new_run_id
+    from testbed.netem.plan import plan_fabric, unreachable
+
+    require_root("testbed net up")
+    sites, links = _topology_links(args.file)
+    impairment = args.impairment
+    if impairment == "auto":
+        from testbed.substrate.netns.substrate import detect_impairment
+
+        impairment = detect_impairment()
+    plan = plan_fabric(new_run_id(), sites, links, impairment)
+    fab = Fabric(plan, purpose="net", detached=True)
+    fab.up()  # stays up after this process exits; `testbed net down` removes it
+    print(f"network {plan.run_id} up in {fab.up_s:.2f} s ({len(sites)} sites, {len(links)} links, impairment {impairment})")
+    for s in plan.sites:
+        print(f"  {s.name:<15} ns {s.ns:<28} addr {s.addr:<15} mgmt {s.mgmt_addr}")
+    if unreachable(plan):
+        print(f"  warning: unreachable pairs: {unreachable(plan)[:5]}")
+    print(f"run commands with: testbed net exec SITE -- CMD   (e.g. testbed net exec {sites[0]} -- ping -c 3 "
+          f"{plan.sites[-1].addr})")
+    return 0
+
+
+def _exec(args: argparse.Namespace) -> int:
+    from testbed.errors import SpecError
+    from testbed.netem import state
+
+    cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
+    if not cmd:
+        raise SpecError([("CMD", "give a command after --, e.g. testbed net exec rome -- ping -c 3 10.200.0.2")])
+    run = _pick_run(args.run)
+    sites = (state.read(run) or {}).get("sites", {})
+    if args.site not in sites:
+        raise SpecError([("SITE", f"unknown site {args.site!r} in network {run} (sites: {sorted(sites)})")])
+    fd = os.open(f"/var/run/netns/{sites[args.site]['ns']}", os.O_RDONLY)
+    os.setns(fd, os.CLONE_NEWNET)
+    os.close(fd)
+    sys.stdout.flush()
+    try:
+        os.execvp(cmd[0], cmd)
+    except FileNotFoundError:
+        raise SpecError([("CMD", f"command not found: {cmd[0]}")]) from None
+
+
+def _status(args: argparse.Namespace) -> int:
+    import json
+
+    from testbed.netem import state
+
+    out = []
+    for run in state.all_runs():
+        st = state.read(run) or {}
+        st["relays_alive"] = sum(state.pid_alive(int(p)) for p in st.get("pids", []))
+        out.append(st)
+    if args.json:
+        print(json.dumps(out, indent=2, sort_keys=True))
+        return 0
+    if not out:
+        print("no testbed network is up")
+    for st in out:
+        print(f"{st['run_id']} ({st.get('purpose')}, owner pid {st.get('owner_pid')}, since {st.get('created_utc')}, "
+              f"impairment {st.get('impairment')}, relays alive {st['relays_alive']}/{len(st.get('pids', []))})")
+        for name, s in sorted(st.get("sites", {}).items()):
+            print(f"  site {name:<15} {s['addr']:<15} ns {s['ns']}")
+        for lk in st.get("links", []):
+            print(f"  link {lk['key']:<25} {lk['rate_ab_mbit']:g}/{lk['rate_ba_mbit']:g} Mbit/s  "
+                  f"delay {lk['delay_ms']:.2f} ms  jitter {lk['jitter_ms']:g} ms  loss {lk['loss_pct']:g} %")
+    return 0
+
+
+def _down(args: argparse.Namespace) -> int:
+    from testbed.netem.clean import clean_run
+    from testbed.netem.fabric import require_root
+
+    require_root("testbed net down")
+    run = _pick_run(args.run)
+    r = clean_run(run, force=True)
+    print(f"network {run} down: removed {len(r.namespaces)} namespace(s), stopped {len(r.pids)} relay(s)")
+    return 0

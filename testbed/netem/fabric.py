@@ -1,0 +1,267 @@
+"""Build and tear down a fabric plan with pyroute2: namespaces, veths, addresses, routes,
+shaping, delay relays and the management network.
+
+``with Fabric(plan) as fab: ...`` owns every resource: teardown runs on normal exit, on
+exceptions, on Ctrl-C (KeyboardInterrupt) and — through the CLI's SIGTERM handler — on
+termination. What a crash still leaves behind is listed in the run's state file
+(``/run/testbed/<run>.json``) and removed by ``testbed clean``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from testbed.errors import TestbedError
+from testbed.netem import state
+from testbed.netem.nsexec import in_netns, spawn
+from testbed.netem.plan import MGMT_PREFIX, FabricPlan, LinkPlan
+from testbed.netem.qdisc import NetemParams, add_shaping, change_rate, netem_params, tbf_params
+
+RELAY_READY_TIMEOUT_S = 10.0
+
+
+class FabricError(TestbedError):
+    """The fabric could not be built (missing privilege or kernel feature, name clash...)."""
+
+    exit_code = 3
+
+
+def require_root(what: str) -> None:
+    if os.geteuid() != 0:
+        raise FabricError(f"{what} needs root (network namespaces, veth, tc); run it as root or with sudo")
+
+
+def _sysctl(ns: str, key: str, value: str) -> None:
+    with in_netns(ns):
+        Path("/proc/sys", *key.split(".")).write_text(value)
+
+
+class Fabric:
+    def __init__(self, plan: FabricPlan, *, purpose: str = "run", detached: bool = False):
+        self.plan = plan
+        self.purpose = purpose
+        self.detached = detached  # relays survive this process (testbed net up)
+        self._namespaces: list[str] = []
+        self._relays: dict[str, subprocess.Popen] = {}
+        self._tmp = tempfile.mkdtemp(prefix=f"tb-{plan.run_id}-")
+        self._rtt_ms = {link.key: 2 * link.delay_ms for link in plan.links}
+        self._index: dict[tuple[str, str], int] = {}  # (namespace, ifname) -> ifindex
+        self.up_s: float | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def __enter__(self) -> "Fabric":
+        self.up()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.down()
+
+    def up(self) -> None:
+        require_root("network emulation")
+        t0 = time.perf_counter()
+        state.write(self.plan.run_id, self._state())
+        try:
+            self._build()
+        except BaseException:
+            self.down()
+            raise
+        self.up_s = time.perf_counter() - t0
+        state.write(self.plan.run_id, self._state())
+
+    def down(self) -> None:
+        """Idempotent: stop relays (by PID, ours), remove our namespaces, forget the state file."""
+        for proc in self._relays.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in self._relays.values():
+            try:
+                proc.wait(timeout=3)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=3)
+        self._relays.clear()
+        from pyroute2 import netns
+
+        for ns in reversed(self._namespaces):
+            try:
+                netns.remove(ns)
+            except OSError:
+                pass
+        self._namespaces.clear()
+        state.remove(self.plan.run_id)
+        for p in Path(self._tmp).glob("*"):
+            p.unlink(missing_ok=True)
+        Path(self._tmp).rmdir() if Path(self._tmp).exists() else None
+
+    def _state(self) -> dict:
+        return state.record(self.plan.run_id, purpose=self.purpose, namespaces=self.plan.namespaces(),
+                            pids=[p.pid for p in self._relays.values()], extra={"tmp_dir": self._tmp,
+                            "sites": {s.name: {"ns": s.ns, "addr": s.addr, "mgmt_addr": s.mgmt_addr}
+                                      for s in self.plan.sites},
+                            "links": [{"key": lk.key, "rate_ab_mbit": lk.rate_ab_mbit, "rate_ba_mbit": lk.rate_ba_mbit,
+                                       "delay_ms": lk.delay_ms, "jitter_ms": lk.jitter_ms, "loss_pct": lk.loss_pct,
+                                       "relay_ns": lk.relay_ns} for lk in self.plan.links],
+                            "impairment": self.plan.impairment})
+
+    # -- build ----------------------------------------------------------------------------------
+    def _build(self) -> None:
+        from pyroute2 import IPRoute, netns
+
+        existing = set(netns.listnetns())
+        clash = [ns for ns in self.plan.namespaces() if ns in existing]
+        if clash:
+            raise FabricError(f"namespace {clash[0]} already exists (run id clash; try again)")
+        for ns in self.plan.namespaces():
+            netns.create(ns)
+            self._namespaces.append(ns)
+        with IPRoute() as ipr:
+            self._veths(ipr)
+        self._configure_namespaces()
+        self._start_relays()
+
+    def _veths(self, ipr) -> None:
+        p = self.plan
+
+        def veth(a_if: str, a_ns: str, b_if: str, b_ns: str) -> None:
+            ipr.link("add", ifname=a_if, kind="veth", net_ns_fd=a_ns, peer={"ifname": b_if, "net_ns_fd": b_ns})
+
+        for s in p.sites:
+            veth(s.mgmt_if, s.ns, s.mgmt_peer_if, p.mgmt_ns)
+        veth(p.ctl_if, p.ctl_ns, p.ctl_peer_if, p.mgmt_ns)
+        site_ns = {s.name: s.ns for s in p.sites}
+        for link in p.links:
+            if link.relay_ns:
+                veth(link.if_a, site_ns[link.a], link.if_ra, link.relay_ns)
+                veth(link.if_rb, link.relay_ns, link.if_b, site_ns[link.b])
+            else:
+                veth(link.if_a, site_ns[link.a], link.if_b, site_ns[link.b])
+
+    def _configure_namespaces(self) -> None:
+        from pyroute2 import NetNS
+
+        p = self.plan
+        by_ns: dict[str, list] = {}
+        for link in p.links:
+            by_ns.setdefault(p.site(link.a).ns, []).append(("a", link))
+            by_ns.setdefault(p.site(link.b).ns, []).append(("b", link))
+        with NetNS(p.mgmt_ns) as n:
+            self._lo_up(n)
+            n.link("add", ifname=p.mgmt_bridge, kind="bridge")
+            br = n.link_lookup(ifname=p.mgmt_bridge)[0]
+            n.link("set", index=br, state="up")
+            for ifname in [s.mgmt_peer_if for s in p.sites] + [p.ctl_peer_if]:
+                i = n.link_lookup(ifname=ifname)[0]
+                n.link("set", index=i, master=br, state="up")
+        with NetNS(p.ctl_ns) as n:
+            self._lo_up(n)
+            self._addr_up(n, p.ctl_ns, p.ctl_if, p.ctl_addr, MGMT_PREFIX)
+        for s in p.sites:
+            _sysctl(s.ns, "net.ipv4.ip_forward", "1")
+            _sysctl(s.ns, "net.ipv4.conf.all.rp_filter", "0")
+            with NetNS(s.ns) as n:
+                lo = self._lo_up(n)
+                n.addr("add", index=lo, address=s.addr, prefixlen=32)
+                self._addr_up(n, s.ns, s.mgmt_if, s.mgmt_addr, MGMT_PREFIX)
+                for side, link in by_ns.get(s.ns, []):
+                    ifname, addr = (link.if_a, link.addr_a) if side == "a" else (link.if_b, link.addr_b)
+                    idx = self._addr_up(n, s.ns, ifname, addr, 30)
+                    rate = link.rate_ab_mbit if side == "a" else link.rate_ba_mbit
+                    add_shaping(n, idx, tbf_params(rate, 2 * link.delay_ms), self._netem(link))
+                for dst, via, ifname in p.routes[s.name]:
+                    n.route("add", dst=f"{dst}/32", gateway=via, oif=self._index[(s.ns, ifname)], prefsrc=s.addr)
+        if p.impairment == "relay":
+            self._offloads_off()
+
+    def _netem(self, link: LinkPlan) -> NetemParams | None:
+        if self.plan.impairment != "netem" or not link.impaired:
+            return None
+        rate = max(link.rate_ab_mbit, link.rate_ba_mbit)
+        return netem_params(link.delay_ms, link.jitter_ms, link.loss_pct, rate)
+
+    @staticmethod
+    def _lo_up(n) -> int:
+        lo = n.link_lookup(ifname="lo")[0]
+        n.link("set", index=lo, state="up")
+        return lo
+
+    def _addr_up(self, n, ns: str, ifname: str, addr: str, prefix: int) -> int:
+        idx = n.link_lookup(ifname=ifname)[0]
+        n.addr("add", index=idx, address=addr, prefixlen=prefix)
+        n.link("set", index=idx, state="up")
+        self._index[(ns, ifname)] = idx
+        return idx
+
+    def _offloads_off(self) -> None:
+        """Frames through the relay must be MTU-sized with full checksums: offloads off on both
+        relay veths and on the site-side peers that send into them."""
+        from testbed.netem.relay import set_offloads
+
+        p = self.plan
+        for link in p.links:
+            if not link.relay_ns:
+                continue
+            for ns, ifname in ((p.site(link.a).ns, link.if_a), (p.site(link.b).ns, link.if_b),
+                               (link.relay_ns, link.if_ra), (link.relay_ns, link.if_rb)):
+                with in_netns(ns):
+                    set_offloads(ifname, enabled=False)
+            from pyroute2 import NetNS
+
+            with NetNS(link.relay_ns) as n:
+                self._lo_up(n)
+                for ifname in (link.if_ra, link.if_rb):
+                    n.link("set", index=n.link_lookup(ifname=ifname)[0], state="up")
+
+    def _start_relays(self) -> None:
+        if not any(link.relay_ns for link in self.plan.links):
+            return
+        from testbed.netem.relay import PathImpairment, relay_argv
+
+        pending = []
+        for link in self.plan.links:
+            if not link.relay_ns:
+                continue
+            imp = PathImpairment(delay_ms=link.delay_ms, jitter_ms=link.jitter_ms, loss_pct=link.loss_pct)
+            ready = Path(self._tmp) / f"relay-{link.index}.ready"
+            argv = relay_argv(link.if_ra, link.if_rb, imp, imp, seed=link.index,
+                              stats_path=str(Path(self._tmp) / f"relay-{link.index}.json"), ready_file=str(ready))
+            argv[0] = sys.executable
+            self._relays[link.key] = spawn(link.relay_ns, argv, stdin=subprocess.DEVNULL,
+                                           start_new_session=self.detached)
+            pending.append((link, ready))
+            state.write(self.plan.run_id, self._state())
+        deadline = time.monotonic() + RELAY_READY_TIMEOUT_S
+        for link, ready in pending:
+            while not ready.exists():
+                proc = self._relays[link.key]
+                if proc.poll() is not None:
+                    raise FabricError(f"delay relay for {link.key} exited with {proc.returncode}")
+                if time.monotonic() > deadline:
+                    raise FabricError(f"delay relay for {link.key} not ready after {RELAY_READY_TIMEOUT_S} s")
+                time.sleep(0.01)
+
+    # -- at run time ---------------------------------------------------------------------------
+    def set_rate(self, src: str, dst: str, rate_mbit: float) -> float:
+        """Change the src->dst bandwidth in place; returns the netlink call's duration (s)."""
+        from pyroute2 import NetNS
+
+        link = self.plan.link(src, dst)
+        ns, ifname = (self.plan.site(link.a).ns, link.if_a) if src == link.a else (self.plan.site(link.b).ns, link.if_b)
+        idx = self._index[(ns, ifname)]
+        with NetNS(ns) as n:
+            return change_rate(n, idx, tbf_params(rate_mbit, self._rtt_ms[link.key]),
+                               under_netem=self._netem(link) is not None)
+
+    def relay_pids(self) -> dict[str, int]:
+        return {k: p.pid for k, p in self._relays.items()}
+
+    def site_ns(self, site: str) -> str:
+        return self.plan.site(site).ns
+
+    def site_addr(self, site: str) -> str:
+        return self.plan.site(site).addr

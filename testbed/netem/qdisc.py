@@ -1,0 +1,101 @@
+"""Qdisc parameters (pure, testable without root) and their application with pyroute2.
+
+Bandwidth: a tbf at the root of the sender-side WAN interface, changed *in place* (``tc change``)
+when a trace step or a degradation event says so — never deleted and re-added.
+Burst is never below 256 KiB: on this kernel a tbf burst below ~128 KB can stall a flow forever
+after a change (a queued GSO packet larger than the burst). The queue limit holds at least the
+path's bandwidth-delay product so TCP can fill the link.
+
+Where the kernel has netem, delay/jitter/loss go in a root netem qdisc with the tbf as its child
+(handle ``2:``); elsewhere they come from the userspace relay and the tbf is the root (``1:``).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+MIN_BURST_BYTES = 256 * 1024
+BURST_S = 0.004  # burst covers 4 ms at line rate (hrtimer-friendly at 10 Gbit/s)
+MIN_QUEUE_S = 0.05
+MAX_RATE_MBIT = 34_000  # tbf's 32-bit rate field (bytes/s) without TCA_TBF_RATE64
+MIN_RATE_MBIT = 0.1
+
+
+@dataclass(frozen=True)
+class TbfParams:
+    rate_bytes_s: int
+    burst_bytes: int
+    limit_bytes: int
+
+    @property
+    def rate_mbit(self) -> float:
+        return self.rate_bytes_s * 8 / 1e6
+
+
+def tbf_params(rate_mbit: float, rtt_ms: float = 0.0) -> TbfParams:
+    """tbf for ``rate_mbit``; queue >= max(2 x RTT, 50 ms) of traffic so TCP can fill the pipe."""
+    if not MIN_RATE_MBIT <= rate_mbit <= MAX_RATE_MBIT:
+        raise ValueError(f"rate {rate_mbit} Mbit/s outside [{MIN_RATE_MBIT}, {MAX_RATE_MBIT}]")
+    if rtt_ms < 0:
+        raise ValueError("rtt_ms must be >= 0")
+    rate = int(round(rate_mbit * 1e6 / 8))
+    burst = max(MIN_BURST_BYTES, int(rate * BURST_S))
+    queue_s = max(MIN_QUEUE_S, 2 * rtt_ms / 1000.0)
+    return TbfParams(rate_bytes_s=rate, burst_bytes=burst, limit_bytes=burst + max(MIN_BURST_BYTES, int(rate * queue_s)))
+
+
+@dataclass(frozen=True)
+class NetemParams:
+    delay_us: int
+    jitter_us: int
+    loss_pct: float
+    limit_packets: int
+
+    def kwargs(self) -> dict:
+        kw: dict = {"delay": self.delay_us, "limit": self.limit_packets}
+        if self.jitter_us:
+            kw["jitter"] = self.jitter_us
+        if self.loss_pct:
+            kw["loss"] = self.loss_pct
+        return kw
+
+
+def netem_params(delay_ms: float, jitter_ms: float, loss_pct: float, rate_mbit: float) -> NetemParams:
+    if delay_ms < 0 or jitter_ms < 0 or not 0 <= loss_pct <= 100:
+        raise ValueError("delay/jitter must be >= 0 and loss in [0, 100]")
+    # enough packet slots for 2 x the delay at line rate with 1500-byte frames (netem's default 1000 is too few)
+    slots = int(rate_mbit * 1e6 / 8 / 1514 * max(2 * delay_ms / 1000.0, 0.05)) + 1000
+    return NetemParams(int(delay_ms * 1000), int(jitter_ms * 1000), float(loss_pct), slots)
+
+
+def _tbf_kwargs(p: TbfParams) -> dict:
+    return {"rate": p.rate_bytes_s, "burst": p.burst_bytes, "limit": p.limit_bytes}
+
+
+def add_shaping(ipr, index: int, tbf: TbfParams, netem: NetemParams | None) -> None:
+    """Install shaping on one interface (``ipr`` is a pyroute2 IPRoute/NetNS in the right namespace)."""
+    if netem is None:
+        ipr.tc("add", "tbf", index=index, handle="1:", **_tbf_kwargs(tbf))
+    else:
+        ipr.tc("add", "netem", index=index, handle="1:", **netem.kwargs())
+        ipr.tc("add", "tbf", index=index, handle="2:", parent="1:", **_tbf_kwargs(tbf))
+
+
+def change_rate(ipr, index: int, tbf: TbfParams, *, under_netem: bool) -> float:
+    """``tc change`` the tbf in place; returns the seconds the netlink call took."""
+    t0 = time.perf_counter()
+    if under_netem:
+        ipr.tc("change", "tbf", index=index, handle="2:", parent="1:", **_tbf_kwargs(tbf))
+    else:
+        ipr.tc("change", "tbf", index=index, handle="1:", **_tbf_kwargs(tbf))
+    return time.perf_counter() - t0
+
+
+def read_tbf_rate_mbit(ipr, index: int) -> float | None:
+    """The rate the kernel holds for the tbf on ``index`` (read back, not what we asked for)."""
+    for q in ipr.get_qdiscs(index=index):
+        if q.get_attr("TCA_KIND") == "tbf":
+            parms = q.get_attr("TCA_OPTIONS").get_attr("TCA_TBF_PARMS")
+            return parms["rate"] * 8 / 1e6
+    return None
