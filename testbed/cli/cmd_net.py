@@ -105,9 +105,9 @@ def _exec(args: argparse.Namespace) -> int:
     sites = (state.read(run) or {}).get("sites", {})
     if args.site not in sites:
         raise SpecError([("SITE", f"unknown site {args.site!r} in network {run} (sites: {sorted(sites)})")])
-    fd = os.open(f"/var/run/netns/{sites[args.site]['ns']}", os.O_RDONLY)
-    os.setns(fd, os.CLONE_NEWNET)
-    os.close(fd)
+    from testbed.netem.nsexec import _enter
+
+    _enter(sites[args.site]["ns"])
     sys.stdout.flush()
     try:
         os.execvp(cmd[0], cmd)

@@ -21,7 +21,7 @@ from testbed.errors import TestbedError
 from testbed.netem import state
 from testbed.netem.nsexec import in_netns, spawn
 from testbed.netem.plan import MGMT_PREFIX, FabricPlan, LinkPlan
-from testbed.netem.qdisc import NetemParams, add_shaping, change_rate, netem_params, tbf_params
+from testbed.netem.qdisc import NetemParams, add_shaping, change_rate, netem_params, tbf_handle, tbf_params
 
 RELAY_READY_TIMEOUT_S = 10.0
 
@@ -101,13 +101,16 @@ class Fabric:
 
     def _state(self) -> dict:
         return state.record(self.plan.run_id, purpose=self.purpose, namespaces=self.plan.namespaces(),
-                            pids=[p.pid for p in self._relays.values()], extra={"tmp_dir": self._tmp,
+                            pids=self._owned_pids(), extra={"tmp_dir": self._tmp,
                             "sites": {s.name: {"ns": s.ns, "addr": s.addr, "mgmt_addr": s.mgmt_addr}
                                       for s in self.plan.sites},
                             "links": [{"key": lk.key, "rate_ab_mbit": lk.rate_ab_mbit, "rate_ba_mbit": lk.rate_ba_mbit,
                                        "delay_ms": lk.delay_ms, "jitter_ms": lk.jitter_ms, "loss_pct": lk.loss_pct,
                                        "relay_ns": lk.relay_ns} for lk in self.plan.links],
                             "impairment": self.plan.impairment})
+
+    def _owned_pids(self) -> list[int]:
+        return [p.pid for p in self._relays.values()]
 
     # -- build ----------------------------------------------------------------------------------
     def _build(self) -> None:
@@ -142,6 +145,29 @@ class Fabric:
             else:
                 veth(link.if_a, site_ns[link.a], link.if_b, site_ns[link.b])
 
+    def _ns(self, name: str) -> str:
+        """What to open for a plan namespace: its name here; a /proc path for Mininet hosts."""
+        return name
+
+    def _mgmt_switch(self) -> None:
+        """A Linux bridge in the management namespace joins the sites and the controller."""
+        from pyroute2 import NetNS
+
+        p = self.plan
+        with NetNS(self._ns(p.mgmt_ns)) as n:
+            self._lo_up(n)
+            n.link("add", ifname=p.mgmt_bridge, kind="bridge")
+            br = n.link_lookup(ifname=p.mgmt_bridge)[0]
+            n.link("set", index=br, state="up")
+            for ifname in [s.mgmt_peer_if for s in p.sites] + [p.ctl_peer_if]:
+                i = n.link_lookup(ifname=ifname)[0]
+                n.link("set", index=i, master=br, state="up")
+
+    def _shape(self, n, index: int, link: LinkPlan, side: str) -> None:
+        """Install the sender-side shaping of one WAN interface."""
+        rate = link.rate_ab_mbit if side == "a" else link.rate_ba_mbit
+        add_shaping(n, index, tbf_params(rate, 2 * link.delay_ms), self._netem(link))
+
     def _configure_namespaces(self) -> None:
         from pyroute2 import NetNS
 
@@ -150,29 +176,21 @@ class Fabric:
         for link in p.links:
             by_ns.setdefault(p.site(link.a).ns, []).append(("a", link))
             by_ns.setdefault(p.site(link.b).ns, []).append(("b", link))
-        with NetNS(p.mgmt_ns) as n:
-            self._lo_up(n)
-            n.link("add", ifname=p.mgmt_bridge, kind="bridge")
-            br = n.link_lookup(ifname=p.mgmt_bridge)[0]
-            n.link("set", index=br, state="up")
-            for ifname in [s.mgmt_peer_if for s in p.sites] + [p.ctl_peer_if]:
-                i = n.link_lookup(ifname=ifname)[0]
-                n.link("set", index=i, master=br, state="up")
-        with NetNS(p.ctl_ns) as n:
+        self._mgmt_switch()
+        with NetNS(self._ns(p.ctl_ns)) as n:
             self._lo_up(n)
             self._addr_up(n, p.ctl_ns, p.ctl_if, p.ctl_addr, MGMT_PREFIX)
         for s in p.sites:
-            _sysctl(s.ns, "net.ipv4.ip_forward", "1")
-            _sysctl(s.ns, "net.ipv4.conf.all.rp_filter", "0")
-            with NetNS(s.ns) as n:
+            _sysctl(self._ns(s.ns), "net.ipv4.ip_forward", "1")
+            _sysctl(self._ns(s.ns), "net.ipv4.conf.all.rp_filter", "0")
+            with NetNS(self._ns(s.ns)) as n:
                 lo = self._lo_up(n)
                 n.addr("add", index=lo, address=s.addr, prefixlen=32)
                 self._addr_up(n, s.ns, s.mgmt_if, s.mgmt_addr, MGMT_PREFIX)
                 for side, link in by_ns.get(s.ns, []):
                     ifname, addr = (link.if_a, link.addr_a) if side == "a" else (link.if_b, link.addr_b)
                     idx = self._addr_up(n, s.ns, ifname, addr, 30)
-                    rate = link.rate_ab_mbit if side == "a" else link.rate_ba_mbit
-                    add_shaping(n, idx, tbf_params(rate, 2 * link.delay_ms), self._netem(link))
+                    self._shape(n, idx, link, side)
                 for dst, via, ifname in p.routes[s.name]:
                     n.route("add", dst=f"{dst}/32", gateway=via, oif=self._index[(s.ns, ifname)], prefsrc=s.addr)
         if p.impairment == "relay":
@@ -192,6 +210,7 @@ class Fabric:
 
     def _addr_up(self, n, ns: str, ifname: str, addr: str, prefix: int) -> int:
         idx = n.link_lookup(ifname=ifname)[0]
+        n.flush_addr(index=idx)
         n.addr("add", index=idx, address=addr, prefixlen=prefix)
         n.link("set", index=idx, state="up")
         self._index[(ns, ifname)] = idx
@@ -200,7 +219,7 @@ class Fabric:
     def _offloads_off(self) -> None:
         """Frames through the relay must be MTU-sized with full checksums: offloads off on both
         relay veths and on the site-side peers that send into them."""
-        from testbed.netem.relay import set_offloads
+        from testbed.netem.offload import set_offloads
 
         p = self.plan
         for link in p.links:
@@ -208,11 +227,11 @@ class Fabric:
                 continue
             for ns, ifname in ((p.site(link.a).ns, link.if_a), (p.site(link.b).ns, link.if_b),
                                (link.relay_ns, link.if_ra), (link.relay_ns, link.if_rb)):
-                with in_netns(ns):
+                with in_netns(self._ns(ns)):
                     set_offloads(ifname, enabled=False)
             from pyroute2 import NetNS
 
-            with NetNS(link.relay_ns) as n:
+            with NetNS(self._ns(link.relay_ns)) as n:
                 self._lo_up(n)
                 for ifname in (link.if_ra, link.if_rb):
                     n.link("set", index=n.link_lookup(ifname=ifname)[0], state="up")
@@ -231,7 +250,7 @@ class Fabric:
             argv = relay_argv(link.if_ra, link.if_rb, imp, imp, seed=link.index,
                               stats_path=str(Path(self._tmp) / f"relay-{link.index}.json"), ready_file=str(ready))
             argv[0] = sys.executable
-            self._relays[link.key] = spawn(link.relay_ns, argv, stdin=subprocess.DEVNULL,
+            self._relays[link.key] = spawn(self._ns(link.relay_ns), argv, stdin=subprocess.DEVNULL,
                                            start_new_session=self.detached)
             pending.append((link, ready))
             state.write(self.plan.run_id, self._state())
@@ -253,15 +272,19 @@ class Fabric:
         link = self.plan.link(src, dst)
         ns, ifname = (self.plan.site(link.a).ns, link.if_a) if src == link.a else (self.plan.site(link.b).ns, link.if_b)
         idx = self._index[(ns, ifname)]
-        with NetNS(ns) as n:
-            return change_rate(n, idx, tbf_params(rate_mbit, self._rtt_ms[link.key]),
-                               under_netem=self._netem(link) is not None)
+        handle, parent = self._tbf_handle(link)
+        with NetNS(self._ns(ns)) as n:
+            return change_rate(n, idx, tbf_params(rate_mbit, self._rtt_ms[link.key]), handle=handle, parent=parent)
+
+    def _tbf_handle(self, link: LinkPlan) -> tuple[str, str | None]:
+        return tbf_handle(self._netem(link) is not None)
 
     def relay_pids(self) -> dict[str, int]:
         return {k: p.pid for k, p in self._relays.items()}
 
     def site_ns(self, site: str) -> str:
-        return self.plan.site(site).ns
+        """Name or path to enter the site's namespace (``testbed.netem.nsexec.in_netns``)."""
+        return self._ns(self.plan.site(site).ns)
 
     def site_addr(self, site: str) -> str:
         return self.plan.site(site).addr

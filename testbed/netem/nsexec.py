@@ -2,34 +2,50 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import subprocess
-import threading
 from contextlib import contextmanager
 from typing import Iterator
 
-_lock = threading.Lock()
+CLONE_NEWNET = 0x40000000
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _setns(fd: int) -> None:
+    """setns(2) on the calling thread (os.setns exists only from Python 3.12)."""
+    if _libc.setns(fd, CLONE_NEWNET) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+
+
+def ns_path(name: str) -> str:
+    """A named namespace (``/var/run/netns/NAME``) or a path such as ``/proc/PID/ns/net``
+    (a Mininet host or a container: the Containernet way, by PID)."""
+    return name if name.startswith("/") else f"/var/run/netns/{name}"
 
 
 @contextmanager
 def in_netns(name: str) -> Iterator[None]:
-    """Switch *this thread* into namespace ``name`` for the block, then back.
+    """Switch *this thread* into namespace ``name`` (a name or a path) for the block, then back.
 
     Sockets created inside stay in that namespace for their whole life, so one process can
     hold sockets in many site namespaces (setns(2) acts on the calling thread only)."""
-    from pyroute2 import netns
-
-    netns.pushns(name)
+    home = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
     try:
-        yield
+        _enter(name)
+        try:
+            yield
+        finally:
+            _setns(home)
     finally:
-        netns.popns()
+        os.close(home)
 
 
 def _enter(name: str) -> None:
-    fd = os.open(f"/var/run/netns/{name}", os.O_RDONLY)
+    fd = os.open(ns_path(name), os.O_RDONLY)
     try:
-        os.setns(fd, os.CLONE_NEWNET)
+        _setns(fd)
     finally:
         os.close(fd)
 

@@ -82,13 +82,16 @@ def add_shaping(ipr, index: int, tbf: TbfParams, netem: NetemParams | None) -> N
         ipr.tc("add", "tbf", index=index, handle="2:", parent="1:", **_tbf_kwargs(tbf))
 
 
-def change_rate(ipr, index: int, tbf: TbfParams, *, under_netem: bool) -> float:
+def tbf_handle(under_netem: bool) -> tuple[str, str | None]:
+    """(handle, parent) of the tbf that :func:`add_shaping` installs."""
+    return ("2:", "1:") if under_netem else ("1:", None)
+
+
+def change_rate(ipr, index: int, tbf: TbfParams, *, handle: str = "1:", parent: str | None = None) -> float:
     """``tc change`` the tbf in place; returns the seconds the netlink call took."""
     t0 = time.perf_counter()
-    if under_netem:
-        ipr.tc("change", "tbf", index=index, handle="2:", parent="1:", **_tbf_kwargs(tbf))
-    else:
-        ipr.tc("change", "tbf", index=index, handle="1:", **_tbf_kwargs(tbf))
+    kw = {"parent": parent} if parent else {}
+    ipr.tc("change", "tbf", index=index, handle=handle, **kw, **_tbf_kwargs(tbf))
     return time.perf_counter() - t0
 
 

@@ -39,8 +39,13 @@ def detect_impairment() -> str:
     return "netem" if probe_qdisc("netem").available else "relay"
 
 
-class NetnsSubstrate(Substrate):
-    name = "netns"
+class EmulatedSubstrate(Substrate):
+    """Shared by every live network substrate; subclasses say how the fabric is built."""
+
+    name = "emulated"
+
+    def make_fabric(self, plan):
+        raise NotImplementedError
 
     def __init__(self, inputs: Inputs, *, impairment: str = "auto", capacity_mbit: float | None = None,
                  run_id: str | None = None, skip_idle: bool = True):
@@ -62,7 +67,7 @@ class NetnsSubstrate(Substrate):
         self._replayer: LinkReplayer | None = None
 
     # -- lifecycle -------------------------------------------------------------------------------
-    def __enter__(self) -> "NetnsSubstrate":
+    def __enter__(self) -> "EmulatedSubstrate":
         try:
             self.open()
         except BaseException:
@@ -102,7 +107,7 @@ class NetnsSubstrate(Substrate):
         missing = unreachable(plan)
         if missing:
             raise SpecError([("links", f"site {missing[0][1]} is unreachable from {missing[0][0]}")])
-        self.fabric = Fabric(plan)
+        self.fabric = self.make_fabric(plan)
         self.fabric.up()
         self._start_servers()
         self.clock = EmulationClock(self.scaling.time_scale, skip_idle=self._skip_idle)
@@ -207,7 +212,7 @@ class NetnsSubstrate(Substrate):
         applied = self._replayer.applied if self._replayer else []
         live = [a for a in applied if not a["after_jump"]]
         return {
-            "substrate": "netns",
+            "substrate": self.name,
             "run_id": self.run_id,
             "clock": "wall x time_scale while transfers are in flight; idle time skipped" if self._skip_idle
             else "wall x time_scale",
@@ -226,6 +231,15 @@ class NetnsSubstrate(Substrate):
                 "energy": "node power profile x time; renewable share from the true renewable trace",
             },
         }
+
+
+class NetnsSubstrate(EmulatedSubstrate):
+    """Sites as named network namespaces built with pyroute2 (the default for emulation)."""
+
+    name = "netns"
+
+    def make_fabric(self, plan):
+        return Fabric(plan)
 
 
 def order_lag(order: MigrationOrder, t_begin_s: float) -> float:
