@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from testbed import __version__
 from testbed.errors import SpecError, TestbedError
 
 # Sub-command modules, in the order ``testbed --help`` lists them.
-_COMMANDS = ("run", "validate", "schema", "feasibility", "bench")
+_COMMANDS = ("run", "validate", "schema", "feasibility", "net", "clean", "bench", "doctor")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -28,10 +29,27 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+_MAIN_PID = os.getpid()
+
+
+def _terminate(signum, frame):
+    """SIGTERM -> SystemExit in the CLI's own process, so every context manager tears down.
+    A forked child (pyroute2 forks helpers and ends them with SIGTERM) must not run our
+    ``finally`` blocks: it exits at once."""
+    if os.getpid() != _MAIN_PID:
+        os._exit(128 + signum)
+    raise SystemExit(128 + signum)
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    import signal
+    import threading
+
+    on_main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _terminate) if on_main else None
     try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
         return int(args.func(args) or 0)
     except SpecError as e:
         for line in e.lines():
@@ -43,6 +61,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    finally:
+        if on_main:
+            signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -19,11 +19,12 @@ from pathlib import Path
 
 from testbed.errors import TestbedError
 from testbed.netem import state
-from testbed.netem.nsexec import in_netns, spawn
+from testbed.netem.nsexec import in_netns, ipr_in, spawn
 from testbed.netem.plan import MGMT_PREFIX, FabricPlan, LinkPlan
 from testbed.netem.qdisc import NetemParams, add_shaping, change_rate, netem_params, tbf_handle, tbf_params
 
 RELAY_READY_TIMEOUT_S = 10.0
+TCP_BUF_MAX_BYTES = 256 << 20
 
 
 class FabricError(TestbedError):
@@ -151,10 +152,9 @@ class Fabric:
 
     def _mgmt_switch(self) -> None:
         """A Linux bridge in the management namespace joins the sites and the controller."""
-        from pyroute2 import NetNS
 
         p = self.plan
-        with NetNS(self._ns(p.mgmt_ns)) as n:
+        with ipr_in(self._ns(p.mgmt_ns)) as n:
             self._lo_up(n)
             n.link("add", ifname=p.mgmt_bridge, kind="bridge")
             br = n.link_lookup(ifname=p.mgmt_bridge)[0]
@@ -169,7 +169,6 @@ class Fabric:
         add_shaping(n, index, tbf_params(rate, 2 * link.delay_ms), self._netem(link))
 
     def _configure_namespaces(self) -> None:
-        from pyroute2 import NetNS
 
         p = self.plan
         by_ns: dict[str, list] = {}
@@ -177,13 +176,16 @@ class Fabric:
             by_ns.setdefault(p.site(link.a).ns, []).append(("a", link))
             by_ns.setdefault(p.site(link.b).ns, []).append(("b", link))
         self._mgmt_switch()
-        with NetNS(self._ns(p.ctl_ns)) as n:
+        with ipr_in(self._ns(p.ctl_ns)) as n:
             self._lo_up(n)
             self._addr_up(n, p.ctl_ns, p.ctl_if, p.ctl_addr, MGMT_PREFIX)
         for s in p.sites:
             _sysctl(self._ns(s.ns), "net.ipv4.ip_forward", "1")
             _sysctl(self._ns(s.ns), "net.ipv4.conf.all.rp_filter", "0")
-            with NetNS(self._ns(s.ns)) as n:
+            # let one TCP flow fill a long fat pipe (a new namespace caps buffers at 16 MiB)
+            _sysctl(self._ns(s.ns), "net.ipv4.tcp_rmem", f"4096 131072 {TCP_BUF_MAX_BYTES}")
+            _sysctl(self._ns(s.ns), "net.ipv4.tcp_wmem", f"4096 65536 {TCP_BUF_MAX_BYTES}")
+            with ipr_in(self._ns(s.ns)) as n:
                 lo = self._lo_up(n)
                 n.addr("add", index=lo, address=s.addr, prefixlen=32)
                 self._addr_up(n, s.ns, s.mgmt_if, s.mgmt_addr, MGMT_PREFIX)
@@ -229,9 +231,8 @@ class Fabric:
                                (link.relay_ns, link.if_ra), (link.relay_ns, link.if_rb)):
                 with in_netns(self._ns(ns)):
                     set_offloads(ifname, enabled=False)
-            from pyroute2 import NetNS
 
-            with NetNS(self._ns(link.relay_ns)) as n:
+            with ipr_in(self._ns(link.relay_ns)) as n:
                 self._lo_up(n)
                 for ifname in (link.if_ra, link.if_rb):
                     n.link("set", index=n.link_lookup(ifname=ifname)[0], state="up")
@@ -267,13 +268,12 @@ class Fabric:
     # -- at run time ---------------------------------------------------------------------------
     def set_rate(self, src: str, dst: str, rate_mbit: float) -> float:
         """Change the src->dst bandwidth in place; returns the netlink call's duration (s)."""
-        from pyroute2 import NetNS
 
         link = self.plan.link(src, dst)
         ns, ifname = (self.plan.site(link.a).ns, link.if_a) if src == link.a else (self.plan.site(link.b).ns, link.if_b)
         idx = self._index[(ns, ifname)]
         handle, parent = self._tbf_handle(link)
-        with NetNS(self._ns(ns)) as n:
+        with ipr_in(self._ns(ns)) as n:
             return change_rate(n, idx, tbf_params(rate_mbit, self._rtt_ms[link.key]), handle=handle, parent=parent)
 
     def _tbf_handle(self, link: LinkPlan) -> tuple[str, str | None]:

@@ -19,6 +19,7 @@ import warnings
 from contextlib import contextmanager
 
 from testbed.netem.fabric import Fabric, FabricError
+from testbed.netem.nsexec import ipr_in
 from testbed.netem.plan import LinkPlan
 from testbed.netem.qdisc import read_tbf_rate_mbit, tbf_params
 
@@ -125,14 +126,13 @@ class MininetFabric(Fabric):
         return TBF_HANDLE, None
 
     def _verify(self) -> None:
-        from pyroute2 import NetNS
 
         p = self.plan
         for link in p.links:
             for side, site, ifname, rate in (("a", link.a, link.if_a, link.rate_ab_mbit),
                                              ("b", link.b, link.if_b, link.rate_ba_mbit)):
                 ns = p.site(site).ns
-                with NetNS(self._ns(ns)) as n:
+                with ipr_in(self._ns(ns)) as n:
                     idx = self._index[(ns, ifname)]
                     got = read_tbf_rate_mbit(n, idx)
                     kinds = {q.get_attr("TCA_KIND") for q in n.get_qdiscs(index=idx)}

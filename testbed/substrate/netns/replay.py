@@ -42,20 +42,20 @@ class LinkReplayer(threading.Thread):
         self._changes = changes
         self._clock = clock
         self._apply = apply  # (src, dst, rate_mbit) -> seconds the netlink call took
-        self._stop = threading.Event()
+        self._halt = threading.Event()
         self.applied: list[dict] = []
         self.error: BaseException | None = None
 
     def stop(self) -> None:
-        self._stop.set()
+        self._halt.set()
         self.join(timeout=5)
 
     def run(self) -> None:
         i, n = 0, len(self._changes)
         try:
-            while i < n and not self._stop.is_set():
+            while i < n and not self._halt.is_set():
                 skipped_before = self._clock.skipped_s
-                if not self._clock.wait_until(self._changes[i].t_s, self._stop):
+                if not self._clock.wait_until(self._changes[i].t_s, self._halt):
                     return
                 jumped = self._clock.skipped_s != skipped_before
                 now = self._clock.now_s()

@@ -13,6 +13,7 @@ migration's checkpoint bytes really cross them through the transfer service.
 
 from __future__ import annotations
 
+import re
 import secrets
 import socket
 import threading
@@ -34,9 +35,10 @@ TRANSFER_PORT = 7000
 
 
 def detect_impairment() -> str:
-    from testbed.doctor.probes import probe_qdisc
+    """netem where the kernel has it, else the userspace delay relay."""
+    from testbed.netem.probe import qdisc_available
 
-    return "netem" if probe_qdisc("netem").available else "relay"
+    return "netem" if qdisc_available("netem") else "relay"
 
 
 class EmulatedSubstrate(Substrate):
@@ -158,12 +160,14 @@ class EmulatedSubstrate(Substrate):
         assert self.scaling and self.clock and self.fabric
         model = self._in.scenario.substrate
         n_bytes = self.scaling.bytes_sent(order.size_gb)
+        chunk = min(4 << 20, max(64 << 10, n_bytes // 16))
         t_begin = self.clock.now_s()
         try:
+            source = BallastSource(n_bytes, seed=derive_seed(0, order.job_id) & 0xFFFFFFFF)
+            source.manifest(chunk)  # hashing the ballast is an artefact of scale: not part of the transfer
             report = send(
-                self.fabric.site_addr(order.dst), TRANSFER_PORT, BallastSource(n_bytes, seed=derive_seed(0, order.job_id) & 0xFFFFFFFF),
-                transfer_id=f"{order.job_id}@{order.t_start_s:.0f}", token=self._token,
-                chunk_bytes=min(4 << 20, max(64 << 10, n_bytes // 16)),
+                self.fabric.site_addr(order.dst), TRANSFER_PORT, source,
+                transfer_id=transfer_id(order), token=self._token, chunk_bytes=chunk,
                 socket_factory=self._factory(self.fabric.site_ns(order.src)), cancel=self._cancel,
             )
             ok = report.status == "completed"
@@ -240,6 +244,11 @@ class NetnsSubstrate(EmulatedSubstrate):
 
     def make_fabric(self, plan):
         return Fabric(plan)
+
+
+def transfer_id(order: MigrationOrder) -> str:
+    """A transfer-service id: job and decision time, restricted to [A-Za-z0-9._-]."""
+    return re.sub(r"[^A-Za-z0-9._-]", "_", f"m.{order.job_id}.{order.t_start_s:.0f}")[:128]
 
 
 def order_lag(order: MigrationOrder, t_begin_s: float) -> float:
