@@ -8,6 +8,21 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 run=1
 [ "${1:-}" = "--no-run" ] && run=0
 
+# System packages for network emulation (namespaces + tc, Mininet, iperf3). Installed only when
+# running as root with apt and only if something is missing; the simulator needs none of them.
+APT_PKGS="iproute2 iperf3 ethtool mininet bridge-utils iputils-ping"
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  missing=""
+  for p in $APT_PKGS; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
+  if [ -n "$missing" ]; then
+    echo "== installing system packages:$missing"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing >/dev/null
+  fi
+elif [ "$(id -u)" != 0 ]; then
+  echo "== not root: skipping system packages ($APT_PKGS); network emulation needs root anyway"
+fi
+
 PY=${PYTHON:-python3}
 if ! "$PY" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
   echo "testbed needs Python >= 3.11 (found: $("$PY" --version 2>&1))" >&2
@@ -19,7 +34,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 echo "== installing testbed and its dependencies into .venv"
 .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip 2>&1 | grep -v "^WARNING: Location" || true
-.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev]' 2>&1 | grep -v "^WARNING: Location" || true
+.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev,mininet]' 2>&1 | grep -v "^WARNING: Location" || true
 .venv/bin/python -c "import testbed, pandas, pvlib, pydantic" || { echo "installation failed" >&2; exit 1; }
 
 if [ "$run" = 1 ]; then

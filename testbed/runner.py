@@ -23,7 +23,7 @@ from testbed.spec.load import LoadedScenario
 from testbed.spec.policies import policy_label
 from testbed.substrate.sim import SimSubstrate
 
-SUBSTRATES = ("sim", "netns")
+SUBSTRATES = ("sim", "netns", "mininet")
 
 
 def make_substrate(name: str, inputs: Inputs):
@@ -32,6 +32,10 @@ def make_substrate(name: str, inputs: Inputs):
         from testbed.substrate.netns.substrate import NetnsSubstrate
 
         return NetnsSubstrate(inputs)
+    if name == "mininet":
+        from testbed.substrate.mininet import MininetSubstrate
+
+        return MininetSubstrate(inputs)
     return SimSubstrate(inputs)
 
 NOTES = [

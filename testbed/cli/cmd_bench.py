@@ -20,6 +20,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--out", type=Path, default=Path("results") / "bench")
     s.add_argument("--repeat", type=int, default=3, help="runs; the table keeps the fastest (default 3)")
     s.set_defaults(func=_bench_sim)
+    sh = bsub.add_parser("shaping", help="configured vs achieved goodput, RTT, rate-change latency, us-100 up time (root)")
+    sh.add_argument("--out", type=Path, default=Path("results") / "bench")
+    sh.add_argument("--quick", action="store_true", help="shorter goodput runs (2 s instead of 4 s)")
+    sh.set_defaults(func=_bench_shaping)
+
+
+def _bench_shaping(args: argparse.Namespace) -> int:
+    from testbed.bench.shaping import run
+    from testbed.netem.fabric import require_root
+
+    require_root("testbed bench shaping")
+    result = run(args.out, quick=args.quick)
+    print((args.out / "shaping.md").read_text())
+    print(f"written: {args.out / 'shaping.json'}, {args.out / 'shaping.md'}")
+    return 0 if all(result["targets"].values()) else 1
 
 
 def _bench_sim(args: argparse.Namespace) -> int:

@@ -98,7 +98,15 @@ def _exec(args: argparse.Namespace) -> int:
     from testbed.errors import SpecError
     from testbed.netem import state
 
-    cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
+    cmd = list(args.cmd)
+    while cmd[:1] and cmd[0].startswith("--run"):  # `exec SITE --run ID -- CMD`: REMAINDER took it
+        if cmd[0] == "--run" and len(cmd) > 1:
+            args.run, cmd = cmd[1], cmd[2:]
+        elif cmd[0].startswith("--run="):
+            args.run, cmd = cmd[0].split("=", 1)[1], cmd[1:]
+        else:
+            raise SpecError([("--run", "needs a run id")])
+    cmd = cmd[1:] if cmd[:1] == ["--"] else cmd
     if not cmd:
         raise SpecError([("CMD", "give a command after --, e.g. testbed net exec rome -- ping -c 3 10.200.0.2")])
     run = _pick_run(args.run)

@@ -76,3 +76,48 @@ def test_teardown_on_exception_and_clean_after_crash():
     rep = clean_run(plan2.run_id)
     assert rep.skipped is None and set(rep.namespaces) == set(plan2.namespaces())
     assert our_namespaces(plan2.run_id) == [] and state.read(plan2.run_id) is None
+
+
+def _connect_rtt_ms(fab, src: str, dst: str, port: int, n: int = 30) -> float:
+    """Median TCP handshake time (one RTT) from src to dst's site address."""
+    import socket
+    import statistics
+
+    from testbed.netem.nsexec import in_netns
+
+    with in_netns(fab.site_ns(dst)):
+        srv = socket.socket()
+        srv.bind((fab.site_addr(dst), port))
+        srv.listen(64)
+    samples = []
+    try:
+        for _ in range(n):
+            with in_netns(fab.site_ns(src)):
+                c = socket.socket()
+            t0 = time.perf_counter()
+            c.connect((fab.site_addr(dst), port))
+            samples.append((time.perf_counter() - t0) * 1000)
+            c.close()
+            srv.accept()[0].close()
+    finally:
+        srv.close()
+    return statistics.median(samples)
+
+
+@pytest.mark.parametrize(("rate", "loss_pct"), [(100.0, 0.0), (100.0, 1.0), (800.0, 0.0)])
+def test_latency_through_the_relay(rate, loss_pct):
+    from testbed.netem.fabric import relay_gso
+
+    plan = plan_fabric(new_run_id(), ["a", "b"], [LinkInput("a", "b", rate, rate, delay_ms=20, loss_pct=loss_pct)],
+                       "relay")
+    assert relay_gso(plan.links[0]) == (rate > 400)
+    with Fabric(plan) as fab:
+        assert len(fab.relay_pids()) == 1
+        rtt = _connect_rtt_ms(fab, "a", "b", 5301)
+        assert abs(rtt - 40.0) <= 1.0 + 0.05 * 40.0
+        if loss_pct == 0:
+            # 5 s of traffic, so the ~10 RTTs of TCP start-up at 40 ms RTT weigh < 10 %
+            g = goodput_mbit(fab.site_ns("a"), fab.site_ns("b"), fab.site_addr("b"), int(rate * 625_000), port=5302)
+            low = 0.90 if rate <= 400 else 0.80  # GSO mode trades accuracy for throughput
+            assert low * rate <= g <= 1.01 * rate
+    assert our_namespaces(plan.run_id) == []

@@ -1,0 +1,1 @@
+"""Benchmarks: speed and fidelity targets measured and written to files."""

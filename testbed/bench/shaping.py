@@ -1,0 +1,278 @@
+"""``testbed bench shaping``: how faithfully this machine emulates WAN links.
+
+Measures, on real fabrics built exactly as runs build them:
+- configured vs achieved goodput at 10, 100, 1000 Mbit/s and unshaped, by our transfer service
+  and by iperf3 as an independent client, beside the ideal TCP efficiency (1448/1514);
+- configured vs measured RTT for 10/50/100 ms (delay relay, or netem where the kernel has it);
+- how long an in-place rate change takes to take effect (netlink call, replay lag, and the
+  receiver's rate settling), driven through the same LinkReplayer a run uses;
+- the time to bring up and tear down a large topology (us-100) and what it leaves behind.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import statistics
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+from testbed.netem.fabric import Fabric
+from testbed.netem.naming import new_run_id
+from testbed.netem.nsexec import in_netns, spawn
+from testbed.netem.plan import LinkInput, plan_fabric
+
+IDEAL = 1448 / 1514
+UNSHAPED_MBIT = 30_000.0  # tbf at 30 Gbit/s: above what a veth carries here, i.e. unshaped
+_ROOT = Path(__file__).resolve().parents[2]
+
+
+def _pair(rate_mbit: float, delay_ms: float = 0.0, impairment: str = "none") -> Fabric:
+    return Fabric(plan_fabric(new_run_id(), ["a", "b"], [LinkInput("a", "b", rate_mbit, rate_mbit, delay_ms)],
+                              impairment), purpose="bench")  # type: ignore[arg-type]
+
+
+def _transfer_goodput(fab: Fabric, n_bytes: int) -> float:
+    from testbed.transfer.client import send
+    from testbed.transfer.server import TransferServer
+    from testbed.transfer.source import BallastSource
+
+    def factory(ns):
+        def make(family=socket.AF_INET, type=socket.SOCK_STREAM):  # noqa: A002
+            with in_netns(ns):
+                return socket.socket(family, type)
+        return make
+
+    src = BallastSource(n_bytes, seed=1)
+    chunk = min(4 << 20, max(64 << 10, n_bytes // 16))
+    src.manifest(chunk)
+    with TransferServer(fab.site_addr("b"), 7100, token="bench", socket_factory=factory(fab.site_ns("b"))):
+        rep = send(fab.site_addr("b"), 7100, src, transfer_id="bench", token="bench", chunk_bytes=chunk,
+                   socket_factory=factory(fab.site_ns("a")))
+    if rep.status != "completed":
+        raise RuntimeError(f"bench transfer failed: {rep.error}")
+    return rep.goodput_mbps
+
+
+def _iperf3_goodput(fab: Fabric, seconds: float) -> float | None:
+    exe = shutil.which("iperf3")
+    if exe is None:
+        return None
+    server = spawn(fab.site_ns("b"), [exe, "-s", "-1", "-B", fab.site_addr("b"), "-p", "5299"],
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(0.3)
+        client = spawn(fab.site_ns("a"), [exe, "-c", fab.site_addr("b"), "-p", "5299", "-t", str(seconds), "-J"],
+                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        out, _ = client.communicate(timeout=seconds + 30)
+        data = json.loads(out)
+        return data["end"]["sum_received"]["bits_per_second"] / 1e6
+    finally:
+        if server.poll() is None:
+            server.terminate()
+        server.wait(timeout=10)
+
+
+def goodput_rows(rates=(10.0, 100.0, 1000.0), seconds: float = 4.0) -> list[dict]:
+    rows = []
+    for rate in [*rates, UNSHAPED_MBIT]:
+        with _pair(rate) as fab:
+            shaped = rate != UNSHAPED_MBIT
+            n_bytes = int(rate * 1e6 / 8 * seconds) if shaped else 2_000_000_000
+            ours = _transfer_goodput(fab, n_bytes)
+            iperf = _iperf3_goodput(fab, seconds)
+        rows.append({
+            "configured_mbit": rate if shaped else None, "transfer_service_mbit": ours, "iperf3_mbit": iperf,
+            "transfer_ratio": ours / rate if shaped else None,
+            "iperf3_ratio": (iperf / rate) if (shaped and iperf) else None, "ideal_ratio": IDEAL,
+        })
+    return rows
+
+
+def _rtt_ms(fab: Fabric, n: int = 50) -> float:
+    with in_netns(fab.site_ns("b")):
+        srv = socket.socket()
+        srv.bind((fab.site_addr("b"), 5298))
+        srv.listen(64)
+    samples = []
+    try:
+        for _ in range(n):
+            with in_netns(fab.site_ns("a")):
+                c = socket.socket()
+            t0 = time.perf_counter()
+            c.connect((fab.site_addr("b"), 5298))
+            samples.append((time.perf_counter() - t0) * 1000)
+            c.close()
+            srv.accept()[0].close()
+    finally:
+        srv.close()
+    return statistics.median(samples)
+
+
+def rtt_rows(impairment: str, rtts=(10.0, 50.0, 100.0)) -> list[dict]:
+    rows = []
+    for rtt in rtts:
+        with _pair(100.0, rtt / 2, impairment) as fab:
+            got = _rtt_ms(fab)
+        tol = 1.0 + 0.05 * rtt
+        rows.append({"configured_rtt_ms": rtt, "measured_rtt_ms": got, "error_ms": got - rtt, "tolerance_ms": tol,
+                     "within_target": abs(got - rtt) <= tol, "method": f"median TCP handshake, {impairment}"})
+    return rows
+
+
+def rate_change_row() -> dict:
+    """Stream at 200 Mbit/s; a replayer scheduled at t = 1 s cuts the link to 20 Mbit/s.
+    The receiver counts bytes per 10 ms; the change has 'taken effect' when the receiver's
+    100 ms moving rate first falls below 1.5 x the new rate."""
+    from testbed.substrate.netns.clock import EmulationClock
+    from testbed.substrate.netns.replay import LinkReplayer, RateChange
+
+    with _pair(200.0) as fab:
+        with in_netns(fab.site_ns("b")):
+            srv = socket.socket()
+            srv.bind((fab.site_addr("b"), 5297))
+            srv.listen(1)
+        bins: list[tuple[float, int]] = []
+        stop = threading.Event()
+
+        def sink():
+            conn, _ = srv.accept()
+            conn.settimeout(0.01)
+            buf = bytearray(1 << 20)
+            while not stop.is_set():
+                try:
+                    n = conn.recv_into(buf)
+                except TimeoutError:
+                    n = 0
+                bins.append((time.monotonic(), n))
+                if n == 0 and conn.fileno() < 0:
+                    break
+            conn.close()
+
+        th = threading.Thread(target=sink, daemon=True)
+        th.start()
+        with in_netns(fab.site_ns("a")):
+            cl = socket.create_connection((fab.site_addr("b"), 5297))
+        clock = EmulationClock(1.0, skip_idle=False)
+        rep = LinkReplayer([RateChange(1.0, "a", "b", 20.0)], clock, fab.set_rate)
+        sender_stop = threading.Event()
+
+        def pump():
+            chunk = b"\0" * 65536
+            while not sender_stop.is_set():
+                try:
+                    cl.sendall(chunk)
+                except OSError:
+                    return
+
+        pt = threading.Thread(target=pump, daemon=True)
+        clock.start(0.0)
+        t_zero = time.monotonic()
+        pt.start()
+        rep.start()
+        time.sleep(2.5)
+        sender_stop.set()
+        stop.set()
+        cl.close()
+        rep.stop()
+        th.join(timeout=5)
+        srv.close()
+    applied = rep.applied[0]
+    t_change = t_zero + 1.0
+    effect_s = None
+    window = 0.1
+    for i, (t, _) in enumerate(bins):
+        if t < t_change:
+            continue
+        recent = [n for (tt, n) in bins[: i + 1] if tt > t - window]
+        if sum(recent) * 8 / window / 1e6 < 1.5 * 20.0:
+            effect_s = t - t_change
+            break
+    return {"from_mbit": 200.0, "to_mbit": 20.0, "netlink_call_ms": applied["call_ms"],
+            "replay_lag_ms": applied["lag_wall_ms"], "receiver_settled_ms": None if effect_s is None else effect_s * 1000,
+            "target_ms": 100.0,
+            "note": "receiver_settled includes draining the tbf queue built at the old rate (limit = 50 ms of it)"}
+
+
+def topology_row(path: Path, impairment: str) -> dict:
+    from pyroute2 import netns
+
+    from testbed.cli.cmd_net import _topology_links
+
+    sites, links = _topology_links(str(path))
+    plan = plan_fabric(new_run_id(), sites, links, impairment)  # type: ignore[arg-type]
+    fab = Fabric(plan, purpose="bench")
+    t0 = time.perf_counter()
+    fab.up()
+    up_s = time.perf_counter() - t0
+    n_ns = len([n for n in netns.listnetns() if plan.run_id in n])
+    t0 = time.perf_counter()
+    fab.down()
+    down_s = time.perf_counter() - t0
+    left = [n for n in netns.listnetns() if plan.run_id in n]
+    return {"topology": path.name, "sites": len(sites), "links": len(links), "impairment": impairment,
+            "namespaces": n_ns, "relays": sum(1 for lk in plan.links if lk.relay_ns), "up_s": up_s,
+            "down_s": down_s, "leftover_namespaces": len(left), "target_up_s": 60.0}
+
+
+def run(out_dir: Path, *, quick: bool = False) -> dict:
+    from testbed.netem.probe import qdisc_available
+
+    impairment = "netem" if qdisc_available("netem") else "relay"
+    result = {
+        "impairment": impairment,
+        "goodput": goodput_rows(seconds=2.0 if quick else 4.0),
+        "rtt": rtt_rows(impairment),
+        "rate_change": rate_change_row(),
+        "topology": topology_row(_ROOT / "topologies" / "us-100.yaml", impairment),
+    }
+    g = [r for r in result["goodput"] if r["configured_mbit"]]
+    result["targets"] = {
+        "goodput_ratio_min": 0.94,
+        "goodput_pass": all(r["transfer_ratio"] >= 0.94 and (r["iperf3_ratio"] is None or r["iperf3_ratio"] >= 0.94)
+                            for r in g),
+        "rtt_pass": all(r["within_target"] for r in result["rtt"]),
+        "rate_change_pass": (result["rate_change"]["replay_lag_ms"] + result["rate_change"]["netlink_call_ms"]) <= 100,
+        "topology_pass": result["topology"]["up_s"] < 60 and result["topology"]["leftover_namespaces"] == 0,
+    }
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "shaping.json").write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
+    (out_dir / "shaping.md").write_text(render(result))
+    return result
+
+
+def _f(x, d=1):
+    return "-" if x is None else f"{x:.{d}f}"
+
+
+def render(r: dict) -> str:
+    t = r["targets"]
+    lines = ["# bench shaping", "", f"Latency/jitter/loss by: {r['impairment']}", "",
+             "## Goodput (target: achieved / configured >= 0.94; a perfect shaper gives 1448/1514 = 0.956)", "",
+             "| configured Mbit/s | transfer service Mbit/s | ratio | iperf3 Mbit/s | ratio | ideal |",
+             "|---:|---:|---:|---:|---:|---:|"]
+    for g in r["goodput"]:
+        lines.append(f"| {_f(g['configured_mbit'], 0) if g['configured_mbit'] else 'unshaped'} | "
+                     f"{_f(g['transfer_service_mbit'])} | {_f(g['transfer_ratio'], 3)} | {_f(g['iperf3_mbit'])} | "
+                     f"{_f(g['iperf3_ratio'], 3)} | {g['ideal_ratio']:.3f} |")
+    lines += ["", f"goodput: {'PASS' if t['goodput_pass'] else 'FAIL'}", "",
+              "## RTT (target: within 1 ms + 5 %)", "", "| configured ms | measured ms | error ms | tolerance ms | ok |",
+              "|---:|---:|---:|---:|---|"]
+    for x in r["rtt"]:
+        lines.append(f"| {x['configured_rtt_ms']:.0f} | {x['measured_rtt_ms']:.2f} | {x['error_ms']:+.2f} | "
+                     f"{x['tolerance_ms']:.1f} | {'yes' if x['within_target'] else 'NO'} |")
+    c = r["rate_change"]
+    lines += ["", f"RTT: {'PASS' if t['rtt_pass'] else 'FAIL'}", "",
+              "## In-place rate change (target: in effect within 100 ms of the trace step)", "",
+              f"- {c['from_mbit']:.0f} -> {c['to_mbit']:.0f} Mbit/s: netlink call {c['netlink_call_ms']:.2f} ms, "
+              f"replay lag {c['replay_lag_ms']:.2f} ms, receiver rate settled after {_f(c['receiver_settled_ms'])} ms",
+              f"- {c['note']}", "", f"rate change: {'PASS' if t['rate_change_pass'] else 'FAIL'}", ""]
+    tp = r["topology"]
+    lines += [f"## Topology {tp['topology']} (target: up in < 60 s, nothing left after teardown)", "",
+              f"- {tp['sites']} sites, {tp['links']} links, {tp['relays']} relays, {tp['namespaces']} namespaces: "
+              f"up in {tp['up_s']:.1f} s, down in {tp['down_s']:.1f} s, leftover namespaces {tp['leftover_namespaces']}",
+              "", f"topology: {'PASS' if t['topology_pass'] else 'FAIL'}", ""]
+    return "\n".join(lines)
