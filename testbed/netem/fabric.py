@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -64,6 +65,8 @@ class Fabric:
         self._rtt_ms = {link.key: 2 * link.delay_ms for link in plan.links}
         self._index: dict[tuple[str, str], int] = {}  # (namespace, ifname) -> ifindex
         self.up_s: float | None = None
+        self._iprs: dict = {}  # namespace -> IPRoute kept open for rate changes
+        self._ipr_lock = threading.Lock()
 
     # -- lifecycle ---------------------------------------------------------------------------
     def __enter__(self) -> "Fabric":
@@ -87,6 +90,10 @@ class Fabric:
 
     def down(self) -> None:
         """Idempotent: stop relays (by PID, ours), remove our namespaces, forget the state file."""
+        with self._ipr_lock:
+            for ipr in self._iprs.values():
+                ipr.close()
+            self._iprs.clear()
         for proc in self._relays.values():
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
@@ -282,14 +289,20 @@ class Fabric:
 
     # -- at run time ---------------------------------------------------------------------------
     def set_rate(self, src: str, dst: str, rate_mbit: float) -> float:
-        """Change the src->dst bandwidth in place; returns the netlink call's duration (s)."""
+        """Change the src->dst bandwidth in place; returns the netlink call's duration (s).
+        Netlink sockets are kept open per namespace (a rate change must land within milliseconds)."""
+        from pyroute2 import IPRoute
 
         link = self.plan.link(src, dst)
         ns, ifname = (self.plan.site(link.a).ns, link.if_a) if src == link.a else (self.plan.site(link.b).ns, link.if_b)
         idx = self._index[(ns, ifname)]
         handle, parent = self._tbf_handle(link)
-        with ipr_in(self._ns(ns)) as n:
-            return change_rate(n, idx, tbf_params(rate_mbit, self._rtt_ms[link.key]), handle=handle, parent=parent)
+        with self._ipr_lock:
+            ipr = self._iprs.get(ns)
+            if ipr is None:
+                with in_netns(self._ns(ns)):
+                    ipr = self._iprs[ns] = IPRoute()
+            return change_rate(ipr, idx, tbf_params(rate_mbit, self._rtt_ms[link.key]), handle=handle, parent=parent)
 
     def _tbf_handle(self, link: LinkPlan) -> tuple[str, str | None]:
         return tbf_handle(self._netem(link) is not None)

@@ -100,3 +100,10 @@ def test_clock_runs_scaled_and_jumps():
     stop = threading.Event()
     stop.set()
     assert clock.wait_until(1e12, stop) is False
+
+
+def test_clock_remembers_what_it_skipped():
+    clock = EmulationClock(1.0)
+    clock.start(0.0)
+    clock.jump_to(1000.0)
+    assert clock.skipped_over(500.0) and not clock.skipped_over(1500.0)

@@ -21,6 +21,7 @@ class EmulationClock:
         self._base_s = 0.0
         self._wall_base = time.monotonic()
         self.skipped_s = 0.0  # scenario seconds jumped over
+        self._jumps: list[tuple[float, float]] = []  # (from_s, to_s) of every jump
 
     def start(self, t_s: float = 0.0) -> None:
         with self._cond:
@@ -37,8 +38,14 @@ class EmulationClock:
             now = self._base_s + (time.monotonic() - self._wall_base) * self.time_scale
             if t_s > now:
                 self.skipped_s += t_s - now
+                self._jumps.append((now, t_s))
                 self._base_s, self._wall_base = t_s, time.monotonic()
                 self._cond.notify_all()
+
+    def skipped_over(self, t_s: float) -> bool:
+        """True if scenario time ``t_s`` was jumped over (nothing real happened at it)."""
+        with self._cond:
+            return any(a < t_s <= b for a, b in reversed(self._jumps))
 
     def wait_until(self, t_s: float, stop: threading.Event | None = None, poll_s: float = 0.05) -> bool:
         """Block until scenario time reaches ``t_s`` (wakes early on jumps). False if stopped."""

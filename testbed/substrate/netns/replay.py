@@ -54,10 +54,8 @@ class LinkReplayer(threading.Thread):
         i, n = 0, len(self._changes)
         try:
             while i < n and not self._halt.is_set():
-                skipped_before = self._clock.skipped_s
                 if not self._clock.wait_until(self._changes[i].t_s, self._halt):
                     return
-                jumped = self._clock.skipped_s != skipped_before
                 now = self._clock.now_s()
                 latest: dict[tuple[str, str], RateChange] = {}
                 while i < n and self._changes[i].t_s <= now:  # after a jump, only the latest rate per link
@@ -70,6 +68,6 @@ class LinkReplayer(threading.Thread):
                     lag_wall_s = (self._clock.now_s() - c.t_s) / self._clock.time_scale
                     self.applied.append({"t_s": c.t_s, "src": c.src, "dst": c.dst, "rate_mbit": c.rate_mbit,
                                          "call_ms": call_s * 1000, "lag_wall_ms": lag_wall_s * 1000,
-                                         "wall": t_wall, "after_jump": jumped})
+                                         "wall": t_wall, "after_jump": self._clock.skipped_over(c.t_s)})
         except BaseException as e:  # surfaced by the substrate's poll
             self.error = e
