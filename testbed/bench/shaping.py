@@ -157,7 +157,7 @@ def rate_change_row() -> dict:
         with in_netns(fab.site_ns("a")):
             cl = socket.create_connection((fab.site_addr("b"), 5297))
         clock = EmulationClock(1.0, skip_idle=False)
-        rep = LinkReplayer([RateChange(1.0, "a", "b", 20.0)], clock, fab.set_rate)
+        rep = LinkReplayer([RateChange(1.0, "a", "b", 20.0)], clock, fab.set_rate, fab.release_netlink)
         sender_stop = threading.Event()
 
         def pump():

@@ -90,10 +90,7 @@ class Fabric:
 
     def down(self) -> None:
         """Idempotent: stop relays (by PID, ours), remove our namespaces, forget the state file."""
-        with self._ipr_lock:
-            for ipr in self._iprs.values():
-                ipr.close()
-            self._iprs.clear()
+        self.release_netlink()
         for proc in self._relays.values():
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
@@ -303,6 +300,14 @@ class Fabric:
                 with in_netns(self._ns(ns)):
                     ipr = self._iprs[ns] = IPRoute()
             return change_rate(ipr, idx, tbf_params(rate_mbit, self._rtt_ms[link.key]), handle=handle, parent=parent)
+
+    def release_netlink(self) -> None:
+        """Close the sockets :meth:`set_rate` keeps open. pyroute2 binds each to the thread that
+        opened it, so the thread that changed rates calls this when it is done."""
+        with self._ipr_lock:
+            for ipr in self._iprs.values():
+                ipr.close()
+            self._iprs.clear()
 
     def _tbf_handle(self, link: LinkPlan) -> tuple[str, str | None]:
         return tbf_handle(self._netem(link) is not None)

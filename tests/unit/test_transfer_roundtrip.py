@@ -209,14 +209,15 @@ def test_stopping_the_server_mid_transfer_is_prompt_and_keeps_the_part_file(tmp_
     store = tmp_path / "store2"
     store.mkdir()
     srv = TransferServer("127.0.0.1", token=TOKEN, storage_dir=store, fsync=False).start()
-    started = threading.Event()
-    stopper = threading.Thread(target=lambda: (started.wait(10), srv.stop()))
+    started, stopped = threading.Event(), threading.Event()
+    stopper = threading.Thread(target=lambda: (started.wait(10), srv.stop(), stopped.set()))
     stopper.start()
     big = tmp_path / "big.pt"
     big.write_bytes(os.urandom(64 * 1024 * 1024))
     t = time.monotonic()
     r = _send(srv, FileSource(big), "stopped", max_retries=1, backoff_s=0.01,
-              on_progress=lambda done, size: done and started.set())
+              # the client pauses at its first progress report until the server has stopped
+              on_progress=lambda done, size: done and (started.set(), stopped.wait(10)))
     stopper.join()
     assert time.monotonic() - t < 10
     assert r.status == "failed"

@@ -37,11 +37,12 @@ def change_points(traces: dict, rate_mbit, duration_s: float) -> list[RateChange
 class LinkReplayer(threading.Thread):
     """Applies rate changes when the clock reaches them; records how late each took effect."""
 
-    def __init__(self, changes: list[RateChange], clock: EmulationClock, apply):
+    def __init__(self, changes: list[RateChange], clock: EmulationClock, apply, on_exit=None):
         super().__init__(name="tb-link-replay", daemon=True)
         self._changes = changes
         self._clock = clock
         self._apply = apply  # (src, dst, rate_mbit) -> seconds the netlink call took
+        self._on_exit = on_exit  # called in this thread when it ends (release per-thread resources)
         self._halt = threading.Event()
         self.applied: list[dict] = []
         self.error: BaseException | None = None
@@ -71,3 +72,6 @@ class LinkReplayer(threading.Thread):
                                          "wall": t_wall, "after_jump": self._clock.skipped_over(c.t_s)})
         except BaseException as e:  # surfaced by the substrate's poll
             self.error = e
+        finally:
+            if self._on_exit is not None:
+                self._on_exit()

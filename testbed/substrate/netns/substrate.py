@@ -115,7 +115,7 @@ class EmulatedSubstrate(Substrate):
         self.clock = EmulationClock(self.scaling.time_scale, skip_idle=self._skip_idle)
         self.clock.start(0.0)
         changes = change_points(self._in.bandwidth_gbps, self.scaling.rate_mbit, sc.duration_s)
-        self._replayer = LinkReplayer(changes, self.clock, self.fabric.set_rate)
+        self._replayer = LinkReplayer(changes, self.clock, self.fabric.set_rate, self.fabric.release_netlink)
         self._replayer.start()
 
     def _start_servers(self) -> None:
