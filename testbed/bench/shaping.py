@@ -92,18 +92,19 @@ def goodput_rows(rates=(10.0, 100.0, 1000.0), seconds: float = 4.0) -> list[dict
     return rows
 
 
-def _rtt_ms(fab: Fabric, n: int = 50) -> float:
-    with in_netns(fab.site_ns("b")):
+def handshake_rtt_ms(fab: Fabric, src: str = "a", dst: str = "b", port: int = 5298, n: int = 50) -> float:
+    """Median TCP handshake time (one RTT) from ``src`` to ``dst``'s site address."""
+    with in_netns(fab.site_ns(dst)):
         srv = socket.socket()
-        srv.bind((fab.site_addr("b"), 5298))
+        srv.bind((fab.site_addr(dst), port))
         srv.listen(64)
     samples = []
     try:
         for _ in range(n):
-            with in_netns(fab.site_ns("a")):
+            with in_netns(fab.site_ns(src)):
                 c = socket.socket()
             t0 = time.perf_counter()
-            c.connect((fab.site_addr("b"), 5298))
+            c.connect((fab.site_addr(dst), port))
             samples.append((time.perf_counter() - t0) * 1000)
             c.close()
             srv.accept()[0].close()
@@ -116,7 +117,7 @@ def rtt_rows(impairment: str, rtts=(10.0, 50.0, 100.0)) -> list[dict]:
     rows = []
     for rtt in rtts:
         with _pair(100.0, rtt / 2, impairment) as fab:
-            got = _rtt_ms(fab)
+            got = handshake_rtt_ms(fab)
         tol = 1.0 + 0.05 * rtt
         rows.append({"configured_rtt_ms": rtt, "measured_rtt_ms": got, "error_ms": got - rtt, "tolerance_ms": tol,
                      "within_target": abs(got - rtt) <= tol, "method": f"median TCP handshake, {impairment}"})

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from testbed.netem.naming import if_name, ns_name, run_of_ns
+from testbed.netem.nsexec import in_netns
 
 NETNS_DIR = Path("/var/run/netns")
 
@@ -104,31 +105,10 @@ def scratch_veth(run_id: str, tag: str) -> Iterator[ScratchVeth]:
         yield ScratchVeth(ns, ipr, ipr.link_lookup(ifname=a)[0], a, b)
 
 
-def _setns(fd: int) -> None:
-    """setns(2) on a network namespace fd (``os.setns`` only exists from Python 3.12)."""
-    _libc_call("setns", fd, CLONE_NEWNET)
-
-
-@contextmanager
-def entered(ns: str) -> Iterator[None]:
-    """Move *this thread* into namespace ``ns`` for the block, then back to where it was.
-
-    Unlike ``pyroute2.netns.pushns`` this never creates a missing namespace and returns to this
-    thread's own namespace (``/proc/thread-self``), not the process's. Sockets opened inside
-    (a pyroute2 ``IPRoute``) stay in ``ns``."""
-    home = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
-    try:
-        target = os.open(NETNS_DIR / ns, os.O_RDONLY)
-        try:
-            _setns(target)
-        finally:
-            os.close(target)
-        try:
-            yield
-        finally:
-            _setns(home)
-    finally:
-        os.close(home)
+def entered(ns: str):
+    """Move *this thread* into namespace ``ns`` for the block, then back to this thread's own
+    namespace (never creates a missing one). See :func:`testbed.netem.nsexec.in_netns`."""
+    return in_netns(ns)
 
 
 @contextmanager

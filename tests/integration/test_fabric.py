@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from testbed.bench.shaping import handshake_rtt_ms
 from testbed.netem import state
 from testbed.netem.clean import clean_run
 from testbed.netem.fabric import Fabric
@@ -78,32 +79,6 @@ def test_teardown_on_exception_and_clean_after_crash():
     assert our_namespaces(plan2.run_id) == [] and state.read(plan2.run_id) is None
 
 
-def _connect_rtt_ms(fab, src: str, dst: str, port: int, n: int = 30) -> float:
-    """Median TCP handshake time (one RTT) from src to dst's site address."""
-    import socket
-    import statistics
-
-    from testbed.netem.nsexec import in_netns
-
-    with in_netns(fab.site_ns(dst)):
-        srv = socket.socket()
-        srv.bind((fab.site_addr(dst), port))
-        srv.listen(64)
-    samples = []
-    try:
-        for _ in range(n):
-            with in_netns(fab.site_ns(src)):
-                c = socket.socket()
-            t0 = time.perf_counter()
-            c.connect((fab.site_addr(dst), port))
-            samples.append((time.perf_counter() - t0) * 1000)
-            c.close()
-            srv.accept()[0].close()
-    finally:
-        srv.close()
-    return statistics.median(samples)
-
-
 @pytest.mark.parametrize(("rate", "loss_pct"), [(100.0, 0.0), (100.0, 1.0), (800.0, 0.0)])
 def test_latency_through_the_relay(rate, loss_pct):
     from testbed.netem.fabric import relay_gso
@@ -113,7 +88,7 @@ def test_latency_through_the_relay(rate, loss_pct):
     assert relay_gso(plan.links[0]) == (rate > 400)
     with Fabric(plan) as fab:
         assert len(fab.relay_pids()) == 1
-        rtt = _connect_rtt_ms(fab, "a", "b", 5301)
+        rtt = handshake_rtt_ms(fab, "a", "b", 5301, n=30)
         assert abs(rtt - 40.0) <= 1.0 + 0.05 * 40.0
         if loss_pct == 0:
             # 5 s of traffic, so the ~10 RTTs of TCP start-up at 40 ms RTT weigh < 10 %

@@ -34,9 +34,13 @@ def _scenario(tmp_path, *, latency_ms=0.0, events=()):
     return f
 
 
-def test_migration_bytes_cross_the_shaped_link(tmp_path):
+@pytest.mark.parametrize("substrate", ["netns", "mininet"])
+def test_migration_bytes_cross_the_shaped_link(tmp_path, substrate):
+    if substrate == "mininet":
+        pytest.importorskip("mininet.net", reason="mininet is installed by scripts/setup.sh")
     out = tmp_path / "r"
-    assert main(["run", str(_scenario(tmp_path)), "--substrate", "netns", "--out", str(out), "--no-progress"]) == 0
+    scenario = _scenario(tmp_path, latency_ms=20.0)  # 20 ms / time_scale 100: through the delay relay
+    assert main(["run", str(scenario), "--substrate", substrate, "--out", str(out), "--no-progress"]) == 0
     m = pd.read_parquet(out / "energy_only" / "migrations.parquet")
     assert len(m) == 1 and m["status"].iloc[0] == "completed"
     expected_s = 8 * 40 / (1 * EFF)  # scenario seconds: 40 GB over 1 Gbit/s at TCP efficiency
@@ -45,7 +49,8 @@ def test_migration_bytes_cross_the_shaped_link(tmp_path):
     assert "measured" in m["detail"].iloc[0]
     man = json.loads((out / "manifest.json").read_text())
     sub = man["substrate"]
-    assert sub["substrate"] == "netns" and sub["time_scale"] == 100 and sub["byte_scale"] == 0.001
+    assert sub["substrate"] == substrate and sub["time_scale"] == 100 and sub["byte_scale"] == 0.001
+    assert sub["impairment"] in ("relay", "netem")
     assert sub["byte_scale_source"] == "scenario" and "transfer_s" in sub["measured"][0]
     assert our_namespaces(sub["run_id"]) == []
     s = json.loads((out / "static" / "summary.json").read_text())

@@ -122,7 +122,8 @@ class EmulatedSubstrate(Substrate):
         from testbed.transfer.server import TransferServer
 
         for s in self.fabric.plan.sites:  # type: ignore[union-attr]
-            srv = TransferServer(s.addr, TRANSFER_PORT, token=self._token, socket_factory=self._factory(s.ns))
+            srv = TransferServer(s.addr, TRANSFER_PORT, token=self._token,
+                                 socket_factory=self._factory(self.fabric.site_ns(s.name)))  # type: ignore[union-attr]
             srv.start()
             self._servers[s.name] = srv
 
