@@ -1,0 +1,1 @@
+"""Node agents: one per site, driven over the management network with a per-run token."""
