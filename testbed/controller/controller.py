@@ -58,6 +58,7 @@ class Controller:
     @staticmethod
     def _finalize(rec: MigrationRecord, out: MigrationOutcome) -> None:
         rec.status = out.status
+        rec.actual_checkpoint_s, rec.actual_checkpoint_bytes = out.checkpoint_s, out.checkpoint_bytes
         rec.actual_transfer_s, rec.actual_load_s, rec.actual_downtime_s = out.transfer_s, out.load_s, out.downtime_s
         rec.actual_total_s = out.total_s
         rec.actual_goodput_gbps = out.goodput_gbps

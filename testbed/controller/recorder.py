@@ -70,7 +70,7 @@ class PolicyRecorder:
 _DECISION_COLUMNS = ["t_s", "policy", "kind", "job_id", "src", "dst", "reason", "n_candidates", "n_feasible", "candidates"]
 _MIGRATION_COLUMNS = [
     "policy", "job_id", "family", "src", "dst", "size_gb", "t_decision_s", "reason", "true_window_s", "true_budget_s",
-    "status", "actual_transfer_s", "actual_load_s", "actual_downtime_s", "actual_total_s", "actual_goodput_gbps",
+    "status", "actual_checkpoint_s", "actual_checkpoint_bytes", "actual_transfer_s", "actual_load_s", "actual_downtime_s", "actual_total_s", "actual_goodput_gbps",
     "completed_in_window", "within_budget", "overran", "detail",
     "predicted_bandwidth_gbps", "predicted_window_s", "predicted_transfer_s", "predicted_load_s",
     "predicted_downtime_s", "predicted_total_s", "predicted_budget_s", "predicted_feasible",

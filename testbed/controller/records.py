@@ -44,6 +44,8 @@ class MigrationRecord:
     true_budget_s: float
     # what happened
     status: str = "in_flight"
+    actual_checkpoint_s: float | None = None
+    actual_checkpoint_bytes: int | None = None
     actual_transfer_s: float | None = None
     actual_load_s: float | None = None
     actual_downtime_s: float | None = None

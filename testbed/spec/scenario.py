@@ -20,6 +20,12 @@ class Emulation(Strict):
     byte_scale: float | Literal["auto"] = Field("auto", description="Bytes sent per scenario byte.")
     runtime: Literal["process", "docker"] = "process"
     require_latency: bool = True
+    nodes: Literal["ballast", "agents"] = Field(
+        "ballast",
+        description="ballast: migrations move seeded ballast of the checkpoint's scaled size; agents: a node "
+        "agent per site trains a real PyTorch job and migrations move its real checkpoint (+ ballast).",
+    )
+    steps_per_s: float = Field(2.0, gt=0, le=1000, description="Pace of real training per job (agents).")
 
     @field_validator("byte_scale")
     @classmethod

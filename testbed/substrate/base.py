@@ -30,10 +30,12 @@ class MigrationOutcome:
     goodput_gbps: float
     detail: str = ""
     phases_measured: tuple[str, ...] = field(default=())
+    checkpoint_s: float = 0.0  # taking the checkpoint at the source (not in the paper's model)
+    checkpoint_bytes: int | None = None  # the real checkpoint's size (the rest of the transfer is ballast)
 
     @property
     def total_s(self) -> float:
-        return self.transfer_s + self.load_s + self.downtime_s
+        return self.checkpoint_s + self.transfer_s + self.load_s + self.downtime_s
 
     @property
     def resume_s(self) -> float:

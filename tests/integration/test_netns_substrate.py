@@ -66,3 +66,21 @@ def test_degradation_event_slows_the_real_transfer(tmp_path):
     # the controller planned with the nominal 1 Gbit/s; the link really gave half of it
     assert m["actual_transfer_s"].iloc[0] == pytest.approx(2 * 8 * 40 / EFF, rel=0.10)
     assert m["predicted_transfer_s"].iloc[0] == pytest.approx(320.0)
+
+
+def test_real_agents_under_the_controller(tmp_path):
+    pytest.importorskip("torch", reason="training nodes need torch (scripts/setup.sh installs torch==2.13.0)")
+    f = _scenario(tmp_path)
+    d = yaml.safe_load(f.read_text())
+    d["emulation"].update(nodes="agents", steps_per_s=20)
+    f.write_text(yaml.safe_dump(d))
+    out = tmp_path / "r"
+    assert main(["run", str(f), "--substrate", "netns", "--out", str(out), "--no-progress"]) == 0
+    m = pd.read_parquet(out / "energy_only" / "migrations.parquet")
+    assert len(m) == 1 and m["status"].iloc[0] == "completed", m["detail"].iloc[0]
+    row = m.iloc[0]
+    assert row["actual_checkpoint_bytes"] > 0 and row["actual_checkpoint_s"] > 0 and row["actual_load_s"] > 0
+    # checkpoint + ballast together are the scaled 40 GB: the transfer still matches 8 S / (B x efficiency)
+    assert row["actual_transfer_s"] == pytest.approx(8 * 40 / EFF, rel=0.10)
+    man = json.loads((out / "manifest.json").read_text())
+    assert man["substrate"]["nodes"].startswith("agents") and any("load_s" in x for x in man["substrate"]["measured"])

@@ -1,0 +1,58 @@
+"""``python -m testbed.agent``: one node agent, started inside its site's network namespace.
+
+Control on ``--mgmt-addr:--port`` (management network); checkpoint bytes on
+``--wan-addr:--transfer-port`` (the shaped WAN). The per-run token is read from a file so it
+never appears in a process listing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from pathlib import Path
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m testbed.agent")
+    p.add_argument("--site", required=True)
+    p.add_argument("--mgmt-addr", required=True)
+    p.add_argument("--port", type=int, default=7100)
+    p.add_argument("--wan-addr", required=True)
+    p.add_argument("--transfer-port", type=int, default=7000)
+    p.add_argument("--token-file", type=Path, required=True)
+    p.add_argument("--workdir", type=Path, required=True)
+    p.add_argument("--ready-file", type=Path, default=None)
+    p.add_argument("--run-id", default="", help="recorded for cleanup (the command line names the run)")
+    args = p.parse_args(argv)
+
+    from testbed.agent.agent import Agent
+    from testbed.agent.server import ControlServer
+    from testbed.transfer.server import TransferServer
+
+    token = args.token_file.read_text().strip()
+    agent = Agent(args.site, args.workdir, token)
+    control = ControlServer(args.mgmt_addr, args.port, token, agent.handlers())
+    transfer = TransferServer(args.wan_addr, args.transfer_port, token=token, storage_dir=agent.incoming, fsync=False)
+    transfer.start()
+    stop = threading.Event()
+
+    def _term(signum, frame):
+        stop.set()
+        control.stop()
+
+    signal.signal(signal.SIGTERM, _term)
+    signal.signal(signal.SIGINT, _term)
+    if args.ready_file:
+        args.ready_file.write_text("ready\n")
+    try:
+        control.serve_forever()
+    finally:
+        agent.shutdown()
+        transfer.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

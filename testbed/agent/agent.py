@@ -1,0 +1,126 @@
+"""The node agent: runs real training jobs at one site and carries out its part of a migration.
+
+Migration protocol (driven by the controller over the management network):
+  source: ``checkpoint_and_pause`` -> ``send_checkpoint`` (checkpoint file + declared ballast,
+  through the transfer service over the WAN) ; destination: ``load_and_resume`` (verifies the
+  checkpoint's SHA-256, loads, resumes) ; source: ``free``. If anything fails before the
+  destination resumed, the controller calls ``resume`` at the source: the job continues from the
+  checkpoint it paused at, so no training progress is lost.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+from testbed.agent.protocol import ProtocolError
+from testbed.agent.runner import JobRunner
+
+
+class Agent:
+    def __init__(self, site: str, workdir: Path, token: str):
+        self.site = site
+        self.workdir = workdir
+        self.token = token
+        self.incoming = workdir / "incoming"
+        self.ckpts = workdir / "checkpoints"
+        self.incoming.mkdir(parents=True, exist_ok=True)
+        self.ckpts.mkdir(parents=True, exist_ok=True)
+        self.jobs: dict[str, JobRunner] = {}
+        self._lock = threading.Lock()
+
+    def handlers(self) -> dict:
+        return {
+            "ping": self.ping, "start_job": self.start_job, "status": self.status, "losses": self.losses,
+            "checkpoint_and_pause": self.checkpoint_and_pause, "send_checkpoint": self.send_checkpoint,
+            "load_and_resume": self.load_and_resume, "resume": self.resume, "free": self.free,
+        }
+
+    def _job(self, job_id: str) -> JobRunner:
+        runner = self.jobs.get(job_id)
+        if runner is None:
+            raise ProtocolError(f"no job {job_id!r} at site {self.site}")
+        return runner
+
+    # -- commands ---------------------------------------------------------------------------------
+    def ping(self, args) -> dict:
+        return {"site": self.site, "jobs": {j: r.status() for j, r in self.jobs.items()}}
+
+    def start_job(self, args) -> dict:
+        from testbed.nodes.job import TrainingJob
+
+        if args.job_id in self.jobs:
+            raise ProtocolError(f"job {args.job_id!r} already exists at {self.site}")
+        job = TrainingJob.create(args.family, seed=args.seed)
+        runner = JobRunner(job, steps_per_s=args.steps_per_s, max_steps=args.max_steps)
+        self.jobs[args.job_id] = runner
+        runner.start()
+        return runner.status()
+
+    def status(self, args) -> dict:
+        return self._job(args.job_id).status()
+
+    def losses(self, args) -> dict:
+        return {"losses": self._job(args.job_id).losses()}
+
+    def checkpoint_and_pause(self, args) -> dict:
+        from testbed.nodes.checkpoint import save
+
+        runner = self._job(args.job_id)
+        t0 = time.perf_counter()
+        runner.pause()
+        path = self.ckpts / f"{args.job_id}.pt"
+        info = save(runner.job, path)
+        return {"path": str(path), "size_bytes": info.size_bytes, "sha256": info.sha256, "step": info.step,
+                "t_checkpoint_s": time.perf_counter() - t0}
+
+    def send_checkpoint(self, args) -> dict:
+        from testbed.transfer.client import send
+        from testbed.transfer.source import BallastSource, ConcatSource, FileSource
+
+        self._job(args.job_id)
+        path = self.ckpts / f"{args.job_id}.pt"
+        if not path.exists():
+            raise ProtocolError(f"job {args.job_id!r} has no checkpoint: call checkpoint_and_pause first")
+        parts = [FileSource(path)] + ([BallastSource(args.ballast_bytes, seed=7)] if args.ballast_bytes else [])
+        source = ConcatSource(*parts) if len(parts) > 1 else parts[0]
+        chunk = min(4 << 20, max(64 << 10, source.size_bytes // 16))
+        source.manifest(chunk)  # hashing is part of checkpointing, not of the transfer
+        report = send(args.dst_addr, args.dst_port, source, transfer_id=args.transfer_id, token=self.token,
+                      chunk_bytes=chunk, deadline_s=args.deadline_s)
+        return {"report": report.to_dict(), "checkpoint_bytes": path.stat().st_size,
+                "ballast_bytes": args.ballast_bytes}
+
+    def load_and_resume(self, args) -> dict:
+        from testbed.nodes.checkpoint import load
+
+        if args.job_id in self.jobs:
+            raise ProtocolError(f"job {args.job_id!r} already runs at {self.site}")
+        path = self.incoming / args.transfer_id
+        if not path.is_file():
+            raise ProtocolError(f"no received checkpoint {args.transfer_id!r} at {self.site}")
+        t0 = time.perf_counter()
+        job = load(path, expect_sha256=args.sha256)  # CheckpointError (typed) on a mismatch or a bad file
+        runner = JobRunner(job, steps_per_s=args.steps_per_s, max_steps=args.max_steps)
+        t_load = time.perf_counter() - t0
+        self.jobs[args.job_id] = runner
+        runner.start()
+        return {"t_load_s": t_load, "step": runner.status()["steps"]}
+
+    def resume(self, args) -> dict:
+        runner = self._job(args.job_id)
+        runner.resume()
+        return runner.status()
+
+    def free(self, args) -> dict:
+        runner = self.jobs.pop(args.job_id, None)
+        if runner is None:
+            raise ProtocolError(f"no job {args.job_id!r} at site {self.site}")
+        runner.stop()
+        (self.ckpts / f"{args.job_id}.pt").unlink(missing_ok=True)
+        return {"freed": args.job_id}
+
+    def shutdown(self) -> None:
+        for runner in self.jobs.values():
+            runner.stop()

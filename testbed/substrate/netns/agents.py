@@ -1,0 +1,100 @@
+"""Node agents as processes in their site namespaces (the ``process`` runtime), driven from the
+controller namespace over the management network only."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from testbed.agent.client import AgentClient
+from testbed.netem import state
+from testbed.netem.fabric import Fabric, FabricError
+from testbed.netem.nsexec import in_netns, spawn
+
+CONTROL_PORT = 7100
+TRANSFER_PORT = 7000
+READY_TIMEOUT_S = 60.0
+
+
+def agent_job_id(job_id: str) -> str:
+    """Job ids as the control protocol accepts them ([A-Za-z0-9._-], 64 characters)."""
+    return re.sub(r"[^A-Za-z0-9._-]", "_", job_id)[:64] or "job"
+
+
+class AgentPool:
+    def __init__(self, fabric: Fabric, token: str):
+        self.fabric = fabric
+        self._token = token
+        self._dir = Path(tempfile.mkdtemp(prefix=f"tb-{fabric.plan.run_id}-agents-"))
+        self._procs: dict[str, subprocess.Popen] = {}
+        self._clients: dict[str, AgentClient] = {}
+
+    def _ctl_socket(self, family: int = socket.AF_INET, type: int = socket.SOCK_STREAM) -> socket.socket:  # noqa: A002
+        with in_netns(self.fabric._ns(self.fabric.plan.ctl_ns)):
+            return socket.socket(family, type)
+
+    def start(self) -> None:
+        token_file = self._dir / "token"
+        token_file.write_text(self._token)
+        os.chmod(token_file, 0o600)
+        plan = self.fabric.plan
+        for s in plan.sites:
+            work = self._dir / s.name
+            work.mkdir()
+            argv = [sys.executable, "-m", "testbed.agent", "--site", s.name, "--mgmt-addr", s.mgmt_addr,
+                    "--port", str(CONTROL_PORT), "--wan-addr", s.addr, "--transfer-port", str(TRANSFER_PORT),
+                    "--token-file", str(token_file), "--workdir", str(work), "--ready-file", str(work / "ready"),
+                    "--run-id", plan.run_id]
+            log = open(work / "agent.log", "wb")  # noqa: SIM115 (the child keeps it)
+            try:
+                self._procs[s.name] = spawn(self.fabric.site_ns(s.name), argv, stdin=subprocess.DEVNULL,
+                                            stdout=log, stderr=subprocess.STDOUT)
+            finally:
+                log.close()
+        st = state.read(plan.run_id) or {}
+        st["pids"] = sorted(set(st.get("pids", [])) | {p.pid for p in self._procs.values()})
+        state.write(plan.run_id, st)
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        for s in plan.sites:
+            while not (self._dir / s.name / "ready").exists():
+                if self._procs[s.name].poll() is not None:
+                    log = (self._dir / s.name / "agent.log").read_text(errors="replace")[-2000:]
+                    raise FabricError(f"agent at {s.name} exited with {self._procs[s.name].returncode}: {log}")
+                if time.monotonic() > deadline:
+                    raise FabricError(f"agent at {s.name} not ready after {READY_TIMEOUT_S} s")
+                time.sleep(0.05)
+            self._clients[s.name] = AgentClient(s.mgmt_addr, CONTROL_PORT, self._token, socket_factory=self._ctl_socket)
+
+    def client(self, site: str) -> AgentClient:
+        return self._clients[site]
+
+    def kill(self, site: str) -> None:
+        """End one site's agent by PID (fault injection: a destination dies mid-transfer)."""
+        proc = self._procs[site]
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+
+    def stop(self) -> None:
+        for c in self._clients.values():
+            c.close()
+        self._clients.clear()
+        for proc in self._procs.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in self._procs.values():
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=5)
+        self._procs.clear()
+        import shutil
+
+        shutil.rmtree(self._dir, ignore_errors=True)
