@@ -40,5 +40,6 @@ echo "== installing testbed and its dependencies into .venv"
 
 if [ "$run" = 1 ]; then
   echo "== running scenarios/quickstart.yaml"
-  .venv/bin/testbed run scenarios/quickstart.yaml
+  # netns with real agents where the machine allows (root + namespaces), else sim; it says which and why
+  .venv/bin/testbed run scenarios/quickstart.yaml --substrate auto
 fi

@@ -26,6 +26,25 @@ from testbed.substrate.sim import SimSubstrate
 SUBSTRATES = ("sim", "netns", "mininet")
 
 
+def choose_substrate(requested: str, sc) -> tuple[str, str]:
+    """``auto``: netns where the machine allows (root, namespaces, and torch if the scenario wants
+    real agents), else sim. Returns (substrate, why)."""
+    if requested != "auto":
+        return requested, "as requested"
+    import importlib.util
+    import os
+
+    if os.geteuid() != 0:
+        return "sim", "not root: network namespaces need root, so the analytic substrate ran"
+    from testbed.doctor import probe
+
+    if not probe("netns").available:
+        return "sim", "network namespaces are not available here (see `testbed doctor`)"
+    if sc.emulation.nodes == "agents" and importlib.util.find_spec("torch") is None:
+        return "sim", "the scenario asks for real training agents but torch is not installed"
+    return "netns", "root and network namespaces available: sites are namespaces, links are shaped, bytes are real"
+
+
 def make_substrate(name: str, inputs: Inputs):
     """One substrate instance per policy run: each gets fresh, isolated resources."""
     if name == "netns":
@@ -66,9 +85,11 @@ def _traces_table(inp: Inputs) -> pd.DataFrame:
 def run_scenario(loaded: LoadedScenario, *, out_dir: Path | None = None, substrate: str = "sim",
                  seed: int | None = None, progress: bool = True, force: bool = False,
                  argv: list[str] | None = None) -> Path:
-    if substrate not in SUBSTRATES:
-        raise SpecError([("--substrate", f"unknown substrate {substrate!r} (available here: {', '.join(SUBSTRATES)})")])
     sc = loaded.scenario
+    substrate, why = choose_substrate(substrate, sc)
+    if substrate not in SUBSTRATES:
+        raise SpecError([("--substrate", f"unknown substrate {substrate!r} (known: auto, {', '.join(SUBSTRATES)})")])
+    print(f"substrate: {substrate} ({why})", file=sys.stderr)
     inputs = build_inputs(sc, seed)
     out_dir = out_dir or default_out_dir(sc.name, inputs.seed)
     check_out_dir(out_dir, force)

@@ -13,7 +13,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("run", help="run a scenario (all its policies) and write results/RUN_ID/")
     p.add_argument("scenario", help="scenario YAML file")
     p.add_argument("--substrate", default="sim",
-                   help="sim (analytic; default) | netns (namespaces + tc, root) | mininet (Mininet-built, root)")
+                   help="sim (analytic; default) | netns (namespaces + tc, root) | mininet (Mininet-built, root) | "
+                        "auto (netns where the machine allows, else sim; says which and why)")
     p.add_argument("--out", type=Path, default=None, help="results directory (default results/NAME-sSEED-TIME)")
     p.add_argument("--seed", default=None, help="override the scenario's seed")
     p.add_argument("--force", action="store_true", help="replace --out if it exists")

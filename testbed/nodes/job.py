@@ -3,8 +3,8 @@
 State = model + optimizer + LR scheduler + the job's own RNG state (:mod:`testbed.nodes.rng`) + the
 data-loader position + step counter + loss history. The data order is a pure function of the job
 seed: epoch ``e`` visits the training set in the order ``torch.randperm(n)`` drawn from a CPU
-``torch.Generator`` seeded with ``derive_seed(seed, "nodes", "data", e)`` (the same on CPU and
-CUDA), in mini-batches of the workload's batch size; the last partial batch of an epoch is
+``torch.Generator`` seeded with ``derive_seed(data_seed, e)``, ``data_seed = derive_seed(seed,
+"nodes", "data")`` (the same order on CPU and CUDA), in mini-batches of the workload's batch size; the last partial batch of an epoch is
 dropped. So the loader's position is just ``(epoch, index)``: ``index`` is the first sample of the
 next batch within the epoch's permutation.
 
