@@ -163,6 +163,9 @@ class ContainerNode:
         """``docker rm -f`` of this container only; idempotent."""
         if self.id is None:
             return
+        if not self.engine.running:  # the engine's own stop removed the run's containers
+            self.id = self.pid = None
+            return
         self.engine.run("rm", "-f", self.id, check=False, timeout_s=60)
         if self.engine.run("inspect", "--format", "{{.Id}}", self.id, check=False).returncode == 0:
             raise DockerCommandError(["docker", "rm", "-f", self.id], 1, f"container {self.name} is still there")

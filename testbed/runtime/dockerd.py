@@ -117,6 +117,10 @@ class DockerEngine:
         self.stop()
 
     @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    @property
     def pid(self) -> int | None:
         """The daemon's PID (kept after stop, to check that it is gone)."""
         return self._pid
@@ -184,7 +188,7 @@ class DockerEngine:
     def stop(self) -> None:
         """Idempotent; safe after a failed start."""
         try:
-            if self._proc is not None and self._proc.poll() is None:
+            if self.running:
                 try:
                     self._remove_containers(label=f"{RUN_LABEL}={self.run_id}")
                 finally:
@@ -219,7 +223,7 @@ class DockerEngine:
         its containerd and the shims (their command lines name our run directory) and the containers'
         processes (the tasks of our run's cgroups) — and remove the shims' sockets, which containerd
         names sha256(<containerd socket>/<namespace>/<container id>) in /run/containerd/s."""
-        ids, pids = set(), [p for p in _pids() if str(self.run_dir) in pid_cmdline(p)]
+        ids, pids = set(), [p for p in _pids() if p != os.getpid() and str(self.run_dir) in pid_cmdline(p)]
         for root in cgroup_roots():
             top = root / self.cgroup_name
             if top.is_dir():

@@ -215,3 +215,24 @@ def ensure_base_image(engine: DockerEngine, recipe: BaseImageRecipe | None = Non
     engine.run("import", "--change", f"LABEL testbed.base={recipe.content_hash()}", "--change", 'CMD ["/bin/bash"]',
                str(tarball), tag, timeout_s=IMPORT_TIMEOUT_S)
     return BaseImage(tag, "built" if debootstrap_s else "tarball", tarball, debootstrap_s, time.perf_counter() - t0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m testbed.runtime.image``: build (or find) the cached rootfs tarball and print
+    ``<tarball> <tag>``, for ``docker import <tarball> <tag>`` into any engine (see containers/README.md)."""
+    import argparse
+
+    from testbed.netem.naming import new_run_id
+
+    p = argparse.ArgumentParser(prog="python -m testbed.runtime.image", description=main.__doc__)
+    p.add_argument("--mirror", help="Debian mirror (default: the one apt uses)")
+    p.add_argument("--cache-dir", type=Path, default=CACHE_DIR)
+    args = p.parse_args(argv)
+    recipe = BaseImageRecipe()
+    tarball, _ = build_rootfs_tarball(recipe, run_id=new_run_id(), mirror=args.mirror, cache_dir=args.cache_dir)
+    print(tarball, recipe.tag)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

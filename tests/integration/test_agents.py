@@ -39,11 +39,19 @@ def _wait_steps(client, jid: str, n: int, timeout_s: float = 60) -> dict:
     raise AssertionError(f"{jid} did not reach {n} steps")
 
 
-@pytest.fixture
-def pool():
+def _docker_available() -> bool:
+    import shutil
+
+    return shutil.which("dockerd") is not None and shutil.which("debootstrap") is not None
+
+
+@pytest.fixture(params=["process", pytest.param("docker", marks=pytest.mark.docker)])
+def pool(request):
+    if request.param == "docker" and not _docker_available():
+        pytest.skip("docker runtime needs Debian's docker.io and debootstrap (scripts/setup.sh installs them)")
     plan = plan_fabric(new_run_id(), ["a", "b"], [LinkInput("a", "b", 100, 100)], "none")
     with Fabric(plan) as fab:
-        agents = AgentPool(fab, secrets.token_hex(16))
+        agents = AgentPool(fab, secrets.token_hex(16), runtime=request.param)
         agents.start()
         try:
             yield fab, agents

@@ -68,11 +68,16 @@ def test_degradation_event_slows_the_real_transfer(tmp_path):
     assert m["predicted_transfer_s"].iloc[0] == pytest.approx(320.0)
 
 
-def test_real_agents_under_the_controller(tmp_path):
+@pytest.mark.parametrize("runtime", ["process", pytest.param("docker", marks=pytest.mark.docker)])
+def test_real_agents_under_the_controller(tmp_path, runtime):
+    import shutil
+
     pytest.importorskip("torch", reason="training nodes need torch (scripts/setup.sh installs torch==2.13.0)")
+    if runtime == "docker" and not (shutil.which("dockerd") and shutil.which("debootstrap")):
+        pytest.skip("docker runtime needs Debian's docker.io and debootstrap (scripts/setup.sh installs them)")
     f = _scenario(tmp_path)
     d = yaml.safe_load(f.read_text())
-    d["emulation"].update(nodes="agents", steps_per_s=20)
+    d["emulation"].update(nodes="agents", steps_per_s=20, runtime=runtime)
     f.write_text(yaml.safe_dump(d))
     out = tmp_path / "r"
     assert main(["run", str(f), "--substrate", "netns", "--out", str(out), "--no-progress"]) == 0
@@ -83,4 +88,4 @@ def test_real_agents_under_the_controller(tmp_path):
     # checkpoint + ballast together are the scaled 40 GB: the transfer still matches 8 S / (B x efficiency)
     assert row["actual_transfer_s"] == pytest.approx(8 * 40 / EFF, rel=0.10)
     man = json.loads((out / "manifest.json").read_text())
-    assert man["substrate"]["nodes"].startswith("agents") and any("load_s" in x for x in man["substrate"]["measured"])
+    assert man["substrate"]["nodes"].startswith(f"agents ({runtime}") and any("load_s" in x for x in man["substrate"]["measured"])

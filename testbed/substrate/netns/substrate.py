@@ -117,7 +117,7 @@ class EmulatedSubstrate(Substrate):
         if sc.emulation.nodes == "agents":
             from testbed.substrate.netns.agents import AgentPool
 
-            self._agents = AgentPool(self.fabric, self._token)
+            self._agents = AgentPool(self.fabric, self._token, runtime=sc.emulation.runtime)
             self._agents.start()
         else:
             self._start_servers()
@@ -325,7 +325,8 @@ class EmulatedSubstrate(Substrate):
     def _measured_vs_modelled(self) -> dict:
         if self._in.scenario.emulation.nodes == "agents":
             return {
-                "nodes": "agents (process runtime): a real PyTorch job per running job, real checkpoints",
+                "nodes": f"agents ({self._in.scenario.emulation.runtime} runtime): a real PyTorch job per running "
+                         "job, real checkpoints",
                 "measured": ["checkpoint_s (real checkpoint at the source agent)",
                              "transfer_s (real checkpoint + ballast to size x byte_scale, over the shaped WAN)",
                              "load_s (SHA-256 check + load at the destination agent)",
