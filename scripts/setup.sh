@@ -8,8 +8,9 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 run=1
 [ "${1:-}" = "--no-run" ] && run=0
 
-# System packages for network emulation (namespaces + tc, Mininet, iperf3). Installed only when
-# running as root with apt and only if something is missing; the simulator needs none of them.
+# System packages for network emulation (namespaces + tc, Mininet, iperf3) and the docker runtime
+# of node agents (a private dockerd, a registry-free base image from debootstrap). Installed only
+# when running as root with apt and only if something is missing; the simulator needs none of them.
 APT_PKGS="iproute2 iperf3 ethtool mininet bridge-utils iputils-ping docker.io debootstrap"
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   missing=""

@@ -77,7 +77,8 @@ class ContainerNode:
 
     def __init__(self, engine: DockerEngine, site: str, netns: str, argv: list[str], *, image: str,
                  mounts: list[Mount] | tuple[Mount, ...] = (), env: dict[str, str] | None = None,
-                 cap_add: tuple[str, ...] = (), workdir: str | None = None, host_python: bool = False):
+                 cap_add: tuple[str, ...] = (), workdir: str | None = None, host_python: bool = False,
+                 gpus: str | None = None):
         self.engine = engine
         self.run_id = engine.run_id
         self.site = site
@@ -90,6 +91,7 @@ class ContainerNode:
         self.mounts = list(mounts) + (host_python_mounts() if host_python else [])
         self.env = {**({"PYTHONDONTWRITEBYTECODE": "1"} if host_python else {}), **(env or {})}
         self.cap_add = tuple(c.upper() for c in cap_add)
+        self.gpus = gpus  # Docker device request, e.g. "all" or "device=0" (needs the NVIDIA container toolkit)
         self.workdir = workdir
         self.id: str | None = None
         self.pid: int | None = None
@@ -118,6 +120,8 @@ class ContainerNode:
             args += ["--hostname", self.site]
         for cap in self.cap_add:
             args += ["--cap-add", cap]
+        if self.gpus:
+            args += ["--gpus", self.gpus]
         args += ["-v", Mount(ns_path(self.netns), NETNS_MOUNT).arg()]
         for m in self.mounts:
             args += ["-v", m.arg()]

@@ -24,6 +24,22 @@ READY_TIMEOUT_S = 120.0
 DOCKER_DATA_ROOT = Path("/var/lib/testbed/docker-data")  # image cache kept between runs (locked while in use)
 
 
+def _nvidia_gpus() -> bool:
+    """Real NVIDIA GPUs here (NVML answers)? Then agent containers get them by Docker device request."""
+    try:
+        import pynvml
+    except ImportError:
+        return False
+    try:
+        pynvml.nvmlInit()
+        try:
+            return pynvml.nvmlDeviceGetCount() > 0
+        finally:
+            pynvml.nvmlShutdown()
+    except pynvml.NVMLError:
+        return False
+
+
 def agent_job_id(job_id: str) -> str:
     """Job ids as the control protocol accepts them ([A-Za-z0-9._-], 64 characters)."""
     return re.sub(r"[^A-Za-z0-9._-]", "_", job_id)[:64] or "job"
@@ -95,9 +111,11 @@ class AgentPool:
             self._image = ensure_base_image(self._engine)
             st = state.read(self.fabric.plan.run_id) or {}
             st["docker"] = {"engine_pid": self._engine.pid, "run_dir": str(getattr(self._engine, "run_dir", ""))}
+            st["pids"] = sorted(set(st.get("pids", [])) | {self._engine.pid})  # testbed clean ends it by PID
             state.write(self.fabric.plan.run_id, st)
         node = ContainerNode(self._engine, site, self.fabric.site_ns(site), argv, image=self._image.tag,
-                             mounts=[Mount(str(self._dir), str(self._dir), read_only=False)], host_python=True)
+                             mounts=[Mount(str(self._dir), str(self._dir), read_only=False)], host_python=True,
+                             gpus="all" if _nvidia_gpus() else None)
         node.__enter__()
         self._containers[site] = node
 
