@@ -10,7 +10,6 @@ termination. What a crash still leaves behind is listed in the run's state file
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -20,7 +19,7 @@ from pathlib import Path
 
 from testbed.errors import TestbedError
 from testbed.netem import state
-from testbed.netem.nsexec import in_netns, ipr_in, spawn
+from testbed.netem.nsexec import in_netns, ipr_in, spawn, terminate
 from testbed.netem.plan import MGMT_PREFIX, FabricPlan, LinkPlan
 from testbed.netem.qdisc import NetemParams, add_shaping, change_rate, netem_params, tbf_handle, tbf_params
 
@@ -91,15 +90,7 @@ class Fabric:
     def down(self) -> None:
         """Idempotent: stop relays (by PID, ours), remove our namespaces, forget the state file."""
         self.release_netlink()
-        for proc in self._relays.values():
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        for proc in self._relays.values():
-            try:
-                proc.wait(timeout=3)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=3)
+        terminate(self._relays.values(), timeout_s=3)
         self._relays.clear()
         from pyroute2 import netns
 

@@ -69,3 +69,16 @@ def spawn(name: str, argv: list[str], **popen_kw) -> subprocess.Popen:
     """Start ``argv`` inside namespace ``name`` (no shell, no ``ip netns exec``). The caller owns
     the process: keep its PID, end it by PID."""
     return subprocess.Popen(argv, preexec_fn=lambda: _enter(name), **popen_kw)  # noqa: PLW1509
+
+
+def terminate(procs, timeout_s: float = 5.0) -> None:
+    """End processes we started: SIGTERM all, wait, SIGKILL what is left (by PID, never by name)."""
+    procs = [p for p in procs if p.poll() is None]
+    for p in procs:
+        p.terminate()
+    for p in procs:
+        try:
+            p.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(timeout=timeout_s)

@@ -16,7 +16,7 @@ from pathlib import Path
 from testbed.agent.client import AgentClient
 from testbed.netem import state
 from testbed.netem.fabric import Fabric, FabricError
-from testbed.netem.nsexec import in_netns, spawn
+from testbed.netem.nsexec import in_netns, spawn, terminate
 
 CONTROL_PORT = 7100
 TRANSFER_PORT = 7000
@@ -136,15 +136,7 @@ class AgentPool:
         for c in self._clients.values():
             c.close()
         self._clients.clear()
-        for proc in self._procs.values():
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        for proc in self._procs.values():
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=5)
+        terminate(self._procs.values(), timeout_s=10)
         self._procs.clear()
         for node in self._containers.values():
             node.__exit__(None, None, None)
