@@ -36,7 +36,7 @@ fi
 echo "== installing testbed and its dependencies into .venv"
 .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip 2>&1 | grep -v "^WARNING: Location" || true
 .venv/bin/python -m pip install -q --disable-pip-version-check 'torch==2.13.0' 2>&1 | grep -v "^WARNING: Location" || true  # CPU build; pinned: a bare 'torch' pulls GBs of CUDA wheels
-.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev,mininet,train]' 2>&1 | grep -v "^WARNING: Location" || true
+.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev,mininet,train,gpu]' 2>&1 | grep -v "^WARNING: Location" || true
 .venv/bin/python -c "import testbed, pandas, pvlib, pydantic" || { echo "installation failed" >&2; exit 1; }
 
 if [ "$run" = 1 ]; then
