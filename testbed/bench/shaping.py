@@ -22,7 +22,7 @@ from pathlib import Path
 
 from testbed.netem.fabric import Fabric
 from testbed.netem.naming import new_run_id
-from testbed.netem.nsexec import in_netns, spawn
+from testbed.netem.nsexec import in_netns, socket_factory, spawn
 from testbed.netem.plan import LinkInput, plan_fabric
 
 IDEAL = 1448 / 1514
@@ -40,18 +40,12 @@ def _transfer_goodput(fab: Fabric, n_bytes: int) -> float:
     from testbed.transfer.server import TransferServer
     from testbed.transfer.source import BallastSource
 
-    def factory(ns):
-        def make(family=socket.AF_INET, type=socket.SOCK_STREAM):  # noqa: A002
-            with in_netns(ns):
-                return socket.socket(family, type)
-        return make
-
     src = BallastSource(n_bytes, seed=1)
     chunk = min(4 << 20, max(64 << 10, n_bytes // 16))
     src.manifest(chunk)
-    with TransferServer(fab.site_addr("b"), 7100, token="bench", socket_factory=factory(fab.site_ns("b"))):
+    with TransferServer(fab.site_addr("b"), 7100, token="bench", socket_factory=socket_factory(fab.site_ns("b"))):
         rep = send(fab.site_addr("b"), 7100, src, transfer_id="bench", token="bench", chunk_bytes=chunk,
-                   socket_factory=factory(fab.site_ns("a")))
+                   socket_factory=socket_factory(fab.site_ns("a")))
     if rep.status != "completed":
         raise RuntimeError(f"bench transfer failed: {rep.error}")
     return rep.goodput_mbps

@@ -42,6 +42,18 @@ def in_netns(name: str) -> Iterator[None]:
         os.close(home)
 
 
+def socket_factory(name: str):
+    """``(family, type) -> socket`` creating each socket inside namespace ``name`` (for the transfer
+    service, agent clients and benchmarks, which take a ``socket_factory``)."""
+    import socket
+
+    def make(family: int = socket.AF_INET, type: int = socket.SOCK_STREAM) -> socket.socket:  # noqa: A002
+        with in_netns(name):
+            return socket.socket(family, type)
+
+    return make
+
+
 @contextmanager
 def ipr_in(name: str):
     """A pyroute2 ``IPRoute`` bound to namespace ``name`` (its netlink socket is created there).

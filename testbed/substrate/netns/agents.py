@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -16,7 +15,7 @@ from pathlib import Path
 from testbed.agent.client import AgentClient
 from testbed.netem import state
 from testbed.netem.fabric import Fabric, FabricError
-from testbed.netem.nsexec import in_netns, spawn, terminate
+from testbed.netem.nsexec import socket_factory, spawn, terminate
 
 CONTROL_PORT = 7100
 TRANSFER_PORT = 7000
@@ -62,10 +61,6 @@ class AgentPool:
         self._procs: dict[str, subprocess.Popen] = {}
         self._clients: dict[str, AgentClient] = {}
 
-    def _ctl_socket(self, family: int = socket.AF_INET, type: int = socket.SOCK_STREAM) -> socket.socket:  # noqa: A002
-        with in_netns(self.fabric._ns(self.fabric.plan.ctl_ns)):
-            return socket.socket(family, type)
-
     def start(self) -> None:
         token_file = self._dir / "token"
         token_file.write_text(self._token)
@@ -99,7 +94,7 @@ class AgentPool:
                 if time.monotonic() > deadline:
                     raise FabricError(f"agent at {s.name} not ready after {READY_TIMEOUT_S} s")
                 time.sleep(0.05)
-            self._clients[s.name] = AgentClient(s.mgmt_addr, CONTROL_PORT, self._token, socket_factory=self._ctl_socket)
+            self._clients[s.name] = AgentClient(s.mgmt_addr, CONTROL_PORT, self._token, socket_factory=socket_factory(self.fabric._ns(self.fabric.plan.ctl_ns)))
 
     def _start_container(self, site: str, argv: list[str]) -> None:
         from testbed.runtime import ContainerNode, DockerEngine, ensure_base_image

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import re
 import secrets
-import socket
 import threading
 
 from testbed.errors import SpecError, TestbedError
@@ -23,7 +22,7 @@ from testbed.inputs import Inputs
 from testbed.seeding import derive_seed
 from testbed.netem.fabric import Fabric
 from testbed.netem.naming import new_run_id
-from testbed.netem.nsexec import in_netns
+from testbed.netem.nsexec import socket_factory
 from testbed.netem.plan import LinkInput, plan_fabric, unreachable
 from testbed.spec.topology import link_latency_ms
 from testbed.substrate.base import MigrationOrder, MigrationOutcome, Substrate
@@ -132,17 +131,9 @@ class EmulatedSubstrate(Substrate):
 
         for s in self.fabric.plan.sites:  # type: ignore[union-attr]
             srv = TransferServer(s.addr, TRANSFER_PORT, token=self._token,
-                                 socket_factory=self._factory(self.fabric.site_ns(s.name)))  # type: ignore[union-attr]
+                                 socket_factory=socket_factory(self.fabric.site_ns(s.name)))  # type: ignore[union-attr]
             srv.start()
             self._servers[s.name] = srv
-
-    @staticmethod
-    def _factory(ns: str):
-        def make(family: int = socket.AF_INET, type: int = socket.SOCK_STREAM) -> socket.socket:  # noqa: A002
-            with in_netns(ns):
-                return socket.socket(family, type)
-
-        return make
 
     def close(self) -> None:
         self._cancel.set()
@@ -207,7 +198,7 @@ class EmulatedSubstrate(Substrate):
             report = send(
                 self.fabric.site_addr(order.dst), TRANSFER_PORT, source,
                 transfer_id=transfer_id(order), token=self._token, chunk_bytes=chunk,
-                socket_factory=self._factory(self.fabric.site_ns(order.src)), cancel=self._cancel,
+                socket_factory=socket_factory(self.fabric.site_ns(order.src)), cancel=self._cancel,
             )
             ok = report.status == "completed"
             transfer_s = self.scaling.scenario_s(report.t_transfer_s + report.t_connect_s + report.t_verify_s)
