@@ -10,6 +10,7 @@ termination. What a crash still leaves behind is listed in the run's state file
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -101,9 +102,7 @@ class Fabric:
                 pass
         self._namespaces.clear()
         state.remove(self.plan.run_id)
-        for p in Path(self._tmp).glob("*"):
-            p.unlink(missing_ok=True)
-        Path(self._tmp).rmdir() if Path(self._tmp).exists() else None
+        shutil.rmtree(self._tmp, ignore_errors=True)
 
     def _state(self) -> dict:
         return state.record(self.plan.run_id, purpose=self.purpose, namespaces=self.plan.namespaces(),
