@@ -11,8 +11,8 @@ import pandas as pd
 from tqdm import tqdm
 
 from testbed.analysis.compare import compare, comparison_markdown
-from testbed.analysis.plots import energy_by_policy, energy_mix, jct_cdf
-from testbed.analysis.summary import summarize
+from testbed.analysis.plots import energy_by_policy, energy_mix, jct_cdf, power_caps
+from testbed.analysis.summary import energy_by_site, summarize
 from testbed.controller.controller import Controller
 from testbed.errors import SpecError
 from testbed.inputs import Inputs, build_inputs
@@ -120,6 +120,9 @@ def run_scenario(loaded: LoadedScenario, *, out_dir: Path | None = None, substra
             jobs[label] = tables["jobs"]
             energy_mix(tables["timeseries"], tables["migrations"], pdir / "energy_mix.png",
                        f"{sc.name} - {label}: energy mix per site (seed {inputs.seed})")
+            power_caps(tables["timeseries"], tables["power"], pdir / "power_caps.png",
+                       f"{sc.name} - {label}: GPU caps from renewables + grid top-up (seed {inputs.seed})")
+            energy_by_site(tables["timeseries"]).to_csv(pdir / "energy_by_site.csv", index=False, float_format="%.6f")
         bar.close()
         cmp = compare(summaries, jobs)
         write_json(tmp / "comparison.json", cmp)

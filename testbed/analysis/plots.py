@@ -76,3 +76,36 @@ def energy_by_policy(summaries: dict[str, dict], path: Path, title: str) -> Path
     ax.grid(axis="y", alpha=0.3)
     fig.savefig(path, dpi=110)
     return path
+
+
+def power_caps(ts: pd.DataFrame, power: pd.DataFrame, path: Path, title: str) -> Path:
+    """Per site: the budget each running node had (requested cap), the cap enforced, and the
+    speed that left (throughput fraction, right axis); measured GPU power where a backend reads it."""
+    sites = list(dict.fromkeys(ts["site"]))
+    fig = Figure(figsize=(12, 1.9 * len(sites) + 1.0), layout="constrained")
+    axes = fig.subplots(len(sites), 1, sharex=True, squeeze=False)[:, 0]
+    right = []
+    for ax, site in zip(axes, sites):
+        d = ts[ts["site"] == site]
+        t_h = d["t_s"].to_numpy() / 3600.0
+        ax.step(t_h, d["cap_requested_w"], where="post", color="#ef6c00", lw=0.9, label="cap requested (budget)")
+        ax.step(t_h, d["cap_w"], where="post", color="#283593", lw=1.4, label="cap enforced")
+        p = power[power["site"] == site] if len(power) else power
+        if len(p) and p["gpu_power_measured_w"].notna().any():
+            ax.plot(p["t_s"] / 3600.0, p["gpu_power_measured_w"], ".", ms=2, color="#6a1b9a", label="GPU power measured")
+        ax.set_ylabel(f"{site}\nW per GPU")
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
+        ax2 = ax.twinx()
+        ax2.step(t_h, d["throughput_frac"].where(d["running"] > 0), where="post", color="#2e7d32", lw=0.8,
+                 alpha=0.8, label="throughput (right)")
+        ax2.set_ylim(0, 1.05)
+        ax2.set_ylabel("speed")
+        right.append(ax2)
+    h1, l1 = axes[0].get_legend_handles_labels()
+    h2, l2 = right[0].get_legend_handles_labels()
+    axes[0].legend(h1 + h2, l1 + l2, loc="upper left", ncols=4, fontsize=8, bbox_to_anchor=(0, 1.35))
+    axes[-1].set_xlabel("scenario time (h)")
+    fig.suptitle(title)
+    fig.savefig(path, dpi=110)
+    return path

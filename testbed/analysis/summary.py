@@ -10,6 +10,39 @@ def _f(x) -> float | None:
     return None if x is None or (isinstance(x, float) and np.isnan(x)) else float(x)
 
 
+def _capped_node_h(ts: pd.DataFrame) -> float:
+    """Node-hours that ran under a cap below the GPU's maximum (a throttled node)."""
+    if not len(ts):
+        return 0.0
+    full = ts.groupby("site")["cap_w"].transform("max")
+    capped = ts["cap_w"].notna() & (ts["cap_w"] < full - 1e-9)
+    return float((ts.loc[capped, "running"] * ts.loc[capped, "dt_s"]).sum() / 3600.0)
+
+
+ENERGY_PARTS = ("compute", "transfer", "idle")
+
+
+def energy_by_site(ts: pd.DataFrame) -> pd.DataFrame:
+    """Per site: compute / transfer / idle energy, each split into renewable and grid, and totals.
+    Rows sum to the ``total`` row exactly (pro-rata split, see the controller's SiteEnergy)."""
+    rows = []
+    for site, d in ts.groupby("site", sort=True):
+        row = {"site": site}
+        for part in ENERGY_PARTS:
+            tot, ren = float(d[f"{part}_kwh"].sum()), float(d[f"{part}_renewable_kwh"].sum())
+            row.update({f"{part}_kwh": tot, f"{part}_renewable_kwh": ren, f"{part}_grid_kwh": tot - ren})
+        row.update({"total_kwh": float(d["demand_kwh"].sum()), "renewable_kwh": float(d["renewable_used_kwh"].sum()),
+                    "grid_kwh": float(d["grid_kwh"].sum()),
+                    "renewable_available_kwh": float(d["renewable_available_kwh"].sum()),
+                    "overdraw_kwh": float(d["overdraw_kwh"].sum())})
+        rows.append(row)
+    df = pd.DataFrame(rows)
+    if len(df):
+        total = df.drop(columns="site").sum().to_dict()
+        df = pd.concat([df, pd.DataFrame([{"site": "total", **total}])], ignore_index=True)
+    return df
+
+
 def summarize(tables: dict[str, pd.DataFrame], *, policy: str, label: str) -> dict:
     ts, jobs, migs = tables["timeseries"], tables["jobs"], tables["migrations"]
     done = jobs[jobs["status"] == "done"] if len(jobs) else jobs
@@ -28,6 +61,11 @@ def summarize(tables: dict[str, pd.DataFrame], *, policy: str, label: str) -> di
         "compute_kwh": float(ts["compute_kwh"].sum()),
         "transfer_kwh": float(ts["transfer_kwh"].sum()),
         "idle_kwh": float(ts["idle_kwh"].sum()),
+        "compute_renewable_kwh": float(ts["compute_renewable_kwh"].sum()),
+        "transfer_renewable_kwh": float(ts["transfer_renewable_kwh"].sum()),
+        "idle_renewable_kwh": float(ts["idle_renewable_kwh"].sum()),
+        "overdraw_kwh": float(ts["overdraw_kwh"].sum()),
+        "capped_node_h": _capped_node_h(ts),
         "renewable_fraction": _f(ts["renewable_used_kwh"].sum() / ts["demand_kwh"].sum()) if len(ts) else None,
         "work_done_gpu_h": work_done,
         "non_renewable_kwh_per_gpu_h": non_ren / work_done if work_done > 0 else None,

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
+from testbed.power.node_model import NodePower
 from testbed.spec.topology import NodeType
 from testbed.substrate.base import MigrationOutcome
 from testbed.workload import JobSpec
@@ -50,6 +51,7 @@ class Job:
     energy_kwh: float = 0.0
     renewable_kwh: float = 0.0
     transfer_kwh: float = 0.0
+    transfer_renewable_kwh: float = 0.0
 
 
 @dataclass
@@ -62,6 +64,11 @@ class SiteState:
     incoming: list[str] = field(default_factory=list)
     outgoing: list[str] = field(default_factory=list)
     grid_limit_kw: float | None = None
+    power: NodePower | None = None
+
+    def __post_init__(self) -> None:
+        if self.power is None:
+            self.power = NodePower.of(self.node_type, self.name)
 
     @property
     def free_nodes(self) -> int:
@@ -70,7 +77,8 @@ class SiteState:
 
 @dataclass
 class SiteEnergy:
-    """One site over one step (kWh)."""
+    """One site over one step (kWh). Renewable energy is shared pro rata over compute, transfer
+    and idle demand, so every split closes exactly: ``renewable_used = sum of the *_renewable``."""
 
     demand_kwh: float = 0.0
     compute_kwh: float = 0.0
@@ -79,11 +87,29 @@ class SiteEnergy:
     renewable_available_kwh: float = 0.0
     renewable_used_kwh: float = 0.0
     busy_node_s: float = 0.0
-    cap_frac: float = 1.0  # power cap on running jobs this step (1 = uncapped)
+    cap_requested_w: float = float("nan")  # per running node, from the trace step's budget (nan: none running)
+    cap_w: float = float("nan")            # per running node, as enforced (clamped to the GPU's range)
+    throughput_frac: float = 1.0           # speed of a running node under cap_w, relative to uncapped
+    grid_topup_kw: float | None = None     # the policy's grid allowance this step (None: unlimited)
+    grid_limit_kwh: float | None = None    # the energy that allowance permits over the step
 
     @property
     def grid_kwh(self) -> float:
         return self.demand_kwh - self.renewable_used_kwh
+
+    @property
+    def renewable_share(self) -> float:
+        return self.renewable_used_kwh / self.demand_kwh if self.demand_kwh > 0 else 0.0
+
+    def renewable_part(self, kwh: float) -> float:
+        return kwh * self.renewable_share
+
+    @property
+    def overdraw_kwh(self) -> float:
+        """Grid energy beyond the allowance (caps already at the GPU's minimum could not cut more)."""
+        if self.grid_limit_kwh is None:
+            return 0.0
+        return max(0.0, self.grid_kwh - self.grid_limit_kwh)
 
 
 class Cluster:
@@ -126,28 +152,30 @@ class Cluster:
         self.jobs[outcome.order.job_id].migration.outcome = outcome  # type: ignore[union-attr]
 
     # -- one step ----------------------------------------------------------------------------
-    def cap_frac(self, site: SiteState, renewable_kw: float) -> float:
-        """Power cap on a site's running jobs when renewables + grid limit cannot feed them all.
+    def advance(self, t0: float, t1: float, renewable_kwh: dict[str, float], caps_w: dict[str, float] | None = None,
+                job_caps_w: dict[str, float] | None = None,
+                grid_topup_kw: dict[str, float | None] | None = None,
+                caps_requested_w: dict[str, float] | None = None) -> tuple[dict[str, SiteEnergy], list[Job], list[InFlight]]:
+        """Account [t0, t1). Returns per-site energy, jobs finished and migrations ended in the step.
 
-        Throughput is taken as proportional to power (a linear power/performance profile);
-        transfers and idle nodes are fed first. Uses the state at the start of the step."""
-        if site.grid_limit_kw is None or not site.running:
-            return 1.0
-        nt = site.node_type
-        idle = max(0, site.free_nodes)
-        fixed_kw = idle * nt.p_idle_kw + (len(site.incoming) + len(site.outgoing)) * self.p_sys_kw / 2.0
-        budget_kw = renewable_kw + site.grid_limit_kw - fixed_kw
-        return min(1.0, max(0.0, budget_kw / (len(site.running) * nt.p_active_kw)))
-
-    def advance(self, t0: float, t1: float, renewable_kwh: dict[str, float]) -> tuple[dict[str, SiteEnergy], list[Job], list[InFlight]]:
-        """Account [t0, t1). Returns per-site energy, jobs finished and migrations ended in the step."""
+        ``caps_w``: the GPU cap per site for its running nodes (default: uncapped); ``job_caps_w``
+        overrides it per job with what the backend reports as enforced."""
         dt = t1 - t0
-        energy = {
-            name: SiteEnergy(renewable_available_kwh=renewable_kwh[name],
-                             cap_frac=self.cap_frac(site, renewable_kwh[name] * 3600.0 / dt))
-            for name, site in self.sites.items()
-        }
-        job_site_kwh: dict[tuple[str, str], float] = {}
+        caps_w = caps_w or {}
+        job_caps_w = job_caps_w or {}
+        grid_topup_kw = grid_topup_kw or {}
+        energy = {}
+        for name, site in self.sites.items():
+            cap = caps_w.get(name, site.power.max_cap_w)
+            topup = grid_topup_kw.get(name, site.grid_limit_kw)
+            energy[name] = SiteEnergy(
+                renewable_available_kwh=renewable_kwh[name],
+                cap_requested_w=(caps_requested_w or {}).get(name, cap) if site.running else float("nan"),
+                cap_w=cap if site.running else float("nan"),
+                throughput_frac=site.power.throughput_frac(cap),
+                grid_topup_kw=topup, grid_limit_kwh=None if topup is None else topup * dt / 3600.0,
+            )
+        job_site_kwh: dict[tuple[str, str, str], float] = {}
         finished: list[Job] = []
         ended: list[InFlight] = []
 
@@ -161,7 +189,8 @@ class Cluster:
                 job.transfer_kwh += kwh
             else:
                 e.compute_kwh += kwh
-            job_site_kwh[(job.spec.id, site)] = job_site_kwh.get((job.spec.id, site), 0.0) + kwh
+            key = (job.spec.id, site, kind)
+            job_site_kwh[key] = job_site_kwh.get(key, 0.0) + kwh
 
         for job in list(self.jobs.values()):
             run_from = t0
@@ -181,7 +210,7 @@ class Cluster:
                 resume = out.resume_s
                 back_to = mig.dst if out.status == "completed" else mig.src
                 b = max(t0, mig.t_start_s + out.transfer_s)
-                if resume > b:
+                if resume > b:  # loading at full power (no cap was planned for it this step)
                     draw(job, back_to, self.sites[back_to].node_type.p_active_kw, resume - b, "compute")
                 job.migrating_s += resume - a
                 self._finish_migration(job, back_to, resume)
@@ -189,12 +218,12 @@ class Cluster:
                 run_from = resume
             if job.status is Status.RUNNING:
                 site = self.sites[job.site]
-                cap = energy[job.site].cap_frac
-                speed = site.node_type.speed * cap
+                cap = job_caps_w.get(job.spec.id, caps_w.get(job.site, site.power.max_cap_w))
+                speed = site.power.speed(cap)
                 t_done = run_from + job.work_left_gpu_h / speed * 3600.0 if speed > 0 else float("inf")
                 t_end = min(t1, t_done)
                 if t_end > run_from:
-                    draw(job, job.site, site.node_type.p_active_kw * cap, t_end - run_from, "compute")
+                    draw(job, job.site, site.power.active_kw(cap), t_end - run_from, "compute")
                     job.running_s += t_end - run_from
                     job.work_left_gpu_h -= (t_end - run_from) / 3600.0 * speed
                 if t_done <= t1:
@@ -209,12 +238,13 @@ class Cluster:
             e.idle_kwh = site.node_type.p_idle_kw * idle_s / 3600.0
             e.demand_kwh += e.idle_kwh
             e.renewable_used_kwh = min(e.demand_kwh, e.renewable_available_kwh)
-        for (job_id, site), kwh in job_site_kwh.items():
-            e = energy[site]
+        for (job_id, site, kind), kwh in job_site_kwh.items():
             job = self.jobs[job_id]
+            ren = energy[site].renewable_part(kwh)
             job.energy_kwh += kwh
-            if e.demand_kwh > 0:
-                job.renewable_kwh += kwh * e.renewable_used_kwh / e.demand_kwh
+            job.renewable_kwh += ren
+            if kind == "transfer":
+                job.transfer_renewable_kwh += ren
         return energy, finished, ended
 
     def _finish_migration(self, job: Job, site: str, resume_s: float) -> None:

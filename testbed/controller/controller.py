@@ -19,7 +19,8 @@ from testbed.controller.records import MigrationRecord
 from testbed.controller.view import ClusterView
 from testbed.inputs import Inputs
 from testbed.policies.base import Move, Policy
-from testbed.substrate.base import MigrationOrder, MigrationOutcome, Substrate
+from testbed.power.budget import SitePowerPlan, plan_site
+from testbed.substrate.base import JobCap, MigrationOrder, MigrationOutcome, Substrate
 
 
 class Controller:
@@ -75,6 +76,37 @@ class Controller:
             self.cluster.admit(spec, site, now_s)
             self._start_queued(now_s)
 
+    def _plan_power(self, t0: float, t1: float, renewable_kwh: dict[str, float]) -> dict[str, SitePowerPlan]:
+        """Trace to cap: each site's true renewable power over the step plus the policy's grid
+        top-up (decided from what the policy sees at ``t0``) sets its running nodes' caps."""
+        view = ClusterView(t0, self.cluster, self.inputs)
+        plans = {}
+        for name, site in self.cluster.sites.items():
+            topup = self.policy.grid_topup_kw(view, name)
+            if topup is not None and (topup < 0 or (site.grid_limit_kw is not None and topup > site.grid_limit_kw + 1e-9)):
+                raise ValueError(f"policy {self.policy.label}: grid top-up {topup} kW at {name} outside [0, grid limit]")
+            plans[name] = plan_site(
+                name, site.power, renewable_kw=renewable_kwh[name] * 3600.0 / (t1 - t0), grid_topup_kw=topup,
+                n_running=len(site.running), n_idle=max(0, site.free_nodes),
+                n_transfer_ends=len(site.incoming) + len(site.outgoing), p_sys_kw=self.cluster.p_sys_kw,
+            )
+        return plans
+
+    def _apply_caps(self, t0: float, plans: dict[str, SitePowerPlan]) -> dict[str, float]:
+        """Hand this step's caps to the substrate's power backend; returns the enforced cap per job."""
+        caps = {}
+        for name, plan in plans.items():
+            node = self.cluster.sites[name].power
+            for job_id in self.cluster.sites[name].running:
+                caps[job_id] = JobCap(name, plan.cap_w, node.throughput_frac(plan.cap_w), node.profile.draw_w(plan.cap_w))
+        reports = self.substrate.apply_caps(t0, caps) if caps else {}
+        enforced = {}
+        for job_id, cap in caps.items():
+            rep = reports.get(job_id)
+            enforced[job_id] = rep.enforced_cap_w if rep is not None else cap.cap_w
+            self.recorder.power(t0, job_id, cap, plans[cap.site].cap_requested_w, rep)
+        return enforced
+
     def _start_queued(self, now_s: float) -> None:
         for job in self.cluster.start_queued(now_s):
             self.substrate.start_job(job.spec.id, job.site, now_s)
@@ -99,10 +131,16 @@ class Controller:
                     MigrationOrder(move.job_id, move.src, move.dst, self.cluster.jobs[move.job_id].spec.checkpoint_gb, t0)
                 )
                 in_flight.append(self.cluster.jobs[move.job_id].migration)  # type: ignore[arg-type]
+            renewable_kwh = {s: tr.integrate(t0, t1) / 3600.0 for s, tr in self.inputs.renewable_kw.items()}
+            plans = self._plan_power(t0, t1, renewable_kwh)
+            job_caps = self._apply_caps(t0, plans)
             for outcome in self.substrate.poll(t1):
                 self.cluster.report(outcome)
-            renewable_kwh = {s: tr.integrate(t0, t1) / 3600.0 for s, tr in self.inputs.renewable_kw.items()}
-            energy, finished, ended = self.cluster.advance(t0, t1, renewable_kwh)
+            energy, finished, ended = self.cluster.advance(
+                t0, t1, renewable_kwh, caps_w={n: p.cap_w for n, p in plans.items()}, job_caps_w=job_caps,
+                grid_topup_kw={n: p.grid_topup_kw for n, p in plans.items()},
+                caps_requested_w={n: p.cap_requested_w for n, p in plans.items()},
+            )
             for mig in ended:
                 self._finalize(mig.record, mig.outcome)  # type: ignore[arg-type]
                 self.recorder.migration(mig.record)

@@ -9,6 +9,7 @@ import pandas as pd
 
 from testbed.controller.cluster import Cluster, SiteEnergy, Status
 from testbed.controller.records import DecisionRecord, MigrationRecord
+from testbed.substrate.base import CapReport, JobCap
 
 
 class PolicyRecorder:
@@ -18,12 +19,26 @@ class PolicyRecorder:
         self._migrations: list[dict] = []
         self._steps: list[dict] = []
         self._jobs: list[dict] = []
+        self._power: list[dict] = []
 
     def decision(self, rec: DecisionRecord) -> None:
         self._decisions.append(rec.row())
 
     def migration(self, rec: MigrationRecord) -> None:
         self._migrations.append(rec.row())
+
+    def power(self, t_s: float, job_id: str, cap: JobCap, requested_w: float, rep: CapReport | None) -> None:
+        """One running job's cap at one trace step: requested, enforced, modelled and measured."""
+        self._power.append({
+            "t_s": t_s, "site": cap.site, "job_id": job_id, "cap_requested_w": requested_w, "cap_w": cap.cap_w,
+            "cap_enforced_w": rep.enforced_cap_w if rep else cap.cap_w,
+            "throughput_frac_model": cap.throughput_frac,
+            "throughput_frac_enforced": rep.throughput_frac if rep else cap.throughput_frac,
+            "gpu_draw_model_w": cap.draw_w,
+            "gpu_power_measured_w": rep.measured_power_w if rep and rep.measured_power_w is not None else float("nan"),
+            "backend": rep.backend if rep else "model", "throttle": rep.throttle if rep else "",
+            "detail": rep.detail if rep else "",
+        })
 
     def step(self, t0: float, t1: float, energy: dict[str, SiteEnergy], cluster: Cluster) -> None:
         hours = (t1 - t0) / 3600.0
@@ -38,7 +53,13 @@ class PolicyRecorder:
                 "compute_kwh": e.compute_kwh, "transfer_kwh": e.transfer_kwh, "idle_kwh": e.idle_kwh,
                 "demand_kwh": e.demand_kwh, "renewable_used_kwh": e.renewable_used_kwh, "grid_kwh": e.grid_kwh,
                 "renewable_available_kwh": e.renewable_available_kwh,
-                "cap_frac": e.cap_frac,
+                "compute_renewable_kwh": e.renewable_part(e.compute_kwh),
+                "transfer_renewable_kwh": e.renewable_part(e.transfer_kwh),
+                "idle_renewable_kwh": e.renewable_part(e.idle_kwh),
+                "grid_topup_kw": e.grid_topup_kw if e.grid_topup_kw is not None else float("nan"),
+                "overdraw_kwh": e.overdraw_kwh,
+                "cap_requested_w": e.cap_requested_w, "cap_w": e.cap_w, "throughput_frac": e.throughput_frac,
+                "power_model_kw": e.demand_kwh / hours,
                 "running": len(site.running), "queued": len(site.queue),
                 "incoming": len(site.incoming), "outgoing": len(site.outgoing),
             })
@@ -55,7 +76,9 @@ class PolicyRecorder:
                 "queue_wait_h": ((job.started_s if job.started_s is not None else horizon_s) - s.arrival_s) / 3600.0,
                 "work_left_gpu_h": job.work_left_gpu_h, "running_s": job.running_s, "migrating_s": job.migrating_s,
                 "n_migrations": job.n_migrations, "energy_kwh": job.energy_kwh, "renewable_kwh": job.renewable_kwh,
-                "transfer_kwh": job.transfer_kwh,
+                "transfer_kwh": job.transfer_kwh, "transfer_renewable_kwh": job.transfer_renewable_kwh,
+                "compute_kwh": job.energy_kwh - job.transfer_kwh,
+                "compute_renewable_kwh": job.renewable_kwh - job.transfer_renewable_kwh,
             })
 
     def tables(self) -> dict[str, pd.DataFrame]:
@@ -64,9 +87,14 @@ class PolicyRecorder:
             "migrations": pd.DataFrame(self._migrations, columns=_MIGRATION_COLUMNS if not self._migrations else None),
             "decisions": pd.DataFrame(self._decisions, columns=_DECISION_COLUMNS if not self._decisions else None),
             "jobs": pd.DataFrame(self._jobs),
+            "power": pd.DataFrame(self._power, columns=_POWER_COLUMNS if not self._power else None),
         }
 
 
+_POWER_COLUMNS = [
+    "t_s", "site", "job_id", "cap_requested_w", "cap_w", "cap_enforced_w", "throughput_frac_model",
+    "throughput_frac_enforced", "gpu_draw_model_w", "gpu_power_measured_w", "backend", "throttle", "detail",
+]
 _DECISION_COLUMNS = ["t_s", "policy", "kind", "job_id", "src", "dst", "reason", "n_candidates", "n_feasible", "candidates"]
 _MIGRATION_COLUMNS = [
     "policy", "job_id", "family", "src", "dst", "size_gb", "t_decision_s", "reason", "true_window_s", "true_budget_s",

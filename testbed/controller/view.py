@@ -66,14 +66,19 @@ class ClusterView:
         s = self._c.sites[site]
         return len(s.running) + len(s.incoming) + self._planned_in.get(site, 0) - self._planned_out.get(site, 0)
 
+    def grid_limit_kw(self, site: str) -> float | None:
+        return self._c.sites[site].grid_limit_kw
+
     def grid_only_speed(self, site: str, extra_jobs: int = 0) -> float:
         """Speed fraction a job gets at ``site`` on grid power alone (no renewables), with
-        ``extra_jobs`` more jobs than now: 1 with no grid limit, else limit / demand, capped at 1."""
-        limit = self._c.sites[site].grid_limit_kw
+        ``extra_jobs`` more jobs than now: 1 with no grid limit, else the power profile's
+        throughput at the cap an even share of the limit buys."""
+        s = self._c.sites[site]
         n = self.jobs_after_moves(site) + extra_jobs
-        if limit is None or n <= 0:
+        if s.grid_limit_kw is None or n <= 0:
             return 1.0
-        return min(1.0, limit / (n * self.p_active_kw(site)))
+        node = s.power
+        return node.throughput_frac(node.clamp_w(node.cap_for_budget_kw(s.grid_limit_kw / n)))
 
     def surplus_kw(self, site: str) -> float:
         return self.renewable_kw(site) - self.load_kw(site)

@@ -14,14 +14,17 @@ from testbed.spec.scenario import Scenario
 def make_policy(spec, scenario: Scenario) -> Policy:
     label = policy_label(spec)
     if spec.name == "static":
-        return StaticPolicy(label, scenario)
-    if spec.name == "energy_only":
-        return EnergyOnlyPolicy(label, scenario)
-    if spec.name == "feasibility_aware":
-        return FeasibilityAwarePolicy(label, scenario, spec)
-    if spec.name == "no_filter":
-        return NoFilterPolicy(label, scenario, spec)
-    raise ValueError(f"unknown policy {spec.name!r}")  # pragma: no cover (the spec rejects it first)
+        policy: Policy = StaticPolicy(label, scenario)
+    elif spec.name == "energy_only":
+        policy = EnergyOnlyPolicy(label, scenario)
+    elif spec.name == "feasibility_aware":
+        policy = FeasibilityAwarePolicy(label, scenario, spec)
+    elif spec.name == "no_filter":
+        policy = NoFilterPolicy(label, scenario, spec)
+    else:  # pragma: no cover (the spec rejects it first)
+        raise ValueError(f"unknown policy {spec.name!r}")
+    policy.topup_kw = spec.grid_topup_kw
+    return policy
 
 
 __all__ = ["Move", "Policy", "make_policy"]

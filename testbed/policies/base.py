@@ -28,9 +28,20 @@ class Move:
 class Policy(ABC):
     name: str = "abstract"
 
-    def __init__(self, label: str, scenario: Scenario):
+    def __init__(self, label: str, scenario: Scenario, topup_kw: float | None = None):
         self.label = label
         self.scenario = scenario
+        self.topup_kw = topup_kw
+
+    def grid_topup_kw(self, view: ClusterView, site: str) -> float | None:
+        """Grid power ``site`` may draw beyond its renewables during the coming step (None: no limit).
+
+        The trace-to-cap path turns renewables + this top-up into the site's GPU caps. Default:
+        the policy's ``grid_topup_kw`` setting, never more than the site's grid limit."""
+        limit = view.grid_limit_kw(site)
+        if self.topup_kw is None:
+            return limit
+        return self.topup_kw if limit is None else min(limit, self.topup_kw)
 
     @abstractmethod
     def place(self, job: JobSpec, view: ClusterView) -> tuple[str, DecisionRecord]:

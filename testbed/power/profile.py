@@ -33,7 +33,7 @@ class ProfilePoint:
     draw_w: float
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class PowerProfile:
     name: str
     min_w: float
@@ -64,22 +64,30 @@ class PowerProfile:
         for a, b in zip(self.points, self.points[1:]):
             if b.throughput_frac < a.throughput_frac or b.draw_w < a.draw_w:
                 raise ProfileError(f"{where}: points: throughput_frac and draw_w must not fall as the cap rises")
+        object.__setattr__(self, "_caps", tuple(caps))
+        object.__setattr__(self, "_memo", {})
 
     # -- the model -------------------------------------------------------------------------------
     def clamp_w(self, cap_w: float) -> float:
         return min(self.max_w, max(self.min_w, cap_w))
 
     def _interp(self, cap_w: float, attr: str) -> float:
+        key = (cap_w, attr)
+        hit = self._memo.get(key)  # type: ignore[attr-defined]
+        if hit is not None:
+            return hit
         x = self.clamp_w(cap_w)
-        caps = [p.cap_w for p in self.points]
+        caps = self._caps  # type: ignore[attr-defined]
         i = bisect.bisect_left(caps, x)
         if i == 0:
-            return getattr(self.points[0], attr)
-        a, b = self.points[i - 1], self.points[min(i, len(caps) - 1)]
-        if b.cap_w == a.cap_w:
-            return getattr(b, attr)
-        w = (x - a.cap_w) / (b.cap_w - a.cap_w)
-        return getattr(a, attr) + w * (getattr(b, attr) - getattr(a, attr))
+            v = getattr(self.points[0], attr)
+        else:
+            a, b = self.points[i - 1], self.points[min(i, len(caps) - 1)]
+            w = (x - a.cap_w) / (b.cap_w - a.cap_w) if b.cap_w != a.cap_w else 1.0
+            v = getattr(a, attr) + w * (getattr(b, attr) - getattr(a, attr))
+        if len(self._memo) < 4096:  # type: ignore[attr-defined]
+            self._memo[key] = v  # type: ignore[attr-defined]
+        return v
 
     def throughput_frac(self, cap_w: float) -> float:
         """Training speed at ``cap_w`` relative to uncapped (1.0 at max_w)."""

@@ -105,6 +105,8 @@ def _cross_checks(sc: Scenario, base_dir: Path) -> tuple[list[tuple[str, str]], 
     for i, s in enumerate(sc.sites):
         if s.node_type not in node_types:
             problems.append((f"sites[{i}].node_type", f"unknown node type {s.node_type!r} (known: {sorted(node_types)})"))
+    resolved_types: dict[str, Any] = {}
+    problems += _profile_checks(sc, base_dir, resolved_types)
     seen_pairs: set[frozenset[str]] = set()
     for i, link in enumerate(sc.links):
         for end in ("a", "b"):
@@ -140,6 +142,8 @@ def _cross_checks(sc: Scenario, base_dir: Path) -> tuple[list[tuple[str, str]], 
     for dup in sorted({x for x in ids if ids.count(x) > 1}):
         problems.append(("workloads.jobs", f"duplicate job id {dup!r}"))
     resolved: dict[str, Any] = {}
+    if resolved_types:
+        resolved["__node_types__"] = resolved_types
     for key, src in renewable.items():
         file_name = getattr(src, "file", None)
         if file_name is None:
@@ -150,6 +154,36 @@ def _cross_checks(sc: Scenario, base_dir: Path) -> tuple[list[tuple[str, str]], 
         else:
             resolved[key] = src.model_copy(update={"file": str(path)})
     return problems, resolved
+
+
+def _profile_checks(sc: Scenario, base_dir: Path, resolved: dict[str, Any]) -> list[tuple[str, str]]:
+    """Each node type's power profile must load and fit inside the node's active power."""
+    from testbed.power.node_model import NodePower
+    from testbed.power.profile import ProfileError, builtin_profiles, load_profile
+
+    problems: list[tuple[str, str]] = []
+    for name, nt in sc.all_node_types().items():
+        if not nt.power_profile:
+            continue
+        field = f"node_types.{name}.power_profile"
+        ref = nt.power_profile
+        if ref not in builtin_profiles():
+            path = resolve_file(ref, base_dir)
+            if path is None:
+                problems.append((field, f"unknown power profile {ref!r}: not shipped ({', '.join(builtin_profiles())}) "
+                                        "and no such file"))
+                continue
+            ref = str(path)
+            resolved[name] = nt.model_copy(update={"power_profile": ref})
+        try:
+            prof = load_profile(ref)
+        except ProfileError as e:
+            problems.append((field, str(e)))
+            continue
+        if NodePower(nt, prof).host_kw < 0:
+            problems.append((field, f"profile {prof.name!r} draws {prof.max_draw_w:g} W at its max cap, more than the "
+                                    f"node's p_active_kw ({nt.p_active_kw:g} kW)"))
+    return problems
 
 
 def load_scenario(path: str | Path) -> LoadedScenario:
@@ -175,6 +209,9 @@ def scenario_from_dict(data: dict, base_dir: Path | None = None) -> Scenario:
     problems, resolved = _cross_checks(sc, base_dir)
     if problems:
         raise SpecError(problems)
+    node_types = resolved.pop("__node_types__", None)
+    if node_types:
+        sc = sc.model_copy(update={"node_types": {**sc.node_types, **node_types}})
     if resolved:
         renewable = {**sc.traces.renewable, **resolved}
         sc = sc.model_copy(update={"traces": sc.traces.model_copy(update={"renewable": renewable})})

@@ -23,6 +23,11 @@ class FeasibilityModel(Strict):
 
 class _Base(Strict):
     label: str | None = Field(None, pattern=r"^[A-Za-z0-9_.-]{1,64}$", description="Output name (default: name).")
+    grid_topup_kw: float | None = Field(
+        None, ge=0, description="Grid power per site this policy tops renewables up with, at most (kW); the site's "
+        "grid limit still applies. None = whatever the grid limit allows. 0 = run on renewables alone (caps follow "
+        "the trace).",
+    )
 
 
 class Static(_Base):

@@ -25,6 +25,10 @@ class NodeType(Strict):
     p_idle_kw: float = Field(ge=0, description="Wall power while idle.")
     speed: float = Field(1.0, gt=0, description="GPU-hours of work done per hour (1.0 = reference GPU).")
     source: str = Field("", description="Where these numbers come from.")
+    power_profile: str | None = Field(
+        None, description="GPU power/performance profile: a shipped name (rtx4090, a100-sxm4, jetson-thor, h200-sxm) "
+        "or a YAML file (see `testbed calibrate power`); None = throughput proportional to power above idle.",
+    )
 
     @model_validator(mode="after")
     def _idle_below_active(self) -> "NodeType":
@@ -39,18 +43,21 @@ BUILTIN_NODE_TYPES: dict[str, NodeType] = {
         p_idle_kw=0.08,
         speed=1.0,
         source="seed 2511.16182 P_node = 0.75 kW (RTX 4090 mini-PC 0.6-0.9 kW, Table I); idle: our estimate",
+        power_profile="rtx4090",
     ),
     "jetson-thor": NodeType(
         p_active_kw=0.13,
         p_idle_kw=0.02,
         speed=0.35,
         source="seed 2511.16182 ref. [5]-[7]: 40-130 W module envelope; speed: our estimate vs RTX 4090",
+        power_profile="jetson-thor",
     ),
     "a100-server": NodeType(
         p_active_kw=0.65,
         p_idle_kw=0.1,
         speed=1.6,
         source="A100 SXM 400 W TDP + host share; speed: our estimate vs RTX 4090",
+        power_profile="a100-sxm4",
     ),
 }
 

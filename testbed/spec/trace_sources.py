@@ -16,7 +16,7 @@ class CurtailmentWindows(Strict):
     capacity_kw: float = Field(gt=0, description="Surplus power inside a window (upper end).")
     mean_window_h: float = Field(2.5, gt=0, le=24)
     windows_per_day: float = Field(1.6, ge=0, le=24)
-    base_frac: float = Field(0.0, ge=0, le=1, description="Renewable power outside windows, as a fraction of capacity.")
+    base_frac: float = Field(0.0, ge=0, lt=0.5, description="Renewable power outside windows, as a fraction of capacity (below the windows' 0.5 floor).")
     offset_h: float | Literal["auto"] = Field(
         "auto", description="Extra shift of the window centres, h; auto = centred on the site's solar noon."
     )

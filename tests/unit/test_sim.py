@@ -110,14 +110,35 @@ def test_overrun_is_recorded_and_the_filter_prevents_it():
     assert stays["reason"].str.contains("fail the filter").any()
 
 
-def test_grid_limit_slows_jobs_down():
+@pytest.mark.parametrize("node_type", ["rtx4090-minipc", "plain"])
+def test_grid_limit_slows_jobs_down_as_the_power_profile_says(node_type):
+    from testbed.power.node_model import NodePower
+
     base = small_scenario_dict(duration_h=48)
-    base["traces"]["renewable"] = {"default": {"kind": "curtailment_windows", "capacity_kw": 0.1, "windows_per_day": 0.001}}
+    base["traces"]["renewable"] = {"default": {"kind": "curtailment_windows", "capacity_kw": 0.1, "windows_per_day": 0.001,
+                                               "base_frac": 0.0}}
+    base["node_types"] = {"plain": {"p_active_kw": 0.75, "p_idle_kw": 0.08}}  # no profile: linear above idle
+    for s in base["sites"]:
+        s["node_type"] = node_type
     base["policies"] = ["static"]
-    free = run_all(scenario_from_dict(base))["static"]["jobs"]
-    # site a: j1 plus one idle node (0.08 kW, fed first); the rest is half a node's 0.75 kW
-    capped = run_all(scenario_from_dict({**base, "power": {"grid_limit_kw": 0.08 + 0.375}}))["static"]["jobs"]
-    assert capped.set_index("job_id")["jct_h"]["j1"] == pytest.approx(2 * free.set_index("job_id")["jct_h"]["j1"], rel=0.02)
+    free = run_all(scenario_from_dict(base))["static"]
+    # site a: j1 plus one idle node (fed first); j1's node gets 0.375 kW
+    capped = run_all(scenario_from_dict({**base, "power": {"grid_limit_kw": 0.08 + 0.375}}))["static"]
+    sc = scenario_from_dict(base)
+    node = NodePower.of(sc.all_node_types()[node_type])
+    frac = node.throughput_frac(node.clamp_w(node.cap_for_budget_kw(0.375)))
+    assert frac < 0.6
+    ratio = capped["jobs"].set_index("job_id")["jct_h"]["j1"] / free["jobs"].set_index("job_id")["jct_h"]["j1"]
+    assert ratio == pytest.approx(1 / frac, rel=0.02)
+    ts = capped["timeseries"]
+    running_a = ts[(ts["site"] == "a") & (ts["running"] > 0)]
+    assert (running_a["throughput_frac"] < 0.6).all()
+    if node_type == "rtx4090-minipc":  # 0.375 kW is below host + the GPU's 150 W floor: over the limit, and said so
+        assert node.active_kw(node.min_cap_w) > 0.375
+        assert (running_a["cap_requested_w"] < node.min_cap_w).all() and (running_a["cap_w"] == node.min_cap_w).all()
+        assert ts["overdraw_kwh"].sum() > 0
+    else:
+        assert ts["overdraw_kwh"].sum() == pytest.approx(0, abs=1e-9)
 
 
 def test_migration_rows_have_prediction_and_truth_side_by_side():
