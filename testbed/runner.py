@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 from datetime import datetime, timezone
@@ -82,6 +83,22 @@ def _traces_table(inp: Inputs) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
+def power_backend(sc) -> contextlib.AbstractContextManager:
+    """``power.backend: nvml``: real GPUs enforce the caps (one per site, restored on exit).
+    ``emulated``: the substrate models or throttles them itself."""
+    if sc.power.backend != "nvml":
+        return contextlib.nullcontext()
+    from testbed.power.site_caps import NvmlSiteCaps
+
+    return NvmlSiteCaps([s.name for s in sc.sites])
+
+
+def _check_power_backend(sc, substrate: str) -> None:
+    if sc.power.backend == "nvml" and (substrate == "sim" or sc.emulation.nodes != "agents"):
+        raise SpecError([("power.backend", "nvml caps real GPUs, which only matters when real training runs on them: "
+                                           "use --substrate netns with emulation.nodes: agents, or backend: emulated")])
+
+
 def run_scenario(loaded: LoadedScenario, *, out_dir: Path | None = None, substrate: str = "sim",
                  seed: int | None = None, progress: bool = True, force: bool = False,
                  argv: list[str] | None = None) -> Path:
@@ -90,6 +107,7 @@ def run_scenario(loaded: LoadedScenario, *, out_dir: Path | None = None, substra
     if substrate not in SUBSTRATES:
         raise SpecError([("--substrate", f"unknown substrate {substrate!r} (known: auto, {', '.join(SUBSTRATES)})")])
     print(f"substrate: {substrate} ({why})", file=sys.stderr)
+    _check_power_backend(sc, substrate)
     inputs = build_inputs(sc, seed)
     out_dir = out_dir or default_out_dir(sc.name, inputs.seed)
     check_out_dir(out_dir, force)
@@ -105,10 +123,11 @@ def run_scenario(loaded: LoadedScenario, *, out_dir: Path | None = None, substra
             label = policy_label(spec)
             bar.set_postfix_str(label)
             t_start = time.perf_counter()
-            with make_substrate(substrate, inputs) as sub:
-                ctl = Controller(inputs, make_policy(spec, inputs.scenario), sub, on_step=lambda k, n: bar.update(1))
+            with make_substrate(substrate, inputs) as sub, power_backend(sc) as power:
+                ctl = Controller(inputs, make_policy(spec, inputs.scenario), sub, on_step=lambda k, n: bar.update(1),
+                                 power_backend=power)
                 rec = ctl.run()
-                sub_desc = sub.describe()
+                sub_desc = {**sub.describe(), "power_backend": sc.power.backend}
             wall[label] = time.perf_counter() - t_start
             tables = rec.tables()
             pdir = tmp / label

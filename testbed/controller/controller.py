@@ -25,7 +25,10 @@ from testbed.substrate.base import JobCap, MigrationOrder, MigrationOutcome, Sub
 
 class Controller:
     def __init__(self, inputs: Inputs, policy: Policy, substrate: Substrate,
-                 on_step: Callable[[int, int], None] | None = None):
+                 on_step: Callable[[int, int], None] | None = None, power_backend=None):
+        """``power_backend``: an object with ``apply(t_s, caps, reports) -> reports`` that enforces
+        caps on real devices after the substrate (``power.backend: nvml``); None = the substrate's."""
+        self.power_backend = power_backend
         self.inputs = inputs
         self.policy = policy
         self.substrate = substrate
@@ -100,10 +103,14 @@ class Controller:
             for job_id in self.cluster.sites[name].running:
                 caps[job_id] = JobCap(name, plan.cap_w, node.throughput_frac(plan.cap_w), node.profile.draw_w(plan.cap_w))
         reports = self.substrate.apply_caps(t0, caps) if caps else {}
+        if caps and self.power_backend is not None:
+            reports = self.power_backend.apply(t0, caps, reports)
         enforced = {}
         for job_id, cap in caps.items():
             rep = reports.get(job_id)
             enforced[job_id] = rep.enforced_cap_w if rep is not None else cap.cap_w
+            if rep is not None and rep.backend == "nvml":  # the real GPU's range may differ from the profile's
+                enforced[job_id] = self.cluster.sites[cap.site].power.clamp_w(rep.enforced_cap_w)
             self.recorder.power(t0, job_id, cap, plans[cap.site].cap_requested_w, rep)
         return enforced
 

@@ -288,3 +288,54 @@ def test_device_init_failure_maps_error(nv):
     nv["nvmlInit"].side_effect = err(pynvml.NVML_ERROR_LIBRARY_NOT_FOUND)
     with pytest.raises(PowerLibraryNotFound, match="emulated"):
         NvmlDevice(0)
+
+
+# --- power.backend: nvml in a run (one GPU per site) ------------------------------------------
+def _caps(**site_caps):
+    from testbed.substrate.base import JobCap
+
+    return {f"job-{s}": JobCap(s, w, 0.8, w) for s, w in site_caps.items()}
+
+
+def test_site_caps_set_each_sites_gpu_and_restore_on_exit(nv, gpus):
+    from testbed.power.site_caps import NvmlSiteCaps
+
+    with NvmlSiteCaps(["a", "b"], node_factory=NvmlNode) as caps:
+        out = caps.apply(0.0, _caps(a=200.0, b=350.0), {})
+        assert (gpus[0].limit_mw, gpus[1].limit_mw) == (200_000, 350_000)
+        assert out["job-a"].enforced_cap_w == 200.0 and out["job-a"].backend == "nvml"
+        assert out["job-a"].measured_power_w == 150.0 and out["job-a"].detail == ""
+        clamped = caps.apply(1.0, _caps(a=50.0), {})  # below this GPU's 100 W floor
+        assert gpus[0].limit_mw == 100_000 and "clamped" in clamped["job-a"].detail
+    assert (gpus[0].limit_mw, gpus[1].limit_mw) == (300_000, 250_000)
+
+
+def test_site_caps_report_a_cap_the_driver_did_not_enforce(nv, gpus):
+    from testbed.power.site_caps import NvmlSiteCaps
+
+    gpus[1].enforce = False
+    with NvmlSiteCaps(["a", "b"], node_factory=NvmlNode) as caps:
+        out = caps.apply(0.0, _caps(b=200.0), {})
+    assert out["job-b"].enforced_cap_w == 250.0 and "enforced limit is 250 W" in out["job-b"].detail
+
+
+def test_site_caps_need_one_gpu_per_site(nv, gpus):
+    from testbed.power.site_caps import NvmlSiteCaps
+
+    with pytest.raises(PowerError, match="one GPU per site \\(3 sites, 2 GPU"):
+        with NvmlSiteCaps(["a", "b", "c"], node_factory=NvmlNode):
+            pass
+    assert (gpus[0].limit_mw, gpus[1].limit_mw) == (300_000, 250_000)
+
+
+def test_nvml_backend_is_refused_where_no_real_training_runs():
+    from testbed.errors import SpecError
+    from testbed.runner import run_scenario
+    from testbed.spec import scenario_from_dict
+    from testbed.spec.load import LoadedScenario
+    from tests.conftest import small_scenario_dict
+
+    sc = scenario_from_dict({**small_scenario_dict(), "power": {"backend": "nvml"}})
+    loaded = LoadedScenario(scenario=sc, path=None, text="", sha256="", topology_path=None)
+    with pytest.raises(SpecError, match="power.backend"):
+        run_scenario(loaded, substrate="sim", progress=False)
