@@ -101,7 +101,8 @@ def _check_power_backend(sc, substrate: str) -> None:
 
 def run_scenario(loaded: LoadedScenario, *, out_dir: Path | None = None, substrate: str = "sim",
                  seed: int | None = None, progress: bool = True, force: bool = False,
-                 argv: list[str] | None = None) -> Path:
+                 argv: list[str] | None = None, plots: bool = True) -> Path:
+    """``plots=False`` skips the figures (sweeps: most of a short trial's time is matplotlib)."""
     sc = loaded.scenario
     substrate, why = choose_substrate(substrate, sc)
     if substrate not in SUBSTRATES:
@@ -137,18 +138,20 @@ def run_scenario(loaded: LoadedScenario, *, out_dir: Path | None = None, substra
             summaries[label] = summarize(tables, policy=spec.name, label=label)
             write_json(pdir / "summary.json", summaries[label])
             jobs[label] = tables["jobs"]
-            energy_mix(tables["timeseries"], tables["migrations"], pdir / "energy_mix.png",
-                       f"{sc.name} - {label}: energy mix per site (seed {inputs.seed})")
-            power_caps(tables["timeseries"], tables["power"], pdir / "power_caps.png",
-                       f"{sc.name} - {label}: GPU caps from renewables + grid top-up (seed {inputs.seed})")
+            if plots:
+                energy_mix(tables["timeseries"], tables["migrations"], pdir / "energy_mix.png",
+                           f"{sc.name} - {label}: energy mix per site (seed {inputs.seed})")
+                power_caps(tables["timeseries"], tables["power"], pdir / "power_caps.png",
+                           f"{sc.name} - {label}: GPU caps from renewables + grid top-up (seed {inputs.seed})")
             energy_by_site(tables["timeseries"]).to_csv(pdir / "energy_by_site.csv", index=False, float_format="%.6f")
         bar.close()
         cmp = compare(summaries, jobs)
         write_json(tmp / "comparison.json", cmp)
         title = f"{sc.name} (seed {inputs.seed}, substrate {substrate})"
         (tmp / "comparison.md").write_text(comparison_markdown(cmp, title=title, notes=NOTES), encoding="utf-8")
-        jct_cdf(jobs, tmp / "jct_cdf.png", f"JCT CDF - {sc.name}")
-        energy_by_policy(summaries, tmp / "energy_by_policy.png", f"Energy by policy - {sc.name}")
+        if plots:
+            jct_cdf(jobs, tmp / "jct_cdf.png", f"JCT CDF - {sc.name}")
+            energy_by_policy(summaries, tmp / "energy_by_policy.png", f"Energy by policy - {sc.name}")
         write_table(tmp / "traces.parquet", _traces_table(inputs))
         (tmp / "scenario.yaml").write_text(loaded.text, encoding="utf-8")
         manifest = build_manifest(

@@ -1,0 +1,78 @@
+"""``testbed sweep SWEEP.yaml``: a grid of scenario variants x seeds, in parallel, one table with CIs."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from testbed.errors import SpecError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("sweep", help="run a grid of scenario variants x seeds (locally or on Ray); table with 95 %% CIs")
+    p.add_argument("sweep", help="sweep YAML file (see README, 'Sweeps')")
+    p.add_argument("--out", type=Path, default=None,
+                   help="sweep directory (default results/sweep-NAME); re-running resumes: done trials are skipped")
+    p.add_argument("--parallel", default=None,
+                   help="trials at once (default: the file's 'parallel', else min(CPUs, trials); emulation: 1)")
+    p.add_argument("--ray", metavar="ADDRESS", default=None,
+                   help="run each trial as a Ray task on the cluster at ADDRESS ('auto', 'ray://host:10001'), "
+                        "or 'local' to start a private Ray instance for this sweep")
+    p.add_argument("--substrate", choices=("sim", "netns", "mininet", "auto"), default=None,
+                   help="override the file's substrate")
+    p.add_argument("--force", action="store_true", help="re-run every trial (removes the earlier trials in --out)")
+    p.add_argument("--dry-run", action="store_true", help="check everything and list the trials; run nothing")
+    p.set_defaults(func=_sweep)
+
+
+def _parallel(text: str | None) -> int | None:
+    if text is None:
+        return None
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise SpecError([("--parallel", f"must be a positive integer (got {text!r})")])
+    return n
+
+
+def _dry_run(plan, out: Path, parallel: int | None) -> int:
+    from testbed.sweep.runner import is_done, parallel_for
+
+    todo = {t.rel_dir for t in plan.trials if not is_done(out, t)}
+    n_par, note = parallel_for(plan, parallel, len(todo))
+    print(f"sweep {plan.sweep.name}: scenario {plan.sweep.scenario_path}, substrate {plan.substrate} "
+          f"({plan.substrate_why})")
+    print(f"{len(plan.cells)} cells, {len(plan.trials)} trials: {len(plan.trials) - len(todo)} done in {out}, "
+          f"{len(todo)} to run ({n_par} at a time locally)")
+    for cell in plan.cells:
+        params = ", ".join(f"{k}={v!r}" for k, v in cell.params.items()) or "(the scenario as it is)"
+        print(f"  {cell.id}: {params}")
+    for t in plan.trials:
+        print(f"    {t.rel_dir}  {'to run' if t.rel_dir in todo else 'done'}")
+    if note:
+        print(note)
+    return 0
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    from testbed.sweep import load_sweep_file, plan_sweep
+
+    parallel = _parallel(args.parallel)
+    sweep = load_sweep_file(args.sweep)
+    plan = plan_sweep(sweep, args.substrate)
+    out = args.out if args.out is not None else Path("results") / f"sweep-{sweep.name}"
+    if args.dry_run:
+        return _dry_run(plan, out, parallel)
+    from testbed.sweep.runner import run_sweep
+
+    print(f"substrate: {plan.substrate} ({plan.substrate_why})", file=sys.stderr)
+    res = run_sweep(plan, out, parallel=parallel, ray_address=args.ray, force=args.force, argv=sys.argv)
+    print(f"{res.planned} trials: {res.skipped} reused, {res.ran} run, {len(res.failed)} failed "
+          f"({res.backend}, parallel {res.parallel}, {res.wall_s:.1f} s)")
+    for rel in res.failed:
+        print(f"failed: {rel} (see {res.out / rel / 'trial.json'})", file=sys.stderr)
+    print(f"table: {res.out / 'table.md'}")
+    return 1 if res.failed else 0

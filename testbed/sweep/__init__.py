@@ -1,0 +1,10 @@
+"""Sweeps: a grid of scenario variants x seeds, run in parallel locally or on Ray, one table with CIs.
+
+Layering: a sweep sits above ``testbed.runner`` (each trial is one ``testbed run``); the
+aggregation reads only what the trials recorded.
+"""
+
+from testbed.sweep.plan import Cell, SweepPlan, Trial, plan_sweep
+from testbed.sweep.spec import SweepFile, SweepSpec, load_sweep_file
+
+__all__ = ["Cell", "SweepFile", "SweepPlan", "SweepSpec", "Trial", "load_sweep_file", "plan_sweep"]

@@ -1,0 +1,197 @@
+"""``testbed sweep``: run a plan's trials (locally or on Ray), resume, record, aggregate.
+
+The sweep directory::
+
+    <out>/sweep.yaml            copy of the sweep file
+    <out>/sweep.json            the plan: cells, their parameters and overrides, trials, code versions
+    <out>/trials/<cell>/seed-<s>/   one ``testbed run`` results directory per trial, plus
+                                trial.json (status, error, wall time, host; written last: the done
+                                marker) and trial.log (what the run printed)
+    <out>/trials.csv            per trial: status, wall time, host, error
+    <out>/results.parquet|csv   per trial x policy: parameters, seed, summary metrics
+    <out>/table.csv|md          per cell x policy x metric: n, mean, std, ci95
+
+A trial is skipped when its trial.json says done with the same key (scenario, seed, substrate),
+so re-running a sweep after an interruption or a failure runs only what is missing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pandas as pd
+
+from testbed.errors import SpecError
+from testbed.recorder.manifest import git_state, package_versions
+from testbed.sweep.aggregate import write_outputs
+from testbed.sweep.plan import SweepPlan, Trial
+from testbed.sweep.trial import TrialJob, unpack
+
+EMULATION = ("netns", "mininet")
+EMULATION_CPUS_PER_TRIAL = 2   # a relay, a transfer server and a client per trial: keep them off each other's core
+OUR_FILES = ("sweep.yaml", "sweep.json", "trials.csv", "results.parquet", "results.csv", "table.csv", "table.md")
+TRIAL_FORMAT = "testbed-sweep-trial/1"
+
+
+@dataclass
+class SweepOutcome:
+    out: Path
+    planned: int
+    skipped: int
+    ran: int
+    failed: list[str] = field(default_factory=list)
+    parallel: int = 1
+    backend: str = "local"
+    wall_s: float = 0.0
+
+
+def parallel_for(plan: SweepPlan, requested: int | None, n_todo: int) -> tuple[int, str | None]:
+    """Local workers: --parallel, else the file's ``parallel``, else min(CPUs, trials). Emulation
+    trials shape links and move real bytes on this host's CPUs: one at a time unless asked, and
+    never more than CPUs / 2, so that trials do not slow each other's transfers."""
+    cpus = os.cpu_count() or 1
+    if plan.substrate in EMULATION:
+        cap = max(1, cpus // EMULATION_CPUS_PER_TRIAL)
+        n = requested or plan.sweep.spec.parallel or 1
+        if n > cap:
+            return cap, f"{plan.substrate} trials: parallelism capped at {cap} ({cpus} CPUs / {EMULATION_CPUS_PER_TRIAL})"
+        return n, None
+    return max(1, requested or plan.sweep.spec.parallel or min(cpus, max(n_todo, 1))), None
+
+
+def read_record(out: Path, trial: Trial) -> dict | None:
+    try:
+        return json.loads((out / trial.rel_dir / "trial.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def is_done(out: Path, trial: Trial) -> bool:
+    rec = read_record(out, trial)
+    return bool(rec) and rec.get("status") == "done" and rec.get("key") == trial.key
+
+
+def prepare_out(out: Path, plan: SweepPlan, force: bool, argv: list[str]) -> None:
+    """Create or reuse ``out``; --force removes what an earlier sweep wrote there (and nothing else)."""
+    if out.exists() and not out.is_dir():
+        raise SpecError([("--out", f"{out} exists and is not a directory")])
+    if out.is_dir() and any(out.iterdir()) and not (out / "sweep.json").exists() and not force:
+        raise SpecError([("--out", f"{out} is not empty and holds no sweep (use --force to write into it anyway)")])
+    if force:
+        shutil.rmtree(out / "trials", ignore_errors=True)
+        for name in OUR_FILES:
+            (out / name).unlink(missing_ok=True)
+    (out / "trials").mkdir(parents=True, exist_ok=True)
+    (out / "sweep.yaml").write_text(plan.sweep.text, encoding="utf-8")
+    _write_json(out / "sweep.json", sweep_manifest(plan, argv))
+
+
+def sweep_manifest(plan: SweepPlan, argv: list[str]) -> dict:
+    sw = plan.sweep
+    return {
+        "format": "testbed-sweep/1",
+        "created_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "command": argv,
+        "sweep": {"name": sw.name, "path": str(sw.path), "sha256": sw.sha256, "copy": "sweep.yaml"},
+        "scenario": {"path": str(sw.scenario_path), "sha256": plan.base.sha256},
+        "substrate": plan.substrate,
+        "param_columns": list(plan.param_columns),
+        "cells": [{"id": c.id, "variant": c.variant, "params": c.params, "overrides": c.overrides} for c in plan.cells],
+        "trials": [{"dir": t.rel_dir, "cell": t.cell.id, "seed": t.seed, "key": t.key} for t in plan.trials],
+        "git": git_state(),
+        "versions": package_versions(),
+    }
+
+
+def _write_json(path: Path, data: object) -> None:
+    """Write-then-rename, so a reader never sees half a file (trial.json is the done marker)."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def record(out: Path, trial: Trial, result: dict, backend: str, substrate: str) -> None:
+    """Write one trial's outcome: its run directory (if packed), trial.log, then trial.json."""
+    d = out / trial.rel_dir
+    if result["status"] == "done" and "archive" in result:
+        unpack(result["archive"], d)
+    elif result["status"] != "done":
+        shutil.rmtree(d, ignore_errors=True)  # an older attempt of this trial: stale now
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "trial.log").write_text(result.get("log") or "", encoding="utf-8")
+    _write_json(d / "trial.json", {
+        "format": TRIAL_FORMAT, "cell": trial.cell.id, "seed": trial.seed, "key": trial.key,
+        "params": trial.cell.params, "overrides": trial.cell.overrides, "substrate": substrate,
+        "status": result["status"], "error": result.get("error"), "traceback": result.get("traceback"),
+        "wall_s": result.get("wall_s"), "host": result.get("host"), "backend": backend,
+    })
+
+
+def _trials_csv(out: Path, plan: SweepPlan) -> list[str]:
+    rows, failed = [], []
+    for t in plan.trials:
+        rec = read_record(out, t) or {}
+        status = rec.get("status", "missing") if rec.get("key") == t.key else "missing"
+        if status != "done":
+            failed.append(t.rel_dir)
+        rows.append({"dir": t.rel_dir, "cell": t.cell.id, "seed": t.seed, "status": status,
+                     "wall_s": rec.get("wall_s"), "host": rec.get("host"), "backend": rec.get("backend"),
+                     "error": rec.get("error")})
+    pd.DataFrame(rows).to_csv(out / "trials.csv", index=False)
+    return failed
+
+
+def run_sweep(plan: SweepPlan, out: Path, *, parallel: int | None = None, ray_address: str | None = None,
+              force: bool = False, argv: list[str] | None = None, log=None) -> SweepOutcome:
+    """Run every trial that is not done yet, then aggregate everything that is done. Progress to ``log``
+    (default: stderr)."""
+    t0 = time.perf_counter()
+    log = log or sys.stderr
+    out = Path(out).resolve()
+    argv = list(argv or [])
+    prepare_out(out, plan, force, argv)
+    todo = [t for t in plan.trials if not is_done(out, t)]
+    backend = f"ray:{ray_address}" if ray_address else "local"
+    n_par, note = parallel_for(plan, parallel, len(todo))
+    if note:
+        print(note, file=log)
+    outcome = SweepOutcome(out=out, planned=len(plan.trials), skipped=len(plan.trials) - len(todo), ran=len(todo),
+                           parallel=n_par, backend=backend)
+    print(f"sweep {plan.sweep.name}: {len(plan.cells)} cells x {len(plan.trials) // max(len(plan.cells), 1)} seeds = "
+          f"{len(plan.trials)} trials on {plan.substrate}; {outcome.skipped} done already, {len(todo)} to run "
+          f"({backend}, parallel {n_par})", file=log)
+    by_dir = {t.rel_dir: t for t in todo}
+    jobs = [TrialJob(rel_dir=t.rel_dir, loaded=t.cell.loaded, seed=t.seed, substrate=plan.substrate,
+                     out_dir=str(out / t.rel_dir), argv=tuple(argv)) for t in todo]
+    finished = 0
+
+    def on_result(job: TrialJob, result: dict) -> None:
+        nonlocal finished
+        finished += 1
+        record(out, by_dir[job.rel_dir], result, backend, plan.substrate)
+        took = f" in {result['wall_s']:.1f} s" if result.get("wall_s") is not None else ""
+        extra = f": {result['error']}" if result["status"] != "done" else ""
+        print(f"[{finished}/{len(jobs)}] {job.rel_dir}: {result['status']}{took}{extra}", file=log)
+
+    if jobs and ray_address:
+        from testbed.sweep.ray_backend import run_ray
+
+        per_trial = EMULATION_CPUS_PER_TRIAL if plan.substrate in EMULATION else 1
+        run_ray(jobs, ray_address, num_cpus=n_par * per_trial, cpus_per_trial=per_trial,
+                max_in_flight=parallel, on_result=on_result)
+    elif jobs:
+        from testbed.sweep.local import run_local
+
+        run_local(jobs, n_par, on_result)
+    outcome.failed = _trials_csv(out, plan)
+    done = {t.rel_dir for t in plan.trials if is_done(out, t)}
+    write_outputs(out, plan, done, len(outcome.failed))
+    outcome.wall_s = time.perf_counter() - t0
+    return outcome
