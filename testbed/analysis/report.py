@@ -1,0 +1,210 @@
+"""``testbed report DIR [DIR ...]``: one ``report.md`` with figures from runs and sweeps.
+
+Sections: predicted vs actual migration times (scatter with y = x, error CDF, error table), the
+confusion matrix of predicted-feasible vs completed-within-budget, non-renewable energy and mean
+JCT per policy at each swept level, the phase diagram with the measured migrations, the seed's
+claims beside what was measured per substrate (sim, netns, mininet) with verdicts, sim vs
+emulation per metric for runs that share scenario, seed and cell, and the sim transfer model
+calibrated from the emulated migrations.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from testbed.analysis import validation as v
+from testbed.feasibility import TCP_EFFICIENCY_MTU1500
+
+METRICS = ("non_renewable_kwh", "renewable_kwh", "mean_jct_h", "jobs_completed", "migrations", "migrations_overran",
+           "migration_overhead_frac")
+
+
+def _md_table(df: pd.DataFrame, digits: int = 3) -> str:
+    if df is None or not len(df):
+        return "_(none)_\n"
+    cols = list(df.columns)
+    out = ["| " + " | ".join(str(c).removeprefix("param:") for c in cols) + " |", "|" + "---|" * len(cols)]
+    for _, r in df.iterrows():
+        cells = []
+        for c in cols:
+            x = r[c]
+            if isinstance(x, (float, np.floating)):
+                cells.append("-" if not np.isfinite(x) else f"{x:.{digits}g}")
+            else:
+                cells.append(str(x))
+        out.append("| " + " | ".join(cells) + " |")
+    return "\n".join(out) + "\n"
+
+
+def claims_table(runs: list[v.Run]) -> pd.DataFrame:
+    """Each claim per substrate: mean measured value over runs, and the verdicts the runs gave."""
+    rows: dict[tuple[str, str], dict] = {}
+    for run in runs:
+        f = run.path / "comparison.json"
+        if not f.is_file():
+            continue
+        for c in json.loads(f.read_text())["claims"]:
+            r = rows.setdefault((c["claim"], run.substrate), {"claim": c["claim"], "paper": c["paper"],
+                                                              "substrate": run.substrate, "values": [], "verdicts": []})
+            if c.get("measured_value") is not None:
+                r["values"].append(float(c["measured_value"]))
+            r["verdicts"].append(c["verdict"])
+    out = []
+    for r in rows.values():
+        vals = np.array(r["values"], dtype=float)
+        verdicts = Counter(r["verdicts"]).most_common()
+        out.append({
+            "claim": r["claim"], "paper": r["paper"], "substrate": r["substrate"], "runs": len(r["verdicts"]),
+            "measured (mean)": f"{vals.mean():+.2f}" if vals.size else "-",
+            "range": f"[{vals.min():+.2f}, {vals.max():+.2f}]" if vals.size > 1 else "",
+            "verdict": "; ".join(f"{k} ({n})" if len(verdicts) > 1 else k for k, n in verdicts),
+        })
+    return pd.DataFrame(out)
+
+
+def sim_vs_emulation(sums: pd.DataFrame) -> pd.DataFrame:
+    """Per policy and metric: the sim value, the emulated value, and the difference, for runs
+    sharing scenario cell and seed (means over those pairs)."""
+    if sums.empty or sums["substrate"].nunique() < 2 or "sim" not in set(sums["substrate"]):
+        return pd.DataFrame()
+    key = ["cell", "seed", "label"]
+    sim = sums[sums["substrate"] == "sim"].set_index(key)
+    rows = []
+    for sub in sorted(set(sums["substrate"]) - {"sim"}):
+        emu = sums[sums["substrate"] == sub].set_index(key)
+        common = sim.index.intersection(emu.index)
+        if not len(common):
+            continue
+        for label in sorted({k[2] for k in common}):
+            idx = [k for k in common if k[2] == label]
+            for metric in METRICS:
+                if metric not in sim or metric not in emu:
+                    continue
+                a = pd.to_numeric(sim.loc[idx, metric], errors="coerce").mean()
+                b = pd.to_numeric(emu.loc[idx, metric], errors="coerce").mean()
+                rows.append({"policy": label, "metric": metric, "sim": a, sub: b, "emulated": sub,
+                             "diff": b - a, "diff %": 100.0 * (b - a) / a if a else np.nan, "pairs": len(idx)})
+    df = pd.DataFrame(rows)
+    if len(df):
+        df = df.drop(columns=[c for c in df.columns if c not in ("policy", "metric", "sim", "emulated", "diff",
+                                                                 "diff %", "pairs") and c in set(sums["substrate"])],
+                     errors="ignore")
+        df["emulated value"] = df["sim"] + df["diff"]
+        df = df[["policy", "metric", "emulated", "sim", "emulated value", "diff", "diff %", "pairs"]]
+    return df
+
+
+def calibrate_transfer(m: pd.DataFrame) -> dict | None:
+    """Fit ``actual_transfer = a x 8 S / B + b`` over completed emulated migrations whose link ran at
+    its nominal rate (no degradation): protocol efficiency = 1 / a, ramp = b (s). These values go
+    into the scenario's ``substrate:`` block to make the sim match the emulation."""
+    if not len(m):
+        return None
+    d = m[(m["substrate"] != "sim") & (m["status"] == "completed")]
+    deg = [c for c in d.columns if c.endswith("steady_degradation_pct")]
+    for c in deg:
+        d = d[pd.to_numeric(d[c], errors="coerce").fillna(0) == 0]
+    if len(d) < 3:
+        return None
+    x = d["pred_transfer_plain_s"].astype(float).to_numpy()
+    y = d["actual_transfer_s"].astype(float).to_numpy()
+    if np.ptp(x) <= 0:
+        a, b = float(np.mean(y / x)), 0.0
+    else:
+        a, b = np.polyfit(x, y, 1)
+    pred = a * x + b
+    ss = float(np.sum((y - y.mean()) ** 2))
+    r2 = 1.0 - float(np.sum((y - pred) ** 2)) / ss if ss > 0 else 1.0
+    return {"n": int(len(d)), "protocol_efficiency": float(1.0 / a), "ramp_s": float(b), "r2": r2,
+            "reference_efficiency": TCP_EFFICIENCY_MTU1500}
+
+
+def build_report(dirs: list[Path], out: Path, title: str | None = None) -> Path:
+    runs = [r for d in dirs for r in v.find_runs(Path(d))]
+    m, sums = v.gather(runs)
+    out.mkdir(parents=True, exist_ok=True)
+    params = [c for c in sums.columns if c.startswith("param:") and sums[c].nunique(dropna=True) > 1]
+    numeric = [c for c in params if pd.to_numeric(sums[c], errors="coerce").notna().all()]
+    subs = sorted(set(sums["substrate"])) if len(sums) else []
+    title = title or f"Validation report: {', '.join(str(d) for d in dirs)}"
+    lines = [f"# {title}", "",
+             f"- runs: {len(runs)} (substrates: {', '.join(subs) or '-'}); policies: "
+             f"{', '.join(sorted(set(sums['label']))) if len(sums) else '-'}",
+             f"- migrations: {len(m)}, completed: {int((m['status'] == 'completed').sum()) if len(m) else 0}",
+             f"- swept: {', '.join(p.removeprefix('param:') for p in params) or 'nothing'}", ""]
+
+    lines += ["## Predicted vs actual migration time", "",
+              "Both predictions use only what the controller had (size, predicted bandwidth): the paper's `8S/B` "
+              "and the same with TCP's protocol efficiency (1448/1514). Points below y = x were predicted too "
+              "fast. `err` = (predicted - actual) / actual.", ""]
+    v.scatter_pred_vs_actual(m, out / "pred_vs_actual.png", "Predicted vs actual (all completed migrations)")
+    lines += ["![predicted vs actual](pred_vs_actual.png)", ""]
+    by_cdf = numeric[0] if numeric else ("substrate" if len(subs) > 1 else None)
+    v.error_cdf(m, out / "error_cdf.png", "Transfer-time prediction error", by=by_cdf)
+    lines += ["![error CDF](error_cdf.png)", ""]
+    group = ["substrate", *params]
+    lines += ["Median and 90th-percentile |error| per group:", "", _md_table(v.error_table(m, group) if len(m) else None), ""]
+
+    lines += ["## Predicted feasible vs completed within budget", "",
+              "tp: predicted feasible and made it; **fp: predicted feasible and overran (the model's misses, "
+              "counted)**; fn: predicted infeasible but would have made it (only `no_filter` and `energy_only` "
+              "take those); tn: predicted infeasible and overran. The risk-budget verdict is used where a "
+              "policy decided with it.", ""]
+    conf_by = ["substrate", "label", *params]
+    conf = v.confusion(m, conf_by)
+    if len(conf):
+        def short(c: str) -> str:
+            return c.removeprefix("param:").split(".")[-1]
+
+        conf["group"] = conf.apply(lambda r: " / ".join([str(r["substrate"]), str(r["label"])]
+                                                        + [f"{short(p)}={r[p]}" for p in params]), axis=1)
+        v.confusion_plot(conf, out / "confusion.png", "Predicted feasible vs within budget", "group")
+        lines += ["![confusion](confusion.png)", ""]
+    lines += [_md_table(conf.drop(columns=["group"], errors="ignore") if len(conf) else conf), ""]
+
+    if numeric and len(sums):
+        lines += ["## Energy and JCT per policy at each level", ""]
+        for p in numeric:
+            name = p.removeprefix("param:").replace("[", "_").replace("]", "").replace(".", "_")
+            f = out / f"by_level_{name}.png"
+            v.by_level_plot(sums.assign(**{p: pd.to_numeric(sums[p])}), p, f,
+                            f"Non-renewable energy and mean JCT vs {p.removeprefix('param:')} (mean, 95 % CI)")
+            lines += [f"![by level]({f.name})", ""]
+
+    if len(m):
+        from testbed.analysis.phase_diagram import plot_phase_diagram
+        from testbed.feasibility import FeasibilityParams
+
+        window = float(m["predicted_window_s"].median())
+        alpha = float(m["predicted_alpha"].median())
+        pts = pd.DataFrame({"size_gb": m["size_gb"], "bandwidth_gbps": m["predicted_bandwidth_gbps"],
+                            "completed_in_budget": m["within_budget"].fillna(False).astype(bool)})
+        plot_phase_diagram(out / "phase_diagram.png", window, FeasibilityParams(alpha=alpha), points=pts)
+        lines += ["## Phase diagram with the measured migrations", "",
+                  f"Regions for the median predicted window ({window / 3600:.2f} h) and alpha {alpha:g}; each "
+                  "migration at its size and predicted bandwidth, green if it completed within its true budget.", "",
+                  "![phase diagram](phase_diagram.png)", ""]
+
+    lines += ["## The seed's claims, measured", "", _md_table(claims_table(runs)), ""]
+    svse = sim_vs_emulation(sums)
+    if len(svse):
+        lines += ["## Sim vs emulation", "", "Same scenario, cell and seed on both substrates: how far the analytic "
+                  "substrate is from the emulated one.", "", _md_table(svse), ""]
+    cal = calibrate_transfer(m)
+    if cal:
+        lines += ["## Sim transfer model calibrated from emulation", "",
+                  f"Fit over {cal['n']} undegraded emulated migrations: actual = a x 8S/B + b gives protocol "
+                  f"efficiency {cal['protocol_efficiency']:.4f} (TCP/MTU 1500 reference {cal['reference_efficiency']:.4f}) "
+                  f"and a ramp of {cal['ramp_s']:.1f} s (R² {cal['r2']:.3f}). To use it in sim runs:", "",
+                  "```yaml", "substrate:", f"  protocol_efficiency: {min(1.0, cal['protocol_efficiency']):.4f}",
+                  "  slow_start: true   # keeps the RTT ramp", "```", ""]
+    if len(m):
+        m.drop(columns=["candidates"], errors="ignore").to_csv(out / "migrations.csv", index=False)
+    sums.to_csv(out / "summaries.csv", index=False)
+    (out / "report.md").write_text("\n".join(lines), encoding="utf-8")
+    return out / "report.md"

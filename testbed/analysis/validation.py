@@ -1,0 +1,252 @@
+"""Empirical validation of the feasibility model: what Eq. 1 predicted beside what happened.
+
+Input: one or more result directories — single runs (``testbed run``) or sweeps (``testbed sweep``;
+every done trial is a run) — gathered into one migrations table with the run's substrate, seed
+and swept parameters. Output: the figures and tables ``testbed report`` puts in ``report.md``.
+
+Predictions are re-derived from what the controller had at decision time (the checkpoint size
+and the *predicted* bandwidth), in two variants, so the paper's arithmetic and our correction
+are judged on the same migrations:
+- ``plain``: the paper's ``8 S / B``;
+- ``corrected``: ``8 S / (B x 1448/1514)`` (TCP goodput over a 1500-byte MTU).
+Errors are relative: ``(predicted - actual) / actual``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+
+from testbed.errors import TestbedError
+from testbed.feasibility import TCP_EFFICIENCY_MTU1500
+
+
+class ReportError(TestbedError):
+    """A directory given to ``testbed report`` is not a run or a sweep (the message names it)."""
+
+
+@dataclass(frozen=True)
+class Run:
+    path: Path
+    substrate: str
+    seed: int
+    scenario: str
+    cell: str
+    params: dict
+
+
+def _run_of(path: Path, cell: str = "", params: dict | None = None) -> Run:
+    man = json.loads((path / "manifest.json").read_text())
+    sub = man.get("substrate") or {}
+    name = Path(man.get("scenario", {}).get("path", "") or "").stem if isinstance(man.get("scenario"), dict) else ""
+    return Run(path, str(sub.get("substrate", "sim")), int(man.get("seed", 0)), name or path.name, cell, params or {})
+
+
+def find_runs(directory: Path) -> list[Run]:
+    """The runs in ``directory``: itself (a run) or the done trials of a sweep."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise ReportError(f"{directory}: not a directory")
+    if (directory / "manifest.json").is_file():
+        return [_run_of(directory)]
+    if (directory / "trials.csv").is_file():
+        trials = pd.read_csv(directory / "trials.csv")
+        runs = []
+        for _, t in trials[trials["status"] == "done"].iterrows():
+            meta = json.loads((directory / t["dir"] / "trial.json").read_text())
+            runs.append(_run_of(directory / t["dir"], str(t["cell"]), dict(meta.get("params") or {})))
+        if not runs:
+            raise ReportError(f"{directory}: a sweep with no finished trial")
+        return runs
+    raise ReportError(f"{directory}: neither a run (manifest.json) nor a sweep (trials.csv)")
+
+
+def _policies(run: Run) -> list[str]:
+    return sorted(p.name for p in run.path.iterdir() if (p / "summary.json").is_file())
+
+
+def gather(runs: list[Run]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(migrations, summaries): one row per migration / per run x policy, with run metadata."""
+    migs, sums = [], []
+    for i, run in enumerate(runs):
+        meta = {"run": i, "run_dir": str(run.path), "substrate": run.substrate, "seed": run.seed, "cell": run.cell,
+                **{f"param:{k}": (json.dumps(v, sort_keys=True) if isinstance(v, (list, dict)) else v)
+                   for k, v in run.params.items()}}
+        for label in _policies(run):
+            s = json.loads((run.path / label / "summary.json").read_text())
+            sums.append({**meta, **s, "label": label})
+            m = pd.read_parquet(run.path / label / "migrations.parquet")
+            if len(m):
+                migs.append(m.assign(**meta, label=label))
+    mdf = pd.concat(migs, ignore_index=True) if migs else pd.DataFrame()
+    if len(mdf):
+        mdf = add_predictions(mdf)
+    return mdf, pd.DataFrame(sums)
+
+
+def add_predictions(m: pd.DataFrame) -> pd.DataFrame:
+    """Plain (8 S / B) and corrected transfer predictions, and relative errors against the actuals."""
+    m = m.copy()
+    bw = m["predicted_bandwidth_gbps"].astype(float)
+    size = m["size_gb"].astype(float)
+    m["pred_transfer_plain_s"] = 8.0 * size / bw
+    m["pred_transfer_corrected_s"] = m["pred_transfer_plain_s"] / TCP_EFFICIENCY_MTU1500
+    fixed = m["predicted_load_s"].astype(float) + m["predicted_downtime_s"].astype(float)
+    m["pred_total_plain_s"] = m["pred_transfer_plain_s"] + fixed
+    m["pred_total_corrected_s"] = m["pred_transfer_corrected_s"] + fixed
+    done = m["status"] == "completed"
+    for what in ("transfer", "total"):
+        actual = m[f"actual_{what}_s"].astype(float).where(done)
+        for var in ("plain", "corrected"):
+            m[f"err_{what}_{var}"] = (m[f"pred_{what}_{var}_s"] - actual) / actual
+    return m
+
+
+# -- tables ------------------------------------------------------------------------------------------
+def error_table(m: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    """Per group: migrations completed, median and p90 |relative error| of each prediction."""
+    rows = []
+    done = m[m["status"] == "completed"] if len(m) else m
+    if not len(done):
+        return pd.DataFrame()
+    for key, g in done.groupby(by, sort=True, dropna=False):
+        key = key if isinstance(key, tuple) else (key,)
+        row = dict(zip(by, key))
+        row["n"] = len(g)
+        for col in ("err_transfer_plain", "err_transfer_corrected", "err_total_plain", "err_total_corrected"):
+            e = g[col].abs().dropna()
+            row[f"median_abs_{col[4:]}"] = float(e.median()) if len(e) else np.nan
+            row[f"p90_abs_{col[4:]}"] = float(e.quantile(0.9)) if len(e) else np.nan
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def confusion(m: pd.DataFrame, by: list[str] | None = None) -> pd.DataFrame:
+    """Predicted feasible (Eq. 1, or the risk budget where it decided) vs actually completed within
+    the budget, counted: tp (feasible, made it), fp (feasible, overran: the model's misses),
+    fn (infeasible, would have made it), tn (infeasible, overran)."""
+    if not len(m):
+        return pd.DataFrame(columns=[*(by or []), "tp", "fp", "fn", "tn", "n", "precision"])
+    pred = m["predicted_risk_feasible"].where(m["predicted_risk_feasible"].notna(), m["predicted_feasible"]).astype(bool)
+    actual = m["within_budget"].fillna(False).astype(bool)
+    d = m.assign(_p=pred, _a=actual)
+    rows = []
+    groups = d.groupby(by, sort=True, dropna=False) if by else [((), d)]
+    for key, g in groups:
+        key = key if isinstance(key, tuple) else (key,)
+        tp = int((g["_p"] & g["_a"]).sum())
+        fp = int((g["_p"] & ~g["_a"]).sum())
+        fn = int((~g["_p"] & g["_a"]).sum())
+        tn = int((~g["_p"] & ~g["_a"]).sum())
+        rows.append({**dict(zip(by or [], key)), "tp": tp, "fp": fp, "fn": fn, "tn": tn, "n": len(g),
+                     "precision": tp / (tp + fp) if tp + fp else np.nan})
+    return pd.DataFrame(rows)
+
+
+# -- figures -----------------------------------------------------------------------------------------
+_COLOURS = {"plain": "#e65100", "corrected": "#1565c0"}
+
+
+def scatter_pred_vs_actual(m: pd.DataFrame, path: Path, title: str) -> Path:
+    """Predicted vs actual transfer and total migration time (log-log, y = x), both predictions."""
+    fig = Figure(figsize=(12, 5.4), layout="constrained")
+    axes = fig.subplots(1, 2)
+    done = m[m["status"] == "completed"] if len(m) else m
+    for ax, what in zip(axes, ("transfer", "total")):
+        if len(done):
+            actual = done[f"actual_{what}_s"].astype(float)
+            for var, marker in (("plain", "x"), ("corrected", "o")):
+                ax.scatter(actual, done[f"pred_{what}_{var}_s"], s=14, marker=marker, alpha=0.7,
+                           color=_COLOURS[var], label=f"{'8S/B (paper)' if var == 'plain' else '8S/(B x 0.956)'}")
+            lo = max(1e-1, float(min(actual.min(), done[f"pred_{what}_plain_s"].min())) * 0.7)
+            hi = float(max(actual.max(), done[f"pred_{what}_corrected_s"].max())) * 1.4
+            ax.plot([lo, hi], [lo, hi], color="black", lw=1, label="y = x")
+            ax.set_xlim(lo, hi)
+            ax.set_ylim(lo, hi)
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+        else:
+            ax.text(0.5, 0.5, "no completed migration", ha="center", transform=ax.transAxes)
+        ax.set_xlabel(f"actual {what} time (scenario s)")
+        ax.set_ylabel(f"predicted {what} time (s)")
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=8, loc="upper left")
+        ax.set_title(f"{what} time: predicted vs actual (n={len(done)})", fontsize=10)
+    fig.suptitle(title)
+    fig.savefig(path, dpi=110)
+    return path
+
+
+def error_cdf(m: pd.DataFrame, path: Path, title: str, by: str | None = None) -> Path:
+    """CDF of the relative error of the transfer-time prediction; one curve per prediction, and per
+    value of ``by`` (e.g. the degradation level) for the corrected one."""
+    fig = Figure(figsize=(8, 5), layout="constrained")
+    ax = fig.subplots()
+    done = m[m["status"] == "completed"] if len(m) else m
+    for var, ls in (("plain", "--"), ("corrected", "-")):
+        groups = [(None, done)] if by is None or by not in done else list(done.groupby(by, sort=True))
+        for key, g in groups:
+            e = np.sort(g[f"err_transfer_{var}"].dropna().to_numpy() * 100.0)
+            if not e.size:
+                continue
+            lab = ("8S/B" if var == "plain" else "corrected") + ("" if key is None else f", {by.split(':')[-1]}={key}")
+            ax.step(e, np.arange(1, e.size + 1) / e.size, where="post", ls=ls, lw=1.4, label=f"{lab} (n={e.size})")
+    ax.axvline(0, color="black", lw=0.8)
+    ax.axvspan(-5, 5, color="#c8e6c9", alpha=0.5, label="within 5 %")
+    ax.set_xlabel("transfer-time prediction error (predicted - actual) / actual, %")
+    ax.set_ylabel("fraction of completed migrations")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="lower right")
+    ax.set_title(title, fontsize=10)
+    fig.savefig(path, dpi=110)
+    return path
+
+
+def confusion_plot(conf: pd.DataFrame, path: Path, title: str, label_col: str | None = None) -> Path:
+    """One 2x2 matrix per row of ``conf`` (predicted feasible x within budget), counts in cells."""
+    n = max(1, len(conf))
+    cols = min(4, n)
+    rows = -(-n // cols)
+    fig = Figure(figsize=(3.2 * cols, 3.0 * rows + 0.6), layout="constrained")
+    axes = np.atleast_1d(fig.subplots(rows, cols, squeeze=False)).ravel()
+    for ax, (_, r) in zip(axes, conf.iterrows()):
+        mat = np.array([[r["tp"], r["fp"]], [r["fn"], r["tn"]]], dtype=float)
+        ax.imshow(mat, cmap="Blues", vmin=0, vmax=max(1.0, mat.max()))
+        for (i, j), v in np.ndenumerate(mat):
+            ax.text(j, i, f"{int(v)}", ha="center", va="center", fontsize=12,
+                    color="white" if v > mat.max() / 2 else "black")
+        ax.set_xticks([0, 1], ["within\nbudget", "overran"])
+        ax.set_yticks([0, 1], ["predicted\nfeasible", "predicted\ninfeasible"])
+        ax.set_title(str(r[label_col]) if label_col else "all", fontsize=9)
+    for ax in axes[len(conf):]:
+        ax.set_axis_off()
+    fig.suptitle(title)
+    fig.savefig(path, dpi=110)
+    return path
+
+
+def by_level_plot(sums: pd.DataFrame, param: str, path: Path, title: str) -> Path:
+    """Non-renewable energy and mean JCT per policy against a swept parameter (mean and 95 % CI)."""
+    from scipy import stats
+
+    fig = Figure(figsize=(12, 4.6), layout="constrained")
+    axes = fig.subplots(1, 2)
+    for ax, metric, lab in ((axes[0], "non_renewable_kwh", "non-renewable energy (kWh)"),
+                            (axes[1], "mean_jct_h", "mean JCT (h)")):
+        for label, g in sums.groupby("label", sort=True):
+            agg = g.groupby(param, sort=True)[metric].agg(["mean", "std", "count"])
+            half = [stats.t.ppf(0.975, c - 1) * s / np.sqrt(c) if c > 1 and np.isfinite(s) else 0.0
+                    for s, c in zip(agg["std"], agg["count"])]
+            ax.errorbar(agg.index.astype(float), agg["mean"], yerr=half, marker="o", capsize=3, label=label)
+        ax.set_xlabel(param.removeprefix("param:"))
+        ax.set_ylabel(lab)
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8)
+    fig.suptitle(title)
+    fig.savefig(path, dpi=110)
+    return path
