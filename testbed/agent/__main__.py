@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     from testbed.transfer.server import TransferServer
 
     token = args.token_file.read_text().strip()
-    agent = Agent(args.site, args.workdir, token)
+    agent = Agent(args.site, args.workdir, token, run_id=args.run_id)
     control = ControlServer(args.mgmt_addr, args.port, token, agent.handlers())
     transfer = TransferServer(args.wan_addr, args.transfer_port, token=token, storage_dir=agent.incoming, fsync=False)
     transfer.start()

@@ -19,8 +19,9 @@ from testbed.agent.runner import JobRunner
 
 
 class Agent:
-    def __init__(self, site: str, workdir: Path, token: str):
+    def __init__(self, site: str, workdir: Path, token: str, *, run_id: str = ""):
         self.site = site
+        self.run_id = run_id  # names the jobs' throttle cgroups tb-<run>-<site>-<job>
         self.workdir = workdir
         self.token = token
         self.incoming = workdir / "incoming"
@@ -35,6 +36,7 @@ class Agent:
             "ping": self.ping, "start_job": self.start_job, "status": self.status, "losses": self.losses,
             "checkpoint_and_pause": self.checkpoint_and_pause, "send_checkpoint": self.send_checkpoint,
             "load_and_resume": self.load_and_resume, "resume": self.resume, "free": self.free,
+            "set_throughput": self.set_throughput,
         }
 
     def _job(self, job_id: str) -> JobRunner:
@@ -121,6 +123,50 @@ class Agent:
         (self.ckpts / f"{args.job_id}.pt").unlink(missing_ok=True)
         return {"freed": args.job_id}
 
+    def set_throughput(self, args) -> dict:
+        """Slow job ``job_id`` to ``frac`` of its reference pace (an emulated GPU power cap); see
+        :mod:`testbed.agent.runner` for the mechanism. The first call gives the job a throttle."""
+        runner = self._job(args.job_id)
+        throttle = None
+        if runner.throttle is None:
+            throttle = self._new_throttle(args.job_id, runner)
+        try:
+            result = runner.set_throughput(args.frac, throttle, cap_w=args.cap_w)
+        except BaseException:
+            if throttle is not None and runner.throttle is not throttle:
+                throttle.close()
+            raise
+        return {"job_id": args.job_id, **result,
+                "throttle_reason": runner.throttle.reason if runner.throttle else ""}
+
+    def _new_throttle(self, job_id: str, runner: JobRunner):
+        from testbed.power.throttle import DutyCycleThrottle, make_throttle
+
+        if runner.native_id is None:
+            raise ProtocolError(f"job {job_id!r} has no running thread")
+        if not self.run_id:
+            throttle = DutyCycleThrottle()
+            throttle.reason = "the agent has no run id to label a cgroup with"
+            return throttle
+        try:
+            throttle = make_throttle(self.run_id, f"{self.site}-{job_id}", threads=True)
+        except ValueError as e:
+            raise ProtocolError(str(e)) from None
+        try:
+            throttle.add_tid(runner.native_id)
+        except BaseException:
+            throttle.close()
+            raise
+        return throttle
+
     def shutdown(self) -> None:
-        for runner in self.jobs.values():
-            runner.stop()
+        """Stop every job; their threads end and their throttle cgroups are removed."""
+        jobs, self.jobs = list(self.jobs.values()), {}
+        errors = []
+        for runner in jobs:
+            try:
+                runner.stop()
+            except Exception as e:  # stop the others first, then report
+                errors.append(e)
+        if errors:
+            raise errors[0]

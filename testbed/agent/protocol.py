@@ -56,6 +56,11 @@ class LoadAndResume(JobArgs):
     max_steps: int | None = Field(None, ge=1)
 
 
+class SetThroughput(JobArgs):
+    frac: float = Field(gt=0, le=1, description="Train at this fraction of the job's reference pace.")
+    cap_w: float | None = Field(None, ge=0, description="The emulated power cap behind frac (recorded only).")
+
+
 COMMANDS: dict[str, type[_Args]] = {
     "ping": NoArgs,
     "start_job": StartJob,
@@ -66,6 +71,7 @@ COMMANDS: dict[str, type[_Args]] = {
     "load_and_resume": LoadAndResume,
     "resume": JobArgs,
     "free": JobArgs,
+    "set_throughput": SetThroughput,
 }
 
 

@@ -24,6 +24,32 @@ def register(sub: argparse._SubParsersAction) -> None:
     sh.add_argument("--out", type=Path, default=Path("results") / "bench")
     sh.add_argument("--quick", action="store_true", help="shorter goodput runs (2 s instead of 4 s)")
     sh.set_defaults(func=_bench_shaping)
+    pw = bsub.add_parser("power", help="CPU-throttled real training vs the power profile's throughput_frac(cap)")
+    pw.add_argument("--profile", default="rtx4090", help="shipped profile name or YAML path (default rtx4090)")
+    pw.add_argument("--caps-w", type=float, nargs="+", default=None, help="caps to test (default: 5 over min..max)")
+    pw.add_argument("--n-caps", type=int, default=5, help="evenly spaced caps when --caps-w is not given")
+    pw.add_argument("--family", default="cnn-digits", help="training workload family (default cnn-digits)")
+    pw.add_argument("--throttle", choices=("auto", "cgroup-v1", "cgroup-v2", "duty-cycle"), default="auto")
+    pw.add_argument("--out", type=Path, default=Path("results") / "bench")
+    pw.add_argument("--quick", action="store_true", help="3 caps, 1.5 s each (for tests)")
+    pw.set_defaults(func=_bench_power)
+
+
+def _bench_power(args: argparse.Namespace) -> int:
+    from testbed.bench.power import run
+    from testbed.errors import SpecError
+    from testbed.power.profile import load_profile
+
+    profile = load_profile(args.profile)
+    bad = [c for c in args.caps_w or () if not profile.min_w <= c <= profile.max_w]
+    if bad or args.n_caps < 2:
+        raise SpecError([("--caps-w", f"{bad[0]:g} W is outside {profile.name}'s range "
+                          f"[{profile.min_w:g}, {profile.max_w:g}] W")] if bad else [("--n-caps", "must be >= 2")])
+    result = run(args.out, profile=args.profile, caps_w=args.caps_w, n_caps=args.n_caps, family=args.family,
+                 quick=args.quick, prefer=None if args.throttle == "auto" else args.throttle)
+    print((args.out / "power.md").read_text())
+    print(f"written: {args.out / 'power.json'}, {args.out / 'power.md'}")
+    return 0 if result["pass"] else 1
 
 
 def _bench_shaping(args: argparse.Namespace) -> int:

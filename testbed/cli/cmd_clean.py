@@ -6,7 +6,7 @@ import argparse
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("clean", help="remove leftover namespaces/interfaces/processes of testbed runs (ours only)")
+    p = sub.add_parser("clean", help="remove leftover namespaces/interfaces/cgroups/processes of testbed runs (ours only)")
     p.add_argument("--run", default=None, help="only this run id")
     p.add_argument("--force", action="store_true", help="also runs whose owner process is still alive")
     p.set_defaults(func=_clean)
@@ -29,5 +29,5 @@ def _clean(args: argparse.Namespace) -> int:
             print(f"{r.run_id}: skipped: {r.skipped}")
         else:
             print(f"{r.run_id}: removed {len(r.namespaces)} namespace(s), {len(r.interfaces)} interface(s), "
-                  f"stopped {len(r.pids)} process(es)")
+                  f"{len(r.cgroups)} cgroup(s), stopped {len(r.pids)} process(es)")
     return 0

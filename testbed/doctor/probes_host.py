@@ -86,7 +86,7 @@ def _v1_hint(ctx: ProbeContext) -> str:
 
 @probe("cgroup_v1_cpu", needs_root=True, hint=_v1_hint,
        yes="emulated power caps throttle CPU with cgroup v1 cpu.cfs_quota_us (a real throttle)",
-       no="no cgroup v1 CPU quota: emulated power caps use cgroup v2 cpu.max if present, else only model the cap")
+       no="no cgroup v1 CPU quota: emulated power caps use cgroup v2 cpu.max if present, else a user-space duty-cycle throttle")
 def probe_cgroup_v1_cpu(ctx: ProbeContext) -> Result:
     point = cgroup_mounts().get("v1_cpu")
     if point is None:

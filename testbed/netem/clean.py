@@ -1,7 +1,8 @@
 """Find and remove what our runs left behind — and nothing else.
 
 A run's resources are recognised by its run id: namespaces ``tb-<run>-...``, interfaces
-``tb<run>...`` (only in the root namespace after a crash mid-build), processes whose PIDs the
+``tb<run>...`` (only in the root namespace after a crash mid-build), CPU-throttle cgroups
+``tb-<run>-...`` (their tasks are moved to the parent first), processes whose PIDs the
 run recorded in its state file *and* whose command line still names the run. A run whose owner
 process is alive is skipped unless ``force`` (it may be in use by another testbed command).
 """
@@ -24,12 +25,16 @@ class CleanReport:
     namespaces: list[str] = field(default_factory=list)
     interfaces: list[str] = field(default_factory=list)
     pids: list[int] = field(default_factory=list)
+    cgroups: list[str] = field(default_factory=list)
 
 
 def runs_present() -> list[str]:
     from pyroute2 import netns
 
+    from testbed.power.cgroups import find_run_cgroups, run_of_cgroup
+
     ids = {r for r in (run_of_ns(n) for n in netns.listnetns()) if r}
+    ids |= {r for r in (run_of_cgroup(p) for _, p in find_run_cgroups()) if r}
     return sorted(ids | set(state.all_runs()))
 
 
@@ -70,6 +75,9 @@ def clean_run(run_id: str, *, force: bool = False) -> CleanReport:
             if name and name.startswith(ifp):
                 ipr.link("del", index=link["index"])
                 rep.interfaces.append(name)
+    from testbed.power.cgroups import remove_run_cgroups
+
+    rep.cgroups = remove_run_cgroups(run_id)  # after the processes: their tasks have exited
     tmp = (st or {}).get("tmp_dir")
     if tmp and os.path.basename(tmp).startswith(f"tb-{run_id}-") and os.path.isdir(tmp):
         import shutil

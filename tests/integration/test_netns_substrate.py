@@ -78,6 +78,7 @@ def test_real_agents_under_the_controller(tmp_path, runtime):
     f = _scenario(tmp_path)
     d = yaml.safe_load(f.read_text())
     d["emulation"].update(nodes="agents", steps_per_s=20, runtime=runtime)
+    d["power"] = {"grid_limit_kw": 0.6}  # at a: 0.6 - one idle node's 0.08 kW leaves j1 a ~180 W GPU cap
     f.write_text(yaml.safe_dump(d))
     out = tmp_path / "r"
     assert main(["run", str(f), "--substrate", "netns", "--out", str(out), "--no-progress"]) == 0
@@ -89,3 +90,10 @@ def test_real_agents_under_the_controller(tmp_path, runtime):
     assert row["actual_transfer_s"] == pytest.approx(8 * 40 / EFF, rel=0.10)
     man = json.loads((out / "manifest.json").read_text())
     assert man["substrate"]["nodes"].startswith(f"agents ({runtime}") and any("load_s" in x for x in man["substrate"]["measured"])
+    # the trace's caps reached the agents: j1 at a trained throttled, as the power profile says
+    p = pd.read_parquet(out / "static" / "power.parquet")
+    at_a = p[p["site"] == "a"]
+    assert len(at_a) > 0 and (at_a["backend"] == "emulated-throttle").all()
+    assert (at_a["cap_w"] < 450).all() and (at_a["throughput_frac_model"] < 0.7).all()
+    assert (at_a["throughput_frac_enforced"] - at_a["throughput_frac_model"]).abs().max() < 1e-6
+    assert set(at_a["throttle"]) <= {"cgroup-v1", "cgroup-v2", "duty-cycle"} and at_a["throttle"].iloc[0]

@@ -25,7 +25,7 @@ from testbed.netem.naming import new_run_id
 from testbed.netem.nsexec import socket_factory
 from testbed.netem.plan import LinkInput, plan_fabric, unreachable
 from testbed.spec.topology import link_latency_ms
-from testbed.substrate.base import MigrationOrder, MigrationOutcome, Substrate
+from testbed.substrate.base import CapReport, JobCap, MigrationOrder, MigrationOutcome, Substrate
 from testbed.substrate.netns.clock import EmulationClock
 from testbed.substrate.netns.replay import LinkReplayer, change_points
 from testbed.substrate.netns.scaling import CAPACITY_MBIT_DIRECT, CAPACITY_MBIT_RELAY, Scaling, choose_scaling
@@ -64,6 +64,7 @@ class EmulatedSubstrate(Substrate):
         self._servers: dict = {}
         self._agents = None
         self._job_site: dict[str, str] = {}
+        self._throttled: dict[str, tuple[str, float, CapReport]] = {}  # job -> (site, frac, last report)
         self._specs = {j.id: j for j in inputs.jobs}
         self.fabric: Fabric | None = None
         self.scaling: Scaling | None = None
@@ -169,7 +170,33 @@ class EmulatedSubstrate(Substrate):
         )
         self._job_site[job_id] = site
 
+    def apply_caps(self, t_s: float, caps: dict[str, JobCap]) -> dict[str, CapReport]:
+        """With agents and the emulated backend, each running job's training really slows to the
+        profile's throughput fraction at its cap (the agent's CPU throttle; see testbed.power.throttle).
+        Without agents (ballast) or with ``power.backend: nvml`` the cap is modelled here."""
+        if self._agents is None or self._in.scenario.power.backend != "emulated":
+            return super().apply_caps(t_s, caps)
+        from testbed.substrate.netns.agents import agent_job_id
+
+        out = {}
+        for job_id, cap in caps.items():
+            site = self._job_site.get(job_id, cap.site)
+            frac = min(1.0, max(1e-6, cap.throughput_frac))
+            prev = self._throttled.get(job_id)
+            if prev is not None and prev[0] == site and abs(prev[1] - frac) < 1e-9:
+                out[job_id] = prev[2]
+                continue
+            res = self._agents.client(site).call("set_throughput", job_id=agent_job_id(job_id), frac=frac,
+                                                 cap_w=cap.cap_w)
+            enforced = float(res.get("frac", frac))
+            rep = CapReport(cap.cap_w, enforced, "emulated-throttle",
+                            str(res.get("throttle", "")), None, str(res.get("throttle_reason", "")))
+            self._throttled[job_id] = (site, frac, rep)
+            out[job_id] = rep
+        return out
+
     def finish_job(self, job_id: str, t_s: float) -> None:
+        self._throttled.pop(job_id, None)
         if self._agents is None or job_id not in self._job_site:
             return
         from testbed.substrate.netns.agents import agent_job_id
@@ -323,8 +350,10 @@ class EmulatedSubstrate(Substrate):
                              "load_s (SHA-256 check + load at the destination agent)",
                              "downtime_s (pause-to-resume minus the phases above: control round trips)", "goodput"],
                 "modelled": {
-                    "job_progress": "node speed x power cap x time (GPU-hours); real training runs paced, for "
-                                    "real checkpoints, not for progress",
+                    "job_progress": "node speed x the profile's throughput at the cap x time (GPU-hours); real "
+                                    "training runs paced and, with power.backend emulated, throttled to that same "
+                                    "throughput fraction (power.parquet: throttle), for real checkpoints and a real "
+                                    "slowdown, not for progress",
                     "energy": "node power profile x time; renewable share from the true renewable trace",
                 },
             }
