@@ -316,6 +316,7 @@ class Assessment:
     p_window_ok: float | None  # P(W_true >= total / alpha), with a risk budget only
     risk_window_s: float | None  # the (1 - epsilon)-quantile of the true window
     corrections: list[str]
+    risk_total_s: float | None = None  # total at the bandwidth's risk quantile (bandwidth noise only)
 
     def to_dict(self) -> dict:
         """JSON-ready dict, keys in field order."""
@@ -331,26 +332,44 @@ def assess(
     epsilon: float | None = None,
     window_noise_frac: float = 0.0,
     window_bias_frac: float = 0.0,
+    bandwidth_noise_frac: float = 0.0,
 ) -> Assessment:
     """Assess one migration.
 
     Without ``epsilon``: deterministic Eq. 1 (``total < alpha * window``).  With ``epsilon``: Eq. 1
     against the risk-adjusted window, ``total < alpha * risk_adjusted_window_s(...)``, which is
     ``P(W_true >= total / alpha) >= 1 - epsilon`` up to the (measure-zero) boundary and reduces to
-    the deterministic rule exactly when noise and bias are 0.  Classes use the same budget."""
+    the deterministic rule exactly when noise and bias are 0.  Classes use the same budget.
+
+    ``bandwidth_noise_frac`` (with ``epsilon``): the bandwidth is uncertain too, log-normal with
+    that sigma around the forecast. The budget is then split by the union bound: the window at its
+    ``(1 - epsilon/2)`` quantile and the transfer at the bandwidth's ``epsilon/2`` quantile
+    (``B * exp(-sigma_b * z_{1-epsilon/2})``), so both hold together with probability
+    >= 1 - epsilon. ``transfer_s`` / ``total_s`` stay the point predictions (what Eq. 1 says);
+    the verdict ``feasible`` uses the risk-adjusted total, and ``risk_total_s`` records it."""
     _require(_finite(window_s) and window_s >= 0, "window_s", "must be >= 0")  # 0: no window open
-    risk_window_s = p_window_ok = None
+    _require(_finite(bandwidth_noise_frac) and bandwidth_noise_frac >= 0, "bandwidth_noise_frac", "must be >= 0")
+    risk_window_s = p_window_ok = risk_total = None
     effective_window_s = window_s
+    eps_window = epsilon
+    if epsilon is not None and bandwidth_noise_frac > 0:
+        eps_window = epsilon / 2.0
     if epsilon is not None:
-        risk_window_s = risk_adjusted_window_s(window_s, window_noise_frac, epsilon, window_bias_frac)
+        risk_window_s = risk_adjusted_window_s(window_s, window_noise_frac, eps_window, window_bias_frac)
         effective_window_s = risk_window_s
-    elif window_noise_frac != 0 or window_bias_frac != 0:
-        raise ValueError("epsilon: required when window_noise_frac or window_bias_frac is set")
+    elif window_noise_frac != 0 or window_bias_frac != 0 or bandwidth_noise_frac != 0:
+        raise ValueError("epsilon: required when window_noise_frac, window_bias_frac or bandwidth_noise_frac is set")
     transfer = transfer_time_s(size_gb, bandwidth_gbps, params.corrections)
     total = transfer + params.t_load_s + params.t_downtime_s
     limit = budget_s(effective_window_s, params.alpha)
+    verdict_total = total
+    if epsilon is not None and bandwidth_noise_frac > 0:
+        z = _STD_NORMAL.inv_cdf(1.0 - epsilon / 2.0)
+        risk_bw = bandwidth_gbps * math.exp(-bandwidth_noise_frac * z)
+        risk_total = transfer_time_s(size_gb, risk_bw, params.corrections) + params.t_load_s + params.t_downtime_s
+        verdict_total = risk_total
     if epsilon is not None:
-        p_window_ok = prob_window_at_least(total / params.alpha, window_s, window_noise_frac, window_bias_frac)
+        p_window_ok = prob_window_at_least(verdict_total / params.alpha, window_s, window_noise_frac, window_bias_frac)
     e_cost = energy_cost_kwh(params.p_sys_kw, transfer)
     return Assessment(
         size_gb=float(size_gb),
@@ -362,8 +381,8 @@ def assess(
         downtime_s=params.t_downtime_s,
         total_s=total,
         budget_s=limit,
-        margin_s=limit - total,
-        feasible=total < limit,
+        margin_s=limit - verdict_total,
+        feasible=verdict_total < limit,
         feasibility_class=feasibility_class(size_gb, bandwidth_gbps, effective_window_s, params),
         paper_class=paper_class(transfer),
         e_cost_kwh=e_cost,
@@ -372,4 +391,5 @@ def assess(
         p_window_ok=p_window_ok,
         risk_window_s=risk_window_s,
         corrections=params.corrections.names(),
+        risk_total_s=risk_total,
     )

@@ -26,12 +26,14 @@ def predict(
     *,
     epsilon: float | None = None,
     noise_frac: float = 0.0,
+    bandwidth_noise_frac: float = 0.0,
 ) -> Prediction:
     """Deterministic Eq. 1 always; with ``epsilon`` also the risk-budget verdict."""
     a = assess(size_gb, bandwidth_gbps, window_s, params)
     risk = p_ok = None
     if epsilon is not None:
-        r = assess(size_gb, bandwidth_gbps, window_s, params, epsilon=epsilon, window_noise_frac=noise_frac)
+        r = assess(size_gb, bandwidth_gbps, window_s, params, epsilon=epsilon, window_noise_frac=noise_frac,
+                   bandwidth_noise_frac=bandwidth_noise_frac)
         risk, p_ok = r.feasible, r.p_window_ok
     return Prediction(
         bandwidth_gbps=bandwidth_gbps, window_s=window_s, transfer_s=a.transfer_s, load_s=a.load_s,

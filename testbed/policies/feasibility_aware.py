@@ -4,7 +4,8 @@ For every job running on grid power, each destination that has a free node and r
 surplus is a candidate. The hard filter keeps candidates that satisfy
   - Eq. 1 on the forecasts: T_transfer + T_load + T_downtime < alpha * T_window (forecast), or,
     with ``epsilon``, P(true window >= total / alpha) >= 1 - epsilon under the forecast-error
-    model (``assumed_window_noise_pct``, default the scenario's forecast noise);
+    model (``assumed_window_noise_pct``, default the scenario's forecast noise) and, with
+    ``assumed_bandwidth_noise_pct``, a log-normal bandwidth error too (union bound: epsilon/2 each);
   - Eq. 2: the migration's energy breaks even before the window or the job ends.
 Survivors are ranked by ``U(d) = gamma * R(d) - beta * L(d)`` with
   - ``R(d) = min(1, renewable_kw(d) / (load_kw(d) + P_node(d)))``: renewable availability, the
@@ -70,7 +71,8 @@ class FeasibilityAwarePolicy(Policy):
             if window_s <= 0:
                 continue
             params = params_from(self.spec, rtt_ms=view.rtt_ms(src, dst), p_sys_kw=p_sys, p_node_kw=view.p_active_kw(dst))
-            pred = predict(job.checkpoint_gb, bw, window_s, params, epsilon=self.spec.epsilon, noise_frac=self.noise_frac)
+            pred = predict(job.checkpoint_gb, bw, window_s, params, epsilon=self.spec.epsilon, noise_frac=self.noise_frac,
+                           bandwidth_noise_frac=self.spec.assumed_bandwidth_noise_pct / 100.0)
             remaining_s = job.work_left_gpu_h / view.speed(dst) * 3600.0
             time_ok = pred.risk_feasible if self.spec.epsilon is not None else pred.feasible
             energy_ok = pred.breakeven_min * 60.0 < min(window_s, remaining_s)

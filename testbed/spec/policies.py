@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal, Union
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from testbed.spec.topology import Strict
 
@@ -44,9 +44,21 @@ class FeasibilityAware(_Base, FeasibilityModel):
     assumed_window_noise_pct: float | None = Field(
         None, ge=0, description="Forecast spread the risk budget assumes (default: the scenario's window noise)."
     )
+    assumed_bandwidth_noise_pct: float = Field(
+        0.0, ge=0, le=200,
+        description="With epsilon: bandwidth uncertainty the risk budget hedges (log-normal sigma, %); the budget "
+        "is split between window and bandwidth by the union bound. 0 = the bandwidth forecast is trusted.",
+    )
     gamma: float = Field(1.0, ge=0, description="Weight of renewable availability R(d).")
     beta: float = Field(0.5, ge=0, description="Weight of delay L(d), hours.")
     min_gain: float = Field(0.05, ge=0, description="Utility gain over staying that a move must exceed.")
+
+
+    @model_validator(mode="after")
+    def _bandwidth_noise_needs_epsilon(self):
+        if self.assumed_bandwidth_noise_pct > 0 and self.epsilon is None:
+            raise ValueError("assumed_bandwidth_noise_pct: needs a risk budget (set epsilon)")
+        return self
 
 
 class NoFilter(FeasibilityAware):

@@ -91,7 +91,7 @@ class DegradationEvent(Strict):
     link: str = Field(description="Link key 'a-b' (either order), or '*' for every link.")
     start_h: float = Field(ge=0)
     duration_h: float = Field(gt=0)
-    degradation_pct: float = Field(gt=0, lt=100)
+    degradation_pct: float = Field(ge=0, lt=100, description="0 = no effect (lets sweeps include an undegraded level).")
 
 
 class BandwidthTraces(Strict):

@@ -350,3 +350,36 @@ def test_assessment_to_dict_is_json_ready():
                 "e_cost_kwh", "breakeven_min", "epsilon", "p_window_ok", "corrections"):
         assert key in d
     assert d["corrections"] == ["protocol_efficiency", "slow_start"]
+
+
+# -- the risk budget with an uncertain bandwidth (union bound) ------------------------------------
+def test_bandwidth_noise_makes_the_risk_verdict_more_conservative():
+    from testbed.feasibility import FeasibilityParams, assess
+
+    p = FeasibilityParams(alpha=0.1)
+    # 100 GB at 10 Gbit/s: 80 s + 10.7 s; a 1000 s window gives a 100 s budget
+    base = assess(100, 10, 1000, p, epsilon=0.1, window_noise_frac=0.0)
+    hedged = assess(100, 10, 1000, p, epsilon=0.1, window_noise_frac=0.0, bandwidth_noise_frac=0.3)
+    assert base.feasible and not hedged.feasible
+    assert hedged.transfer_s == base.transfer_s  # the point prediction is unchanged
+    z = 1.6448536269514722  # z_{0.95}: epsilon/2 = 0.05 for the bandwidth
+    import math
+
+    assert hedged.risk_total_s == pytest.approx(800 / (10 * math.exp(-0.3 * z)) + 10.7, rel=1e-9)
+    # zero bandwidth noise is exactly the old rule
+    same = assess(100, 10, 1000, p, epsilon=0.1, window_noise_frac=0.2, bandwidth_noise_frac=0.0)
+    old = assess(100, 10, 1000, p, epsilon=0.1, window_noise_frac=0.2)
+    assert same == old
+
+
+def test_bandwidth_noise_needs_a_risk_budget():
+    from testbed.errors import SpecError
+    from testbed.feasibility import assess
+    from testbed.spec import scenario_from_dict
+    from tests.conftest import small_scenario_dict
+
+    with pytest.raises(ValueError, match="epsilon"):
+        assess(10, 1, 1000, bandwidth_noise_frac=0.2)
+    d = small_scenario_dict(policies=[{"name": "feasibility_aware", "assumed_bandwidth_noise_pct": 20}])
+    with pytest.raises(SpecError, match="assumed_bandwidth_noise_pct: needs a risk budget"):
+        scenario_from_dict(d)
