@@ -97,3 +97,22 @@ def test_real_agents_under_the_controller(tmp_path, runtime):
     assert (at_a["cap_w"] < 450).all() and (at_a["throughput_frac_model"] < 0.7).all()
     assert (at_a["throughput_frac_enforced"] - at_a["throughput_frac_model"]).abs().max() < 1e-6
     assert set(at_a["throttle"]) <= {"cgroup-v1", "cgroup-v2", "duty-cycle"} and at_a["throttle"].iloc[0]
+
+
+def test_report_on_an_undegraded_1gbps_link_corrected_model_within_5pct(tmp_path):
+    """Issue 6's check: on an undegraded 1 Gbit/s emulated link the model with the protocol-efficiency
+    correction predicts the transfer within 5 %; the paper's plain 8S/B error is reported beside it."""
+    from testbed.analysis.report import build_report
+    from testbed.analysis.validation import find_runs, gather
+
+    out = tmp_path / "r"
+    assert main(["run", str(_scenario(tmp_path)), "--substrate", "netns", "--out", str(out), "--no-progress"]) == 0
+    m, _ = gather(find_runs(out))
+    done = m[m["status"] == "completed"]
+    assert len(done) == 1
+    assert abs(done["err_transfer_corrected"].iloc[0]) < 0.05
+    assert done["err_transfer_plain"].iloc[0] == pytest.approx(EFF - 1, abs=0.05)  # 8S/B is ~4.4 % too fast
+    report = build_report([out], tmp_path / "rep").read_text()
+    assert "median_abs_transfer_plain" in report and "netns" in report
+    for png in ("pred_vs_actual.png", "error_cdf.png", "confusion.png", "phase_diagram.png"):
+        assert (tmp_path / "rep" / png).stat().st_size > 10_000
