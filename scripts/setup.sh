@@ -9,9 +9,11 @@ run=1
 [ "${1:-}" = "--no-run" ] && run=0
 
 # System packages for network emulation (namespaces + tc, Mininet, iperf3) and the docker runtime
-# of node agents (a private dockerd, a registry-free base image from debootstrap). Installed only
-# when running as root with apt and only if something is missing; the simulator needs none of them.
-APT_PKGS="iproute2 iperf3 ethtool mininet bridge-utils iputils-ping docker.io debootstrap"
+# of node agents (a private dockerd, a registry-free base image from debootstrap); qemu and
+# e2fsprogs for `testbed vm test` (a netem/OVS-capable guest); vagrant so CI can check the
+# Vagrantfile (`vagrant validate`). Installed only when running as root with apt and only if
+# something is missing; the simulator needs none of them.
+APT_PKGS="iproute2 iperf3 ethtool mininet bridge-utils iputils-ping docker.io debootstrap qemu-system-x86 e2fsprogs vagrant"
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   missing=""
   for p in $APT_PKGS; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
@@ -36,7 +38,7 @@ fi
 echo "== installing testbed and its dependencies into .venv"
 .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip 2>&1 | grep -v "^WARNING: Location" || true
 .venv/bin/python -m pip install -q --disable-pip-version-check 'torch==2.13.0' 2>&1 | grep -v "^WARNING: Location" || true  # CPU build; pinned: a bare 'torch' pulls GBs of CUDA wheels
-.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev,mininet,train,gpu]' 2>&1 | grep -v "^WARNING: Location" || true
+.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev,mininet,train,gpu,sweep]' 2>&1 | grep -v "^WARNING: Location" || true
 .venv/bin/python -c "import testbed, pandas, pvlib, pydantic" || { echo "installation failed" >&2; exit 1; }
 
 if [ "$run" = 1 ]; then

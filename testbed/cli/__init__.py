@@ -10,7 +10,7 @@ from testbed import __version__
 from testbed.errors import SpecError, TestbedError
 
 # Sub-command modules, in the order ``testbed --help`` lists them.
-_COMMANDS = ("run", "validate", "schema", "feasibility", "net", "clean", "bench", "doctor")
+_COMMANDS = ("run", "sweep", "report", "validate", "schema", "feasibility", "net", "clean", "bench", "calibrate", "doctor", "vm")
 
 
 def build_parser() -> argparse.ArgumentParser:
