@@ -87,22 +87,15 @@ def sim_vs_emulation(sums: pd.DataFrame) -> pd.DataFrame:
                     continue
                 a = pd.to_numeric(sim.loc[idx, metric], errors="coerce").mean()
                 b = pd.to_numeric(emu.loc[idx, metric], errors="coerce").mean()
-                rows.append({"policy": label, "metric": metric, "sim": a, sub: b, "emulated": sub,
+                rows.append({"policy": label, "metric": metric, "substrate": sub, "sim": a, "emulated": b,
                              "diff": b - a, "diff %": 100.0 * (b - a) / a if a else np.nan, "pairs": len(idx)})
-    df = pd.DataFrame(rows)
-    if len(df):
-        df = df.drop(columns=[c for c in df.columns if c not in ("policy", "metric", "sim", "emulated", "diff",
-                                                                 "diff %", "pairs") and c in set(sums["substrate"])],
-                     errors="ignore")
-        df["emulated value"] = df["sim"] + df["diff"]
-        df = df[["policy", "metric", "emulated", "sim", "emulated value", "diff", "diff %", "pairs"]]
-    return df
+    return pd.DataFrame(rows)
 
 
 def calibrate_transfer(m: pd.DataFrame) -> dict | None:
-    """Fit ``actual_transfer = a x 8 S / B + b`` over completed emulated migrations whose link ran at
-    its nominal rate (no degradation): protocol efficiency = 1 / a, ramp = b (s). These values go
-    into the scenario's ``substrate:`` block to make the sim match the emulation."""
+    """Fit ``actual_transfer = a x 8 S / B + b`` over completed emulated migrations of runs without a
+    swept steady degradation (background variance and events stay in): protocol efficiency = 1 / a,
+    ramp = b (s). These values go into the scenario's ``substrate:`` block to make the sim match."""
     if not len(m):
         return None
     d = m[(m["substrate"] != "sim") & (m["status"] == "completed")]
@@ -198,7 +191,7 @@ def build_report(dirs: list[Path], out: Path, title: str | None = None) -> Path:
     cal = calibrate_transfer(m)
     if cal:
         lines += ["## Sim transfer model calibrated from emulation", "",
-                  f"Fit over {cal['n']} undegraded emulated migrations: actual = a x 8S/B + b gives protocol "
+                  f"Fit over {cal['n']} emulated migrations (runs without swept steady degradation): actual = a x 8S/B + b gives protocol "
                   f"efficiency {cal['protocol_efficiency']:.4f} (TCP/MTU 1500 reference {cal['reference_efficiency']:.4f}) "
                   f"and a ramp of {cal['ramp_s']:.1f} s (R² {cal['r2']:.3f}). To use it in sim runs:", "",
                   "```yaml", "substrate:", f"  protocol_efficiency: {min(1.0, cal['protocol_efficiency']):.4f}",

@@ -65,6 +65,7 @@ def test_sim_vs_emulation_pairs_runs_by_cell_seed_and_policy():
     d = sim_vs_emulation(sums).set_index("metric")
     assert d.loc["non_renewable_kwh", "diff %"] == pytest.approx(10.0)
     assert d.loc["non_renewable_kwh", "pairs"] == 1 and d.loc["mean_jct_h", "diff"] == 0
+    assert d.loc["non_renewable_kwh", "sim"] == 10.0 and d.loc["non_renewable_kwh", "emulated"] == 11.0
 
 
 def test_transfer_calibration_recovers_efficiency_and_ramp():
