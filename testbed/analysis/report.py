@@ -165,8 +165,10 @@ def build_report(dirs: list[Path], out: Path, title: str | None = None) -> Path:
         for p in numeric:
             name = p.removeprefix("param:").replace("[", "_").replace("]", "").replace(".", "_")
             f = out / f"by_level_{name}.png"
+            others = [q for q in params if q != p and q not in numeric]
             v.by_level_plot(sums.assign(**{p: pd.to_numeric(sums[p])}), p, f,
-                            f"Non-renewable energy and mean JCT vs {p.removeprefix('param:')} (mean, 95 % CI)")
+                            f"Change vs static at each {p.removeprefix('param:')} (paired per seed; mean, 95 % CI)",
+                            split=others[0] if others else None)
             lines += [f"![by level]({f.name})", ""]
 
     if len(m):

@@ -230,23 +230,42 @@ def confusion_plot(conf: pd.DataFrame, path: Path, title: str, label_col: str | 
     return path
 
 
-def by_level_plot(sums: pd.DataFrame, param: str, path: Path, title: str) -> Path:
-    """Non-renewable energy and mean JCT per policy against a swept parameter (mean and 95 % CI)."""
+def by_level_plot(sums: pd.DataFrame, param: str, path: Path, title: str, split: str | None = None) -> Path:
+    """Non-renewable energy and mean JCT per policy against a swept parameter, as the change vs
+    ``static`` in the same run (paired per seed, so the workload's seed-to-seed spread cancels):
+    mean and 95 % CI over seeds. ``split`` (e.g. the variant column) gets one line style per value."""
     from scipy import stats
 
-    fig = Figure(figsize=(12, 4.6), layout="constrained")
+    fig = Figure(figsize=(12, 4.8), layout="constrained")
     axes = fig.subplots(1, 2)
-    for ax, metric, lab in ((axes[0], "non_renewable_kwh", "non-renewable energy (kWh)"),
-                            (axes[1], "mean_jct_h", "mean JCT (h)")):
-        for label, g in sums.groupby("label", sort=True):
-            agg = g.groupby(param, sort=True)[metric].agg(["mean", "std", "count"])
-            half = [stats.t.ppf(0.975, c - 1) * s / np.sqrt(c) if c > 1 and np.isfinite(s) else 0.0
-                    for s, c in zip(agg["std"], agg["count"])]
-            ax.errorbar(agg.index.astype(float), agg["mean"], yerr=half, marker="o", capsize=3, label=label)
+    ref = sums[sums["policy"] == "static"] if "policy" in sums else sums.iloc[0:0]
+    styles = ["-", "--", ":", "-."]
+    splits = sorted(sums[split].dropna().unique(), key=str) if split and split in sums else [None]
+    colours = {lb: f"C{i}" for i, lb in enumerate(sorted(set(sums["label"])))}
+    for ax, metric, lab in ((axes[0], "non_renewable_kwh", "non-renewable energy vs static (%)"),
+                            (axes[1], "mean_jct_h", "mean JCT vs static (%)")):
+        if not len(ref):
+            ax.text(0.5, 0.5, "no static policy to compare with", ha="center", transform=ax.transAxes)
+            continue
+        base = ref.set_index("run")[metric]
+        for si, sv in enumerate(splits):
+            part = sums if sv is None else sums[sums[split] == sv]
+            for label, g in part.groupby("label", sort=True):
+                if (g["policy"] == "static").all():
+                    continue
+                rel = 100.0 * (g[metric].to_numpy(float) / base.reindex(g["run"]).to_numpy(float) - 1.0)
+                d = pd.DataFrame({"x": g[param].to_numpy(), "y": rel}).dropna()
+                agg = d.groupby("x", sort=True)["y"].agg(["mean", "std", "count"])
+                half = [stats.t.ppf(0.975, c - 1) * sd / np.sqrt(c) if c > 1 and np.isfinite(sd) else 0.0
+                        for sd, c in zip(agg["std"], agg["count"])]
+                ax.errorbar(agg.index.astype(float), agg["mean"], yerr=half, marker="o", capsize=3,
+                            ls=styles[si % len(styles)], color=colours[label],
+                            label=label if sv is None else f"{label} ({sv})")
+        ax.axhline(0, color="black", lw=0.8)
         ax.set_xlabel(param.removeprefix("param:"))
         ax.set_ylabel(lab)
         ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=8)
+    axes[0].legend(fontsize=7, ncols=2)
     fig.suptitle(title)
     fig.savefig(path, dpi=110)
     return path
