@@ -35,5 +35,7 @@ def test_vagrantfile_provisions_like_the_readme(root):
         assert step in text
     reproduce = root / "scripts" / "reproduce.sh"
     assert os.access(reproduce, os.X_OK)
-    assert "scenarios/paper-migration-5node-7day.yaml" in reproduce.read_text()
+    assert "scripts/reference.sh" in reproduce.read_text()
+    reference = (root / "scripts" / "reference.sh").read_text()
+    assert "scenarios/paper-migration-5node-7day.yaml" in reference and "testbed report" in reference.replace("$TB", "testbed")
     assert "sudo bash /vagrant/scripts/reproduce.sh" in (root / "README.md").read_text()
