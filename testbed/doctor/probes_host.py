@@ -14,6 +14,7 @@ import sys
 import warnings
 from pathlib import Path
 
+from testbed.power.cgroups import cgroup_mounts  # noqa: F401 (doctor/__init__ uses it from here)
 from testbed.doctor import scratch
 from testbed.doctor.context import ProbeContext, ProbeSpec, Result, registrar, tool_probe, which
 
@@ -63,21 +64,6 @@ SPECS.append(ProbeSpec(
 
 
 # -- CPU quota cgroups ---------------------------------------------------------------------------
-
-def cgroup_mounts(mounts: Path = Path("/proc/self/mounts")) -> dict[str, Path]:
-    """{"v1_cpu": mount point of the v1 hierarchy with the cpu controller, "v2": the cgroup2 mount}."""
-    found: dict[str, Path] = {}
-    for line in mounts.read_text().splitlines():
-        fields = line.split()
-        if len(fields) < 4:
-            continue
-        point, fstype, options = Path(fields[1]), fields[2], fields[3].split(",")
-        if fstype == "cgroup" and "cpu" in options:
-            found.setdefault("v1_cpu", point)
-        elif fstype == "cgroup2":
-            found.setdefault("v2", point)
-    return found
-
 
 def _v1_hint(ctx: ProbeContext) -> str:
     point = cgroup_mounts().get("v1_cpu")

@@ -18,13 +18,7 @@ from testbed.power.calibrate import (  # noqa: E402
 from testbed.power.device import PowerLimits  # noqa: E402
 from testbed.power.profile import load_profile  # noqa: E402
 
-FUNCS = [
-    "nvmlInit", "nvmlShutdown", "nvmlDeviceGetCount", "nvmlDeviceGetHandleByIndex",
-    "nvmlDeviceGetPowerManagementLimitConstraints", "nvmlDeviceGetPowerManagementDefaultLimit",
-    "nvmlDeviceGetPowerManagementLimit", "nvmlDeviceSetPowerManagementLimit",
-    "nvmlDeviceGetEnforcedPowerLimit", "nvmlDeviceGetPowerUsage",
-    "nvmlDeviceGetTotalEnergyConsumption",
-]
+from tests.unit.nvml_support import NVML_FUNCS as FUNCS  # noqa: E402
 
 
 class Gpu:

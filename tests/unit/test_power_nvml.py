@@ -16,13 +16,7 @@ from testbed.power import (  # noqa: E402
 from testbed.power import nvml as nvml_backend  # noqa: E402
 from testbed.power.nvml import NvmlDevice, NvmlNode, nvml_available  # noqa: E402
 
-FUNCS = [
-    "nvmlInit", "nvmlShutdown", "nvmlDeviceGetCount", "nvmlDeviceGetHandleByIndex",
-    "nvmlDeviceGetPowerManagementLimitConstraints", "nvmlDeviceGetPowerManagementDefaultLimit",
-    "nvmlDeviceGetPowerManagementLimit", "nvmlDeviceSetPowerManagementLimit",
-    "nvmlDeviceGetEnforcedPowerLimit", "nvmlDeviceGetPowerUsage",
-    "nvmlDeviceGetTotalEnergyConsumption",
-]
+from tests.unit.nvml_support import NVML_FUNCS as FUNCS  # noqa: E402
 
 
 class Gpu:
