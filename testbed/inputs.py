@@ -12,7 +12,7 @@ from pathlib import Path
 from testbed.seeding import derive_seed
 from testbed.spec.scenario import Scenario
 from testbed.spec.topology import link_latency_ms
-from testbed.spec.trace_sources import Caiso, CsvSeries, CurtailmentWindows, GooglePower, Solar
+from testbed.spec.trace_sources import Caiso, CsvSeries, CurtailmentWindows, GooglePower, GoogleSynthetic, Solar
 from testbed.traces import (
     DegradationEvent,
     Trace,
@@ -82,6 +82,16 @@ def _renewable(sc: Scenario, seed: int, site_name: str) -> Trace:
             start_offset_s=src.start_offset_h * 3600.0, duration_s=sc.duration_s, step_s=step, mode=src.mode,
             name=name,
         )
+    if isinstance(src, GoogleSynthetic):
+        from testbed.traces.google_synthetic import google_like_power
+
+        cap = src.capacity_kw or src.capacity_per_active * site.nodes * sc.node_type_of(site_name).p_active_kw
+        return google_like_power(
+            duration_s=horizon, seed=_sub_seed(src.seed, seed, "google_synthetic", site_name), capacity_kw=cap,
+            local_offset_h=site.local_offset_h, start_hour_utc=sc.start.hour + sc.start.minute / 60.0,
+            mean_util=src.mean_util, diurnal_amp=src.diurnal_amp, peak_h=src.peak_h, noise_sd=src.noise_sd,
+            corr_h=src.corr_h, mode=src.mode, name=name,
+        )
     if isinstance(src, CsvSeries):
         return load_csv(
             Path(src.file), unit=src.unit, start=sc.start, time_column=src.time_column,
@@ -139,4 +149,5 @@ def build_inputs(sc: Scenario, seed: int | None = None) -> Inputs:
         bias_frac=fc.bandwidth_error.bias_pct / 100.0, noise_frac=fc.bandwidth_error.noise_pct / 100.0,
         seed=_sub_seed(fc.bandwidth_error.seed, seed, "forecast-bandwidth"), step_s=sc.step_s,
     )
-    return Inputs(sc, seed, renewable, bw_truth, latency, generate_jobs(sc), windows, bandwidth)
+    return Inputs(sc, seed, renewable, bw_truth, latency, generate_jobs(sc) if sc.workloads is not None else [], windows,
+                  bandwidth)

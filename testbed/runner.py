@@ -108,6 +108,11 @@ def run_scenario(loaded: LoadedScenario, *, out_dir: Path | None = None, substra
     if substrate not in SUBSTRATES:
         raise SpecError([("--substrate", f"unknown substrate {substrate!r} (known: auto, {', '.join(SUBSTRATES)})")])
     print(f"substrate: {substrate} ({why})", file=sys.stderr)
+    if sc.federated is not None:  # the PowerTrip study: site selection for FedAvg (testbed/federated/)
+        from testbed.federated.run import run_federated
+
+        return run_federated(loaded, out_dir=out_dir, substrate=substrate, seed=seed, progress=progress,
+                             force=force, argv=argv, plots=plots)
     _check_power_backend(sc, substrate)
     inputs = build_inputs(sc, seed)
     out_dir = out_dir or default_out_dir(sc.name, inputs.seed)

@@ -16,11 +16,12 @@ from pydantic import ValidationError
 
 from testbed.errors import SpecError
 from testbed.spec.errors_format import problems_from
+from testbed.spec.federated_checks import federated_problems
 from testbed.spec.policies import POLICY_NAMES
 from testbed.spec.scenario import Scenario
 from testbed.spec.topology import Topology
 
-_TAGS = frozenset(POLICY_NAMES) | frozenset({"curtailment_windows", "solar", "caiso", "google", "csv"})
+_TAGS = frozenset(POLICY_NAMES) | frozenset({"curtailment_windows", "solar", "caiso", "google", "google_synthetic", "csv"})
 
 
 @dataclass(frozen=True)
@@ -133,12 +134,14 @@ def _cross_checks(sc: Scenario, base_dir: Path) -> tuple[list[tuple[str, str]], 
             problems.append((f"traces.bandwidth.events[{i}].link", f"unknown link {ev.link!r}"))
         if ev.start_h >= sc.duration_h:
             problems.append((f"traces.bandwidth.events[{i}].start_h", f"starts after the run ends ({sc.duration_h} h)"))
-    for i, job in enumerate(sc.workloads.jobs):
+    jobs = sc.workloads.jobs if sc.workloads is not None else []
+    problems += federated_problems(sc)
+    for i, job in enumerate(jobs):
         if job.origin is not None and job.origin not in site_set:
             problems.append((f"workloads.jobs[{i}].origin", f"unknown site {job.origin!r}"))
         if job.arrival_h >= sc.duration_h:
             problems.append((f"workloads.jobs[{i}].arrival_h", f"arrives after the run ends ({sc.duration_h} h)"))
-    ids = [j.id for j in sc.workloads.jobs if j.id is not None]
+    ids = [j.id for j in jobs if j.id is not None]
     for dup in sorted({x for x in ids if ids.count(x) > 1}):
         problems.append(("workloads.jobs", f"duplicate job id {dup!r}"))
     resolved: dict[str, Any] = {}

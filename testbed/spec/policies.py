@@ -6,6 +6,7 @@ from typing import Annotated, Literal, Union
 
 from pydantic import Field, model_validator
 
+from testbed.spec.federated import FL_POLICY_NAMES, Centralized, FixedRadius, PowerTrip, RandomK, StaticK
 from testbed.spec.topology import Strict
 
 Correction = Literal["protocol_efficiency", "slow_start"]
@@ -67,9 +68,11 @@ class NoFilter(FeasibilityAware):
     name: Literal["no_filter"]  # type: ignore[assignment]
 
 
-PolicySpec = Annotated[Union[Static, EnergyOnly, FeasibilityAware, NoFilter], Field(discriminator="name")]
-POLICY_NAMES = ("static", "energy_only", "feasibility_aware", "no_filter")
+PolicySpec = Annotated[Union[Static, EnergyOnly, FeasibilityAware, NoFilter,
+                             RandomK, StaticK, FixedRadius, Centralized, PowerTrip], Field(discriminator="name")]
+MIGRATION_POLICY_NAMES = ("static", "energy_only", "feasibility_aware", "no_filter")
+POLICY_NAMES = MIGRATION_POLICY_NAMES + FL_POLICY_NAMES  # the second group: federated scenarios (PowerTrip study)
 
 
-def policy_label(p: Static | EnergyOnly | FeasibilityAware | NoFilter) -> str:
+def policy_label(p) -> str:
     return p.label or p.name

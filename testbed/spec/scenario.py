@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from testbed.spec.federated import Federated
 from testbed.spec.policies import FeasibilityModel, PolicySpec, policy_label
 from testbed.spec.topology import BUILTIN_NODE_TYPES, Link, NodeType, Site, Strict
 from testbed.spec.trace_sources import Traces
@@ -72,7 +73,8 @@ class Scenario(Strict):
     sites: list[Site] = Field(default_factory=list)
     links: list[Link] = Field(default_factory=list)
     traces: Traces
-    workloads: Workloads
+    workloads: Workloads | None = Field(None, description="Jobs (migration study); absent in a federated scenario.")
+    federated: Federated | None = Field(None, description="Synchronous FedAvg site selection (PowerTrip study).")
     power: Power = Power()
     feasibility: FeasibilityModel = FeasibilityModel()
     policies: list[PolicySpec] = Field(min_length=1)
@@ -92,6 +94,12 @@ class Scenario(Strict):
         if isinstance(v, list):
             return [{"name": p} if isinstance(p, str) else p for p in v]
         return v
+
+    @model_validator(mode="after")
+    def _one_study(self) -> "Scenario":
+        if (self.workloads is None) == (self.federated is None):
+            raise ValueError("give either 'workloads' (migration study) or 'federated' (site selection), not both or neither")
+        return self
 
     @model_validator(mode="after")
     def _unique_labels(self) -> "Scenario":

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal, Union
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from testbed.spec.topology import Strict
 
@@ -64,6 +64,31 @@ class GooglePower(Strict):
     start_offset_h: float = Field(0.0, ge=0)
 
 
+class GoogleSynthetic(Strict):
+    """Seeded synthetic Google-2019-like PDU utilisation per site (testbed/traces/google_synthetic.py)."""
+
+    kind: Literal["google_synthetic"]
+    capacity_kw: float | None = Field(None, gt=0, description="Site power capacity (kW); or capacity_per_active.")
+    capacity_per_active: float | None = Field(
+        None, gt=0, description="Site capacity as a multiple of its nodes' full active power (nodes x p_active_kw).")
+    mode: Literal["available", "utilisation"] = "available"
+    mean_util: tuple[float, float] = Field((0.45, 0.75), description="Range of the per-site mean utilisation.")
+    diurnal_amp: float = Field(0.05, ge=0, le=0.5)
+    peak_h: float = Field(15.0, ge=0, lt=24, description="Local hour of the utilisation peak.")
+    noise_sd: float = Field(0.04, ge=0, le=0.5)
+    corr_h: float = Field(2.0, gt=0)
+    seed: int | None = None
+
+    @model_validator(mode="after")
+    def _one_capacity(self) -> "GoogleSynthetic":
+        if (self.capacity_kw is None) == (self.capacity_per_active is None):
+            raise ValueError("give exactly one of capacity_kw and capacity_per_active")
+        lo, hi = self.mean_util
+        if not 0 <= lo <= hi <= 1:
+            raise ValueError("mean_util must satisfy 0 <= low <= high <= 1")
+        return self
+
+
 class CsvSeries(Strict):
     """Plain ``timestamp,value`` CSV (seconds from scenario start, or ISO-8601 datetimes)."""
 
@@ -76,7 +101,7 @@ class CsvSeries(Strict):
 
 
 RenewableSource = Annotated[
-    Union[CurtailmentWindows, Solar, Caiso, GooglePower, CsvSeries], Field(discriminator="kind")
+    Union[CurtailmentWindows, Solar, Caiso, GooglePower, GoogleSynthetic, CsvSeries], Field(discriminator="kind")
 ]
 
 

@@ -1,0 +1,203 @@
+"""The round loop of the PowerTrip study: one policy, one run, scenario time advanced by each
+round's time.
+
+Per round ``r`` starting at scenario time ``t``:
+
+1. each participant's available power is read from its trace at ``t`` (plus the grid top-up) and
+   turned into an effective capacity (:mod:`testbed.federated.capacity`); its link to the aggregator
+   gives latency and the bandwidth at ``t``: the predicted compute / down / up times;
+2. the policy selects sites from that view;
+3. the selected sites really train (FedAvg, :mod:`testbed.federated.fedavg`) and the test accuracy
+   is measured;
+4. the exchange gives each selected site's down/up times: modelled (sim) or measured over shaped
+   links (netns, :mod:`testbed.federated.emulated`);
+5. round time = the model's (straggler or pooled) over the compute and exchange times; ``t``
+   advances by it. Both models' times are recorded for every round.
+
+A round with no usable site waits one trace step. The run stops at ``max_rounds``, at
+``max_hours``, or ``rounds_after_target`` rounds after the target accuracy.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from testbed.federated import fedavg
+from testbed.federated.capacity import SiteCapacity, site_capacity
+from testbed.federated.data import Shards
+from testbed.federated.policies.base import Selection, SelectionPolicy
+from testbed.federated.roundtime import RoundTimeModel, SiteTime, transfer_s
+from testbed.federated.view import PastRound, RoundView, SiteView
+from testbed.inputs import Inputs
+from testbed.power.node_model import NodePower
+from testbed.seeding import derive_seed
+from testbed.spec.geo import great_circle_km
+
+KM_PER_MILE = 1.609344
+
+
+@dataclass
+class FlRecord:
+    rounds: list[dict] = field(default_factory=list)
+    sites: list[dict] = field(default_factory=list)
+
+
+class ModelledExchange:
+    """The sim: exchange times are the link model's (latency + size / bandwidth at the round start)."""
+
+    measured = False
+
+    def exchange(self, round_: int, t_s: float, predicted: dict[str, SiteTime], payloads: dict[str, bytes],
+                 update_bytes: int) -> dict[str, tuple[float, float]]:
+        return {s: (p.down_s, p.up_s) for s, p in predicted.items()}
+
+
+class FederatedController:
+    def __init__(self, inputs: Inputs, shards: Shards, policy: SelectionPolicy, *, round_time: str,
+                 exchange=None, participants: list[str]):
+        self.inp = inputs
+        self.sc = inputs.scenario
+        self.fl = self.sc.federated
+        self.shards = shards
+        self.policy = policy
+        self.exchange = exchange or ModelledExchange()
+        self.parts = participants
+        self.agg = self.fl.aggregator
+        c = self.fl.compute
+        self.model_t = RoundTimeModel(round_time, self.fl.training.local_epochs, c.data_scale, c.samples_per_s,
+                                      shards.data.n_train)
+        agg = self.sc.site(self.agg)
+        self.nodes = {s.name: NodePower.of(self.sc.node_type_of(s.name), s.name) for s in self.sc.sites}
+        self.miles = {p: great_circle_km(agg.lat_deg, agg.lon_deg, self.sc.site(p).lat_deg, self.sc.site(p).lon_deg)
+                      / KM_PER_MILE for p in participants}
+        self.rng = np.random.default_rng(derive_seed(inputs.seed, "fl-policy", policy.label))
+        t = self.fl.training
+        self.net = fedavg.make_model(t.model, hidden=t.hidden, n_classes=shards.data.n_classes, seed=inputs.seed)
+        self.state = fedavg.clone_state(self.net)
+        payload = fedavg.serialize(self.state)
+        self.payload = payload
+        self._payloads: dict[str, bytes] = {}
+        self._actual: list[SiteTime] = []
+        self.update_bytes = int(self.fl.update_gb * 1e9) if self.fl.update_gb else len(payload)
+
+    # -- per round inputs ---------------------------------------------------------------------------
+    def capacity(self, site: str, t_s: float, nodes: int | None = None) -> SiteCapacity:
+        nodes = nodes or self.sc.site(site).nodes
+        return site_capacity(site, self.nodes[site], nodes, available_kw=self.inp.renewable_kw[site].at(t_s),
+                             grid_topup_kw=self.fl.grid_topup_kw, p_sys_kw=self.sc.power.p_sys_kw)
+
+    def site_view(self, site: str, t_s: float) -> tuple[SiteView, SiteCapacity]:
+        cap = self.capacity(site, t_s)
+        lat = self.inp.latency_ms[(site, self.agg)]
+        down = transfer_s(self.update_bytes, self.inp.bandwidth_gbps[(self.agg, site)].at(t_s), lat)
+        up = transfer_s(self.update_bytes, self.inp.bandwidth_gbps[(site, self.agg)].at(t_s), lat)
+        n = self.shards.n(site)
+        st = SiteTime(site, n, cap.capacity, self.model_t.site_compute_s(n, cap.capacity), down, up)
+        return SiteView(site, n, self.miles[site], cap.budget_kw, cap.power_kw, cap.capacity, lat, st), cap
+
+    # -- the loop ---------------------------------------------------------------------------------
+    def run(self) -> FlRecord:
+        rec = FlRecord()
+        fl = self.fl
+        x_test, y_test = self.shards.data.x_test, self.shards.data.y_test
+        acc = fedavg.accuracy(self.net, self.state, x_test, y_test)
+        t, history, after_target = 0.0, [], None
+        max_s = fl.max_hours * 3600.0
+        for r in range(1, fl.max_rounds + 1):
+            if t >= max_s or (after_target is not None and after_target >= fl.rounds_after_target):
+                break
+            views, caps = {}, {}
+            for p in self.parts:
+                views[p], caps[p] = self.site_view(p, t)
+            view = RoundView(r, t, acc, views, self.agg, self.update_bytes / 1e9, self.model_t, list(history), self.rng)
+            sel = self.policy.select(view)
+            central_nodes = getattr(self.policy, "nodes", None)
+            if sel.centralized and not self.capacity(sel.centralized, t, central_nodes).usable:
+                sel = Selection([], note=f"{sel.centralized}: no power for one node")
+            if not sel.centralized and not sel.sites:  # nothing can train: wait one trace step
+                rec.rounds.append(self._row(r, t, self.sc.step_s, sel, acc, acc, {}, 0.0))
+                t += self.sc.step_s
+                continue
+            w0 = time.perf_counter()
+            self._payloads = {"__global__": self.payload}
+            if sel.centralized:
+                round_s, site_rows = self._centralized(r, t, sel.centralized)
+            else:
+                self._fedavg(r, sel.sites)
+            acc_after = fedavg.accuracy(self.net, self.state, x_test, y_test)
+            wall = time.perf_counter() - w0
+            if not sel.centralized:
+                round_s, site_rows = self._times(r, t, sel.sites, views, caps)
+            rec.sites += site_rows
+            row = self._row(r, t, round_s, sel, acc, acc_after, {s["site"]: s for s in site_rows}, wall)
+            rec.rounds.append(row)
+            self.policy.observe(view, sel, acc, acc_after)
+            history.append(PastRound(r, sel.k, acc_after, acc_after - acc))
+            acc, t = acc_after, t + round_s
+            if after_target is not None:
+                after_target += 1
+            elif acc >= fl.target_accuracy:
+                after_target = 0
+        return rec
+
+    def _fedavg(self, r: int, sites: list[str]) -> None:
+        tr = self.fl.training
+        states, weights = [], []
+        for s in sites:
+            states.append(fedavg.local_train(self.net, self.state, self.shards.x(s), self.shards.y(s),
+                                             epochs=tr.local_epochs, batch_size=tr.batch_size, lr=tr.lr,
+                                             momentum=tr.momentum, seed=fedavg.round_seed(self.inp.seed, r, s)))
+            weights.append(self.shards.n(s))
+            if self.exchange.measured:  # the update bytes that really cross the link
+                self._payloads[s] = fedavg.serialize(states[-1])
+        self.state = fedavg.average(states, weights)
+        self.payload = fedavg.serialize(self.state)
+
+    def _centralized(self, r: int, t: float, site: str):
+        tr, d = self.fl.training, self.shards.data
+        self.state = fedavg.local_train(self.net, self.state, d.x_train, d.y_train, epochs=tr.local_epochs,
+                                        batch_size=tr.batch_size, lr=tr.lr, momentum=tr.momentum,
+                                        seed=fedavg.round_seed(self.inp.seed, r, site))
+        cap = self.capacity(site, t, getattr(self.policy, "nodes", None))
+        comp = self.model_t.centralized_s(cap.capacity)
+        row = {"round": r, "site": site, "n_samples": d.n_train, "available_kw": cap.budget_kw,
+               "effective_kw": cap.power_kw, "capacity": cap.capacity, "n_active": cap.n_active, "cap_w": cap.cap_w,
+               "compute_s": comp, "down_s": 0.0, "up_s": 0.0, "down_pred_s": 0.0, "up_pred_s": 0.0,
+               "comm_measured": False}
+        return comp, [row]
+
+    def _times(self, r, t, sites, views, caps):
+        predicted = {s: views[s].time for s in sites}
+        got = self.exchange.exchange(r, t, predicted, self._payloads, self.update_bytes)
+        actual = [SiteTime(s, p.n_samples, p.capacity, p.compute_s, *got[s]) for s, p in predicted.items()]
+        rows = []
+        for st in actual:
+            c, p = caps[st.site], predicted[st.site]
+            rows.append({"round": r, "site": st.site, "n_samples": st.n_samples, "available_kw": c.budget_kw,
+                         "effective_kw": c.power_kw, "capacity": c.capacity, "n_active": c.n_active, "cap_w": c.cap_w,
+                         "compute_s": st.compute_s, "down_s": st.down_s, "up_s": st.up_s, "down_pred_s": p.down_s,
+                         "up_pred_s": p.up_s, "comm_measured": bool(self.exchange.measured)})
+        self._actual = actual
+        return self.model_t.round_s(actual), rows
+
+    def _row(self, r, t, round_s, sel: Selection, acc_before, acc_after, site_rows, wall) -> dict:
+        if sel.centralized or not site_rows:
+            straggler = pooled = round_s
+        else:
+            straggler = self.model_t.round_s(self._actual, "straggler")
+            pooled = self.model_t.round_s(self._actual, "pooled")
+        comp = max((s["compute_s"] for s in site_rows.values()), default=0.0)
+        comm = max((s["down_s"] + s["up_s"] for s in site_rows.values()), default=0.0)
+        return {
+            "round": r, "t_start_s": t, "t_end_s": t + round_s, "round_s": round_s, "k": sel.k if site_rows else 0,
+            "sites": ",".join(sel.sites) if not sel.centralized else sel.centralized,
+            "round_s_straggler": straggler, "round_s_pooled": pooled, "compute_max_s": comp, "comm_max_s": comm,
+            "projected_gain": np.nan if sel.projected_gain is None else sel.projected_gain,
+            "measured_gain": acc_after - acc_before, "accuracy_before": acc_before, "accuracy": acc_after,
+            "update_bytes": self.update_bytes, "model_bytes": len(self.payload), "note": sel.note,
+            "candidates": json.dumps(sel.candidates), "train_wall_s": wall,
+        }

@@ -1,0 +1,176 @@
+"""Real model exchanges for the PowerTrip study on the netns substrate.
+
+Sites become network namespaces joined by the scenario's links, shaped to its bandwidth (scaled:
+``B x byte_scale x time_scale``) with its latency (``/ time_scale``), exactly as the migration
+study's netns substrate does (:mod:`testbed.netem`). Every site runs a transfer server. In each
+round, for every selected site, concurrently:
+
+- **down**: the aggregator sends the serialized global model (``torch.save`` of the state_dict)
+  plus seeded ballast up to ``update_gb x byte_scale`` bytes to the site;
+- **up**: the site sends its own serialized update plus ballast back to the aggregator.
+
+Both are chunked and SHA-256 verified by the transfer service; their wall times (connect +
+transfer + verify; hashing the ballast is not part of it) become scenario seconds
+(``x time_scale``). Link rates follow the bandwidth traces: at each round start every link is set
+to its trace value at that scenario time. Compute time stays modelled (power trace -> capacity).
+The averaging itself uses the in-process copies of the same bytes.
+"""
+
+from __future__ import annotations
+
+import secrets
+from concurrent.futures import ThreadPoolExecutor
+
+from testbed.federated.roundtime import SiteTime
+from testbed.inputs import Inputs
+from testbed.netem.fabric import Fabric
+from testbed.netem.naming import new_run_id
+from testbed.netem.nsexec import socket_factory
+from testbed.netem.plan import LinkInput, plan_fabric
+from testbed.seeding import derive_seed
+from testbed.spec.topology import link_latency_ms
+from testbed.substrate.netns.scaling import CAPACITY_MBIT_DIRECT, CAPACITY_MBIT_RELAY, choose_scaling
+from testbed.transfer.client import send
+from testbed.transfer.server import TransferServer
+from testbed.transfer.source import BallastSource, ConcatSource, Source
+
+PORT = 7100
+
+
+class BytesSource(Source):
+    """Bytes held in memory (a serialized model), kept by the receiver."""
+
+    def __init__(self, data: bytes) -> None:
+        super().__init__()
+        self._data = bytes(data)
+
+    @property
+    def size_bytes(self) -> int:
+        return len(self._data)
+
+    @property
+    def store_bytes(self) -> int:
+        return 0
+
+    def read(self, offset: int, n: int) -> bytes:
+        if offset < 0 or n < 0 or offset + n > len(self._data):
+            raise IndexError(f"read [{offset}, {offset + n}) outside {len(self._data)} bytes")
+        return self._data[offset:offset + n]
+
+
+class NetnsExchange:
+    measured = True
+
+    def __init__(self, inputs: Inputs, *, impairment: str = "auto") -> None:
+        self.inp = inputs
+        self.sc = inputs.scenario
+        self.agg = self.sc.federated.aggregator
+        self.run_id = new_run_id()
+        self._impairment = impairment
+        self._token = secrets.token_hex(16)
+        self._servers: dict[str, TransferServer] = {}
+        self._rates: dict[tuple[str, str], float] = {}
+        self._seq = 0
+        self.fabric: Fabric | None = None
+        self.scaling = None
+        self.transfers: list[dict] = []
+
+    def __enter__(self) -> "NetnsExchange":
+        try:
+            self.open()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def open(self) -> None:
+        from testbed.substrate.netns.substrate import detect_impairment
+
+        impairment = detect_impairment() if self._impairment == "auto" else self._impairment
+        capacity = CAPACITY_MBIT_RELAY if impairment == "relay" else CAPACITY_MBIT_DIRECT
+        # every selected link may carry a transfer at once: the fastest link gets a fair share of what
+        # the machine shapes accurately, so concurrent flows do not contend for CPU
+        n_links = max(1, len(self.sc.links))
+        self.scaling = choose_scaling(self.sc, capacity_mbit=max(10.0, capacity * 4 / n_links))
+        sites = {s.name: s for s in self.sc.sites}
+        links = [LinkInput(link.a, link.b, self._rate(link.a, link.b, 0.0), self._rate(link.b, link.a, 0.0),
+                           delay_ms=self.scaling.delay_ms(link_latency_ms(link, sites)),
+                           jitter_ms=self.scaling.delay_ms(link.jitter_ms), loss_pct=link.loss_pct)
+                 for link in self.sc.links]
+        plan = plan_fabric(self.run_id, [s.name for s in self.sc.sites], links, impairment)  # type: ignore[arg-type]
+        self.fabric = Fabric(plan, purpose="federated")
+        self.fabric.up()
+        for s in plan.sites:
+            srv = TransferServer(s.addr, PORT, token=self._token, socket_factory=socket_factory(self.fabric.site_ns(s.name)))
+            srv.start()
+            self._servers[s.name] = srv
+
+    def close(self) -> None:
+        for srv in self._servers.values():
+            srv.stop()
+        self._servers.clear()
+        if self.fabric is not None:
+            self.fabric.down()
+            self.fabric = None
+
+    def _rate(self, src: str, dst: str, t_s: float) -> float:
+        rate = self.scaling.rate_mbit(self.inp.bandwidth_gbps[(src, dst)].at(t_s))
+        self._rates[(src, dst)] = rate
+        return rate
+
+    def _follow_traces(self, t_s: float, sites: list[str]) -> None:
+        for s in sites:
+            for src, dst in ((s, self.agg), (self.agg, s)):
+                old = self._rates.get((src, dst))
+                new = self.scaling.rate_mbit(self.inp.bandwidth_gbps[(src, dst)].at(t_s))
+                if old is None or abs(new - old) > 1e-6 * max(old, 1.0):
+                    self.fabric.set_rate(src, dst, new)
+                    self._rates[(src, dst)] = new
+
+    def _source(self, payload: bytes, update_bytes: int, seed: int) -> Source:
+        target = self.scaling.bytes_sent(update_bytes / 1e9)
+        real = BytesSource(payload)
+        if target <= len(payload):
+            return real
+        return ConcatSource(real, BallastSource(target - len(payload), seed=seed & 0xFFFFFFFF))
+
+    def _send(self, src: str, dst: str, source: Source, tid: str) -> float:
+        chunk = min(1 << 20, max(16 << 10, source.size_bytes // 8))
+        source.manifest(chunk)
+        rep = send(self.fabric.site_addr(dst), PORT, source, transfer_id=tid, token=self._token, chunk_bytes=chunk,
+                   socket_factory=socket_factory(self.fabric.site_ns(src)))
+        if not rep.ok:
+            raise RuntimeError(f"update transfer {tid} {src}->{dst} {rep.status}: {rep.error}")
+        wall = rep.t_connect_s + rep.t_transfer_s + rep.t_verify_s
+        self.transfers.append({"id": tid, "src": src, "dst": dst, "bytes": rep.size_bytes, "wall_s": wall,
+                               "goodput_mbps": rep.goodput_mbps, "sha256": rep.sha256})
+        return self.scaling.scenario_s(wall)
+
+    def exchange(self, round_: int, t_s: float, predicted: dict[str, SiteTime], payloads: dict[str, bytes],
+                 update_bytes: int) -> dict[str, tuple[float, float]]:
+        """``payloads``: ``"__global__"`` -> the global model sent down, site -> its update sent up."""
+        sites = list(predicted)
+        self._follow_traces(t_s, sites)
+        self._seq += 1
+        tag = f"fl{self._seq}.r{round_}"
+        down_src = {s: self._source(payloads["__global__"], update_bytes, derive_seed(0, tag, s, "down")) for s in sites}
+        up_src = {s: self._source(payloads[s], update_bytes, derive_seed(0, tag, s, "up")) for s in sites}
+        with ThreadPoolExecutor(max_workers=len(sites)) as pool:
+            downs = {s: pool.submit(self._send, self.agg, s, down_src[s], f"{tag}.{s}.down") for s in sites}
+            down = {s: f.result() for s, f in downs.items()}
+            ups = {s: pool.submit(self._send, s, self.agg, up_src[s], f"{tag}.{s}.up") for s in sites}
+            up = {s: f.result() for s, f in ups.items()}
+        return {s: (down[s], up[s]) for s in sites}
+
+    @property
+    def describe(self) -> dict:
+        s = self.scaling
+        return {"substrate": "netns", "run_id": self.run_id,
+                "impairment": self.fabric.plan.impairment if self.fabric else None,
+                **(s.to_dict() if s else {}), "fabric_up_s": self.fabric.up_s if self.fabric else None,
+                "comm": "measured: serialized global model / site update + ballast to update_gb x byte_scale, "
+                        "sent over the shaped links (down, then up), SHA-256 verified; x time_scale",
+                "compute": "modelled: power trace -> effective capacity -> samples / throughput"}

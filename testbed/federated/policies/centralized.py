@@ -1,0 +1,21 @@
+"""``centralized``: one power-constrained site trains on all the data; no model exchange.
+
+The site (default: the aggregator; ``nodes`` can give it a larger datacenter's hardware) runs at the
+effective capacity its power trace allows; each round is ``local_epochs`` passes over the whole
+training set.
+"""
+
+from __future__ import annotations
+
+from testbed.federated.policies.base import Selection, SelectionPolicy
+from testbed.federated.view import RoundView
+
+
+class CentralizedPolicy(SelectionPolicy):
+    def __init__(self, label: str, spec, default_site: str) -> None:
+        super().__init__(label, spec)
+        self.site = spec.site or default_site
+        self.nodes = spec.nodes  # None: the site's own hardware
+
+    def select(self, view: RoundView) -> Selection:
+        return Selection([], centralized=self.site, note=f"all data at {self.site}")

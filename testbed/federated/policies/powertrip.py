@@ -1,0 +1,63 @@
+"""``powertrip``: rank sites by the power-to-cost score (:mod:`testbed.federated.score`), then pick
+how many of the top ones join with a greedy window over ``k`` (PowerTrip's Algorithm 1).
+
+Every ``interval`` rounds, for each candidate ``k`` in ``[k_cur - window, k_cur + window]`` (within
+``[k_min, usable sites]``):
+
+    tau_k = projected round time of the top-k sites (the policy's round-time model)
+    eta_k = ProjectAccuracyGain(k) / tau_k          (:mod:`testbed.federated.projection`)
+
+and ``k_cur`` becomes the ``k`` with the largest ``eta_k`` (ties: the smaller k). The first round
+uses ``k_init`` (the high-score core). ``gain: measured`` replaces the projection by the last
+measured gain for every ``k`` (the review's test: without a k-dependent projection the window can
+only trade round time).
+"""
+
+from __future__ import annotations
+
+from testbed.federated.policies.base import Selection, SelectionPolicy
+from testbed.federated.projection import GainModel
+from testbed.federated.score import ranked
+from testbed.federated.view import RoundView
+
+
+class PowerTripPolicy(SelectionPolicy):
+    def __init__(self, label: str, spec) -> None:
+        super().__init__(label, spec)
+        self.k_cur = spec.k_init
+        self.gain = GainModel(h=spec.h_prior, ewma=spec.h_ewma, ceiling=spec.acc_ceiling, bounds=tuple(spec.h_bounds))
+        self.last_measured: float | None = None
+
+    def _projected(self, view: RoundView, k: int) -> float:
+        if self.spec.gain == "measured" and self.last_measured is not None:
+            return max(self.last_measured, 1e-6)
+        return self.gain.project(view.accuracy, k)
+
+    def select(self, view: RoundView) -> Selection:
+        order = ranked(view, self.spec.weight_ref_gb)
+        if not order:
+            return Selection([], note="no usable site")
+        n = len(order)
+        cands: list[dict] = []
+        if view.round == 1 or (view.round - 1) % self.spec.interval:
+            k = max(1, min(self.k_cur, n))
+            tau = view.round_s(order[:k])
+            gain = self._projected(view, k)
+            cands.append({"k": k, "gain": gain, "tau_s": tau, "eta": gain / tau if tau > 0 else 0.0})
+        else:
+            lo = max(self.spec.k_min, self.k_cur - self.spec.window, 1)
+            hi = min(n, self.k_cur + self.spec.window)
+            lo = min(lo, hi)
+            for k in range(lo, hi + 1):
+                tau = view.round_s(order[:k])
+                gain = self._projected(view, k)
+                cands.append({"k": k, "gain": gain, "tau_s": tau, "eta": gain / tau if tau > 0 else 0.0})
+        best = max(cands, key=lambda c: (c["eta"], -c["k"]))
+        self.k_cur = best["k"]
+        return Selection(order[: best["k"]], projected_gain=best["gain"], candidates=cands,
+                         note=f"k={best['k']} eta={best['eta']:.3g}/s h={self.gain.h:.3g}")
+
+    def observe(self, view: RoundView, selection: Selection, acc_before: float, acc_after: float) -> None:
+        if selection.sites:
+            self.gain.update(acc_before, acc_after, len(selection.sites))
+            self.last_measured = acc_after - acc_before

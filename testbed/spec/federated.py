@@ -1,0 +1,127 @@
+"""The ``federated:`` block of a scenario and its site-selection policies (the PowerTrip study,
+arXiv 2507.17904): synchronous FedAvg across power-constrained sites, where a policy chooses
+which and how many sites join each round.
+
+A scenario with a ``federated:`` block has no ``workloads:``; its ``policies:`` are the
+selection policies below (``random``, ``static_k``, ``fixed_radius``, ``centralized``,
+``powertrip``). Formulas are documented in ``testbed/federated/`` and README "PowerTrip study".
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from testbed.spec.topology import Strict
+
+RoundTime = Literal["straggler", "pooled"]
+
+
+class FlData(Strict):
+    dataset: Literal["digits"] = Field("digits", description="Bundled with scikit-learn: nothing is downloaded.")
+    partition: Literal["iid", "dirichlet"] = "iid"
+    dirichlet_alpha: float = Field(0.5, gt=0, le=1000, description="Non-IID concentration (dirichlet only).")
+    seed: int | None = Field(None, description="Partition seed (default: derived from the scenario seed).")
+
+
+class FlTraining(Strict):
+    model: Literal["mlp", "cnn"] = "mlp"
+    hidden: int = Field(64, ge=4, le=1024, description="MLP hidden width.")
+    local_epochs: int = Field(1, ge=1, le=100)
+    batch_size: int = Field(16, ge=1, le=4096)
+    lr: float = Field(0.05, gt=0, le=10)
+    momentum: float = Field(0.0, ge=0, lt=1)
+
+
+class FlCompute(Strict):
+    """Compute time of one site: ``local_epochs x n_i x data_scale / (samples_per_s x C_i)``,
+    with ``C_i`` the site's effective capacity in reference nodes (sum of node speeds at the caps
+    its power budget allows)."""
+
+    samples_per_s: float = Field(gt=0, description="Training samples per second of one reference node (speed 1.0) "
+                                                   "at full power, for the paper-scale workload.")
+    data_scale: float = Field(1.0, gt=0, description="Paper-scale samples each real training sample stands for.")
+
+
+class Federated(Strict):
+    aggregator: str = Field(description="Site that averages the updates; every other site needs a link to it.")
+    participants: list[str] | None = Field(None, description="Sites that hold data and may train (default: every "
+                                                             "site but the aggregator).")
+    data: FlData = FlData()
+    training: FlTraining = FlTraining()
+    compute: FlCompute
+    update_gb: float | None = Field(None, gt=0, description="Declared model-update size, GB, for round times and "
+                                    "transfers (real state_dict + ballast). Default: the real serialized size.")
+    round_time: RoundTime = Field("straggler", description="straggler: max over selected sites of compute + comm "
+                                  "(what synchronous FedAvg does); pooled: the paper's Eq. 7, total work / summed "
+                                  "capacity + max comm.")
+    target_accuracy: float = Field(gt=0, le=1, description="Time-to-accuracy target (test accuracy).")
+    max_rounds: int = Field(200, ge=1, le=100000)
+    max_hours: float = Field(gt=0, description="Scenario time after which a policy stops.")
+    rounds_after_target: int = Field(0, ge=0, description="Rounds to keep training after the target is reached.")
+    grid_topup_kw: float = Field(0.0, ge=0, description="Grid power per site beyond its available-power trace.")
+    emulated_transfers: bool = Field(True, description="On netns: send every selected site's update to the "
+                                     "aggregator and the global model back over the shaped links (measured).")
+
+    @model_validator(mode="after")
+    def _distinct(self) -> "Federated":
+        if self.participants is not None and len(set(self.participants)) != len(self.participants):
+            raise ValueError("participants: duplicate site names")
+        return self
+
+
+class _FlBase(Strict):
+    label: str | None = Field(None, pattern=r"^[A-Za-z0-9_.-]{1,64}$", description="Output name (default: name).")
+    round_time: RoundTime | None = Field(None, description="Override federated.round_time for this policy.")
+
+
+class RandomK(_FlBase):
+    name: Literal["random"]
+    k: int = Field(ge=1, description="Sites drawn uniformly (seeded) among the usable ones, each round.")
+
+
+class StaticK(_FlBase):
+    name: Literal["static_k"]
+    k: int | list[int] = Field(description="Fixed number of sites (top-k by the power-to-cost score each round). "
+                               "A list runs one policy per k (labels <label>-k<k>) and reports the best post hoc.")
+
+    @model_validator(mode="after")
+    def _ks(self) -> "StaticK":
+        ks = self.k if isinstance(self.k, list) else [self.k]
+        if not ks or any(k < 1 for k in ks) or len(set(ks)) != len(ks):
+            raise ValueError("k: give a positive integer or a non-empty list of distinct positive integers")
+        return self
+
+
+class FixedRadius(_FlBase):
+    name: Literal["fixed_radius"]
+    radius_miles: float = Field(1000.0, gt=0, description="Every usable site within this great-circle distance "
+                                "of the aggregator.")
+
+
+class Centralized(_FlBase):
+    name: Literal["centralized"]
+    site: str | None = Field(None, description="The one site that trains on all the data (default: the aggregator).")
+    nodes: int | None = Field(None, ge=1, le=100000, description="Hardware nodes of that site for this baseline "
+                              "(default: the site's own); its power trace still limits how many run.")
+
+
+class PowerTrip(_FlBase):
+    name: Literal["powertrip"]
+    k_init: int = Field(5, ge=1, description="Sites in the first round (the high-score core).")
+    window: int = Field(5, ge=0, description="Candidate k in [k_cur - window, k_cur + window].")
+    k_min: int = Field(1, ge=1)
+    interval: int = Field(1, ge=1, description="Rounds between re-evaluations of k.")
+    weight_ref_gb: float = Field(1.0, gt=0, description="Update size at which power and comm weigh equally: "
+                                 "w_c = u / (u + weight_ref_gb), w_p = 1 - w_c.")
+    acc_ceiling: float = Field(1.0, gt=0, le=1, description="A in ProjectAccuracyGain.")
+    h_prior: float = Field(0.1, gt=0, description="h before any round is measured.")
+    h_ewma: float = Field(0.5, gt=0, le=1, description="Weight of the newest measured h.")
+    h_bounds: tuple[float, float] = Field((0.001, 2.0), description="Clip for measured h.")
+    gain: Literal["projected", "measured"] = Field("projected", description="measured: the review's test: use the "
+                                                   "last measured gain for every k (no k dependence).")
+
+
+FL_POLICY_NAMES = ("random", "static_k", "fixed_radius", "centralized", "powertrip")
+FlPolicySpec = RandomK | StaticK | FixedRadius | Centralized | PowerTrip

@@ -1,0 +1,71 @@
+import pytest
+
+from testbed.errors import SpecError
+from testbed.spec.load import load_scenario, scenario_from_dict
+from tests.unit.federated_support import tiny
+
+
+def _problems(d) -> str:
+    with pytest.raises(SpecError) as e:
+        scenario_from_dict(d)
+    return "\n".join(e.value.lines())
+
+
+def test_tiny_scenario_validates():
+    sc = scenario_from_dict(tiny())
+    assert sc.federated.aggregator == "agg" and sc.workloads is None
+    assert [p.name for p in sc.policies] == ["random", "static_k", "fixed_radius", "centralized", "powertrip"]
+
+
+@pytest.mark.parametrize("path", ["scenarios/powertrip-us100.yaml", "scenarios/powertrip-emulated-12.yaml"])
+def test_shipped_scenarios_validate(path):
+    assert load_scenario(path).scenario.federated is not None
+
+
+def test_bad_references_name_the_field():
+    d = tiny()
+    d["federated"]["aggregator"] = "nowhere"
+    assert "federated.aggregator" in _problems(d)
+    d = tiny()
+    d["links"] = d["links"][:-1]
+    assert "'tiny' has no link to the aggregator" in _problems(d)
+    d = tiny()
+    d["policies"] = ["static"]
+    assert "policies[0]" in _problems(d) and "migration policy" in _problems(d)
+    d = tiny()
+    d["policies"] = [{"name": "static_k", "k": 9}]
+    assert "policies[0].k" in _problems(d)
+
+
+def test_one_study_per_scenario():
+    d = tiny()
+    d["workloads"] = {"jobs": [{"checkpoint_gb": 1, "work_gpu_h": 1}]}
+    assert "not both or neither" in _problems(d)
+
+
+def test_selection_policies_need_a_federated_block():
+    d = tiny()
+    del d["federated"]
+    d["workloads"] = {"jobs": [{"checkpoint_gb": 1, "work_gpu_h": 1}]}
+    assert "needs a 'federated:' block" in _problems(d)
+
+
+def test_google_synthetic_needs_one_capacity():
+    d = tiny()
+    d["traces"]["renewable"]["default"] = {"kind": "google_synthetic"}
+    assert "exactly one of capacity_kw and capacity_per_active" in _problems(d)
+
+
+def test_max_hours_within_the_run():
+    d = tiny()
+    d["federated"]["max_hours"] = 5
+    assert "federated.max_hours" in _problems(d)
+
+
+def test_federated_refuses_mininet(tmp_path):
+    from tests.unit.test_federated_run import _loaded
+    from testbed.federated.run import run_federated
+
+    with pytest.raises(SpecError, match="sim or netns"):
+        run_federated(_loaded(), out_dir=tmp_path / "x", substrate="mininet", seed=None, progress=False,
+                      force=False, argv=[])
