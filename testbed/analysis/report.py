@@ -49,22 +49,28 @@ def claims_table(runs: list[v.Run]) -> pd.DataFrame:
         if not f.is_file():
             continue
         for c in json.loads(f.read_text())["claims"]:
-            r = rows.setdefault((c["claim"], run.substrate), {"claim": c["claim"], "paper": c["paper"],
-                                                              "substrate": run.substrate, "values": [], "verdicts": []})
+            r = rows.setdefault((c["claim"], run.scenario, run.substrate),
+                                {"claim": c["claim"], "paper": c["paper"], "scenario": run.scenario,
+                                 "substrate": run.substrate, "values": [], "verdicts": []})
             if c.get("measured_value") is not None:
                 r["values"].append(float(c["measured_value"]))
+            elif c.get("measured"):
+                r.setdefault("texts", []).append(str(c["measured"]))
             r["verdicts"].append(c["verdict"])
     out = []
     for r in rows.values():
         vals = np.array(r["values"], dtype=float)
         verdicts = Counter(r["verdicts"]).most_common()
         out.append({
-            "claim": r["claim"], "paper": r["paper"], "substrate": r["substrate"], "runs": len(r["verdicts"]),
-            "measured (mean)": f"{vals.mean():+.2f}" if vals.size else "-",
+            "claim": r["claim"], "paper": r["paper"], "scenario": r["scenario"], "substrate": r["substrate"],
+            "runs": len(r["verdicts"]),
+            "measured (mean)": f"{vals.mean():+.2f}" if vals.size else
+            (Counter(r.get("texts", [])).most_common(1)[0][0] if r.get("texts") else "-"),
             "range": f"[{vals.min():+.2f}, {vals.max():+.2f}]" if vals.size > 1 else "",
             "verdict": "; ".join(f"{k} ({n})" if len(verdicts) > 1 else k for k, n in verdicts),
         })
-    return pd.DataFrame(out)
+    df = pd.DataFrame(out)
+    return df.sort_values(["scenario", "claim", "substrate"], kind="stable").reset_index(drop=True) if len(df) else df
 
 
 def sim_vs_emulation(sums: pd.DataFrame) -> pd.DataFrame:
@@ -122,7 +128,8 @@ def build_report(dirs: list[Path], out: Path, title: str | None = None) -> Path:
     m, sums = v.gather(runs)
     out.mkdir(parents=True, exist_ok=True)
     params = [c for c in sums.columns if c.startswith("param:") and sums[c].nunique(dropna=True) > 1]
-    numeric = [c for c in params if pd.to_numeric(sums[c], errors="coerce").notna().all()]
+    numeric = [c for c in params
+               if pd.to_numeric(sums[c].dropna(), errors="coerce").notna().all() and sums[c].dropna().nunique() > 1]
     subs = sorted(set(sums["substrate"])) if len(sums) else []
     title = title or f"Validation report: {', '.join(str(d) for d in dirs)}"
     lines = [f"# {title}", "",
@@ -142,6 +149,16 @@ def build_report(dirs: list[Path], out: Path, title: str | None = None) -> Path:
     lines += ["![error CDF](error_cdf.png)", ""]
     group = ["substrate", *params]
     lines += ["Median and 90th-percentile |error| per group:", "", _md_table(v.error_table(m, group) if len(m) else None), ""]
+
+    if len(m):
+        alone = m.assign(concurrency=np.where(m["shared_site_overlaps"] > 0, "shared a site with another transfer",
+                                              "alone"))
+        lines += ["Transfers in flight at the same time as another migration from or to one of their sites compete "
+                  "for the same links; Eq. 1 assumes a link to itself. |error| by concurrency:", "",
+                  _md_table(v.error_table(alone, ["substrate", *params, "concurrency"])[
+                      ["substrate", *params, "concurrency", "n", "median_abs_transfer_corrected",
+                       "p90_abs_transfer_corrected"]]
+                      if (alone["status"] == "completed").any() else None), ""]
 
     lines += ["## Predicted feasible vs completed within budget", "",
               "tp: predicted feasible and made it; **fp: predicted feasible and overran (the model's misses, "
@@ -166,7 +183,7 @@ def build_report(dirs: list[Path], out: Path, title: str | None = None) -> Path:
             name = p.removeprefix("param:").replace("[", "_").replace("]", "").replace(".", "_")
             f = out / f"by_level_{name}.png"
             others = [q for q in params if q != p and q not in numeric]
-            v.by_level_plot(sums.assign(**{p: pd.to_numeric(sums[p])}), p, f,
+            v.by_level_plot(sums[sums[p].notna()].assign(**{p: pd.to_numeric(sums[p].dropna())}), p, f,
                             f"Change vs static at each {p.removeprefix('param:')} (paired per seed; mean, 95 % CI)",
                             split=others[0] if others else None)
             lines += [f"![by level]({f.name})", ""]
@@ -199,7 +216,7 @@ def build_report(dirs: list[Path], out: Path, title: str | None = None) -> Path:
                   "```yaml", "substrate:", f"  protocol_efficiency: {min(1.0, cal['protocol_efficiency']):.4f}",
                   "  slow_start: true   # keeps the RTT ramp", "```", ""]
     if len(m):
-        m.drop(columns=["candidates"], errors="ignore").to_csv(out / "migrations.csv", index=False)
+        m.drop(columns=["candidates"], errors="ignore").to_parquet(out / "migrations.parquet", index=False)
     sums.to_csv(out / "summaries.csv", index=False)
     (out / "report.md").write_text("\n".join(lines), encoding="utf-8")
     return out / "report.md"

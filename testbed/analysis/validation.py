@@ -43,7 +43,9 @@ class Run:
 def _run_of(path: Path, cell: str = "", params: dict | None = None) -> Run:
     man = json.loads((path / "manifest.json").read_text())
     sub = man.get("substrate") or {}
-    name = Path(man.get("scenario", {}).get("path", "") or "").stem if isinstance(man.get("scenario"), dict) else ""
+    scen = man.get("scenario") if isinstance(man.get("scenario"), dict) else {}
+    resolved = scen.get("resolved") if isinstance(scen.get("resolved"), dict) else {}
+    name = resolved.get("name") or Path(scen.get("path", "") or "").stem
     return Run(path, str(sub.get("substrate", "sim")), int(man.get("seed", 0)), name or path.name, cell, params or {})
 
 
@@ -85,7 +87,7 @@ def gather(runs: list[Run]) -> tuple[pd.DataFrame, pd.DataFrame]:
                 migs.append(m.assign(**meta, label=label))
     mdf = pd.concat(migs, ignore_index=True) if migs else pd.DataFrame()
     if len(mdf):
-        mdf = add_predictions(mdf)
+        mdf = add_concurrency(add_predictions(mdf))
     return mdf, pd.DataFrame(sums)
 
 
@@ -104,6 +106,28 @@ def add_predictions(m: pd.DataFrame) -> pd.DataFrame:
         actual = m[f"actual_{what}_s"].astype(float).where(done)
         for var in ("plain", "corrected"):
             m[f"err_{what}_{var}"] = (m[f"pred_{what}_{var}_s"] - actual) / actual
+    return m
+
+
+def add_concurrency(m: pd.DataFrame) -> pd.DataFrame:
+    """``shared_site_overlaps``: how many other migrations of the same run and policy were in flight
+    at the same time *and* shared a site with this one (their bytes compete for the same links).
+    Eq. 1 assumes each transfer has its link to itself; emulation shows what sharing costs."""
+    m = m.copy()
+    m["shared_site_overlaps"] = 0
+    if not len(m):
+        return m
+    t0 = m["t_decision_s"].astype(float)
+    t1 = t0 + m["actual_total_s"].astype(float).fillna(0.0)
+    for _, g in m.groupby(["run", "label"], sort=False):
+        idx = g.index.to_numpy()
+        a0, a1 = t0[idx].to_numpy(), t1[idx].to_numpy()
+        src, dst = g["src"].to_numpy(), g["dst"].to_numpy()
+        for i, row in enumerate(idx):
+            over = (a0 < a1[i]) & (a1 > a0[i])
+            over[i] = False
+            share = (src == src[i]) | (dst == dst[i]) | (src == dst[i]) | (dst == src[i])
+            m.at[row, "shared_site_overlaps"] = int((over & share).sum())
     return m
 
 
