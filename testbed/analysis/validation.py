@@ -181,14 +181,19 @@ def scatter_pred_vs_actual(m: pd.DataFrame, path: Path, title: str) -> Path:
     fig = Figure(figsize=(12, 5.4), layout="constrained")
     axes = fig.subplots(1, 2)
     done = m[m["status"] == "completed"] if len(m) else m
+    subs = sorted(set(done["substrate"])) if len(done) and "substrate" in done else [None]
     for ax, what in zip(axes, ("transfer", "total")):
         if len(done):
-            actual = done[f"actual_{what}_s"].astype(float)
-            for var, marker in (("plain", "x"), ("corrected", "o")):
-                ax.scatter(actual, done[f"pred_{what}_{var}_s"], s=14, marker=marker, alpha=0.7,
-                           color=_COLOURS[var], label=f"{'8S/B (paper)' if var == 'plain' else '8S/(B x 0.956)'}")
-            lo = max(1e-1, float(min(actual.min(), done[f"pred_{what}_plain_s"].min())) * 0.7)
-            hi = float(max(actual.max(), done[f"pred_{what}_corrected_s"].max())) * 1.4
+            actual_all = done[f"actual_{what}_s"].astype(float)
+            for si, sub in enumerate(subs):
+                d = done if sub is None else done[done["substrate"] == sub]
+                for var, marker in (("plain", "x"), ("corrected", "o")):
+                    name = "8S/B (paper)" if var == "plain" else "8S/(B x 0.956)"
+                    colour = _COLOURS[var] if len(subs) == 1 else f"C{2 * si + (var == 'corrected')}"
+                    ax.scatter(d[f"actual_{what}_s"].astype(float), d[f"pred_{what}_{var}_s"], s=14, marker=marker,
+                               alpha=0.7, color=colour, label=name if sub is None or len(subs) == 1 else f"{sub}: {name}")
+            lo = max(1e-1, float(min(actual_all.min(), done[f"pred_{what}_plain_s"].min())) * 0.7)
+            hi = float(max(actual_all.max(), done[f"pred_{what}_corrected_s"].max())) * 1.4
             ax.plot([lo, hi], [lo, hi], color="black", lw=1, label="y = x")
             ax.set_xlim(lo, hi)
             ax.set_ylim(lo, hi)
