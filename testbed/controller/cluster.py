@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
+from testbed.power.budget import SitePowerPlan
 from testbed.power.node_model import NodePower
 from testbed.spec.topology import NodeType
 from testbed.substrate.base import MigrationOutcome
@@ -152,25 +153,28 @@ class Cluster:
         self.jobs[outcome.order.job_id].migration.outcome = outcome  # type: ignore[union-attr]
 
     # -- one step ----------------------------------------------------------------------------
-    def advance(self, t0: float, t1: float, renewable_kwh: dict[str, float], caps_w: dict[str, float] | None = None,
-                job_caps_w: dict[str, float] | None = None,
-                grid_topup_kw: dict[str, float | None] | None = None,
-                caps_requested_w: dict[str, float] | None = None) -> tuple[dict[str, SiteEnergy], list[Job], list[InFlight]]:
+    def advance(self, t0: float, t1: float, renewable_kwh: dict[str, float],
+                plans: dict[str, SitePowerPlan] | None = None,
+                job_caps_w: dict[str, float] | None = None) -> tuple[dict[str, SiteEnergy], list[Job], list[InFlight]]:
         """Account [t0, t1). Returns per-site energy, jobs finished and migrations ended in the step.
 
-        ``caps_w``: the GPU cap per site for its running nodes (default: uncapped); ``job_caps_w``
-        overrides it per job with what the backend reports as enforced."""
+        ``plans``: this step's power plan per site (its GPU cap for running nodes and grid top-up;
+        default: uncapped, top-up = the grid limit); ``job_caps_w`` overrides the cap per job with
+        what the backend reports as enforced."""
         dt = t1 - t0
-        caps_w = caps_w or {}
+        plans = plans or {}
         job_caps_w = job_caps_w or {}
-        grid_topup_kw = grid_topup_kw or {}
+        caps_w = {name: (plans[name].cap_w if name in plans else site.power.max_cap_w)
+                  for name, site in self.sites.items()}
         energy = {}
         for name, site in self.sites.items():
-            cap = caps_w.get(name, site.power.max_cap_w)
-            topup = grid_topup_kw.get(name, site.grid_limit_kw)
+            plan = plans.get(name)
+            cap = caps_w[name]
+            topup = plan.grid_topup_kw if plan is not None else site.grid_limit_kw
+            requested = plan.cap_requested_w if plan is not None else cap
             energy[name] = SiteEnergy(
                 renewable_available_kwh=renewable_kwh[name],
-                cap_requested_w=(caps_requested_w or {}).get(name, cap) if site.running else float("nan"),
+                cap_requested_w=requested if site.running else float("nan"),
                 cap_w=cap if site.running else float("nan"),
                 throughput_frac=site.power.throughput_frac(cap),
                 grid_topup_kw=topup, grid_limit_kwh=None if topup is None else topup * dt / 3600.0,
@@ -218,7 +222,7 @@ class Cluster:
                 run_from = resume
             if job.status is Status.RUNNING:
                 site = self.sites[job.site]
-                cap = job_caps_w.get(job.spec.id, caps_w.get(job.site, site.power.max_cap_w))
+                cap = job_caps_w.get(job.spec.id, caps_w[job.site])
                 speed = site.power.speed(cap)
                 t_done = run_from + job.work_left_gpu_h / speed * 3600.0 if speed > 0 else float("inf")
                 t_end = min(t1, t_done)

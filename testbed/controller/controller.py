@@ -143,11 +143,7 @@ class Controller:
             job_caps = self._apply_caps(t0, plans)
             for outcome in self.substrate.poll(t1):
                 self.cluster.report(outcome)
-            energy, finished, ended = self.cluster.advance(
-                t0, t1, renewable_kwh, caps_w={n: p.cap_w for n, p in plans.items()}, job_caps_w=job_caps,
-                grid_topup_kw={n: p.grid_topup_kw for n, p in plans.items()},
-                caps_requested_w={n: p.cap_requested_w for n, p in plans.items()},
-            )
+            energy, finished, ended = self.cluster.advance(t0, t1, renewable_kwh, plans, job_caps)
             for mig in ended:
                 self._finalize(mig.record, mig.outcome)  # type: ignore[arg-type]
                 self.recorder.migration(mig.record)
