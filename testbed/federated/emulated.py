@@ -26,9 +26,8 @@ from testbed.inputs import Inputs
 from testbed.netem.fabric import Fabric
 from testbed.netem.naming import new_run_id
 from testbed.netem.nsexec import socket_factory
-from testbed.netem.plan import LinkInput, plan_fabric
+from testbed.netem.plan import plan_fabric
 from testbed.seeding import derive_seed
-from testbed.spec.topology import link_latency_ms
 from testbed.substrate.netns.scaling import CAPACITY_MBIT_DIRECT, CAPACITY_MBIT_RELAY, choose_scaling
 from testbed.transfer.client import send
 from testbed.transfer.server import TransferServer
@@ -87,7 +86,7 @@ class NetnsExchange:
         self.close()
 
     def open(self) -> None:
-        from testbed.substrate.netns.substrate import detect_impairment
+        from testbed.substrate.netns.substrate import detect_impairment, link_inputs
 
         impairment = detect_impairment() if self._impairment == "auto" else self._impairment
         capacity = CAPACITY_MBIT_RELAY if impairment == "relay" else CAPACITY_MBIT_DIRECT
@@ -95,11 +94,9 @@ class NetnsExchange:
         # the machine shapes accurately, so concurrent flows do not contend for CPU
         n_links = max(1, len(self.sc.links))
         self.scaling = choose_scaling(self.sc, capacity_mbit=max(10.0, capacity * 4 / n_links))
-        sites = {s.name: s for s in self.sc.sites}
-        links = [LinkInput(link.a, link.b, self._rate(link.a, link.b, 0.0), self._rate(link.b, link.a, 0.0),
-                           delay_ms=self.scaling.delay_ms(link_latency_ms(link, sites)),
-                           jitter_ms=self.scaling.delay_ms(link.jitter_ms), loss_pct=link.loss_pct)
-                 for link in self.sc.links]
+        links = link_inputs(self.inp, self.scaling)
+        for li in links:
+            self._rates[(li.a, li.b)], self._rates[(li.b, li.a)] = li.rate_ab_mbit, li.rate_ba_mbit
         plan = plan_fabric(self.run_id, [s.name for s in self.sc.sites], links, impairment)  # type: ignore[arg-type]
         self.fabric = Fabric(plan, purpose="federated")
         self.fabric.up()
@@ -115,11 +112,6 @@ class NetnsExchange:
         if self.fabric is not None:
             self.fabric.down()
             self.fabric = None
-
-    def _rate(self, src: str, dst: str, t_s: float) -> float:
-        rate = self.scaling.rate_mbit(self.inp.bandwidth_gbps[(src, dst)].at(t_s))
-        self._rates[(src, dst)] = rate
-        return rate
 
     def _follow_traces(self, t_s: float, sites: list[str]) -> None:
         for s in sites:

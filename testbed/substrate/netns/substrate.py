@@ -40,6 +40,23 @@ def detect_impairment() -> str:
     return "netem" if qdisc_available("netem") else "relay"
 
 
+def link_inputs(inputs: Inputs, scaling: Scaling) -> list[LinkInput]:
+    """Every scenario link at its scaled rate (each direction, from the bandwidth trace at t = 0),
+    scaled latency and jitter, and loss: what the fabric is built from."""
+    sc = inputs.scenario
+    sites = {s.name: s for s in sc.sites}
+    return [
+        LinkInput(
+            a=link.a, b=link.b,
+            rate_ab_mbit=scaling.rate_mbit(inputs.bandwidth_gbps[(link.a, link.b)].at(0.0)),
+            rate_ba_mbit=scaling.rate_mbit(inputs.bandwidth_gbps[(link.b, link.a)].at(0.0)),
+            delay_ms=scaling.delay_ms(link_latency_ms(link, sites)),
+            jitter_ms=scaling.delay_ms(link.jitter_ms), loss_pct=link.loss_pct,
+        )
+        for link in sc.links
+    ]
+
+
 class EmulatedSubstrate(Substrate):
     """Shared by every live network substrate; subclasses say how the fabric is built."""
 
@@ -80,20 +97,6 @@ class EmulatedSubstrate(Substrate):
             raise
         return self
 
-    def _link_inputs(self, scaling: Scaling) -> list[LinkInput]:
-        sc = self._in.scenario
-        sites = {s.name: s for s in sc.sites}
-        out = []
-        for link in sc.links:
-            out.append(LinkInput(
-                a=link.a, b=link.b,
-                rate_ab_mbit=scaling.rate_mbit(self._in.bandwidth_gbps[(link.a, link.b)].at(0.0)),
-                rate_ba_mbit=scaling.rate_mbit(self._in.bandwidth_gbps[(link.b, link.a)].at(0.0)),
-                delay_ms=scaling.delay_ms(link_latency_ms(link, sites)),
-                jitter_ms=scaling.delay_ms(link.jitter_ms), loss_pct=link.loss_pct,
-            ))
-        return out
-
     def open(self) -> None:
         sc = self._in.scenario
         impairment = detect_impairment() if self._impairment_req == "auto" else self._impairment_req
@@ -105,7 +108,7 @@ class EmulatedSubstrate(Substrate):
                               "'none' was requested; allow the relay or netem, or set require_latency: false")])
         capacity = self._capacity or (CAPACITY_MBIT_RELAY if impairment == "relay" else CAPACITY_MBIT_DIRECT)
         self.scaling = choose_scaling(sc, capacity_mbit=capacity)
-        links = self._link_inputs(self.scaling)
+        links = link_inputs(self._in, self.scaling)
         if impairment == "none":
             links = [LinkInput(li.a, li.b, li.rate_ab_mbit, li.rate_ba_mbit) for li in links]
         plan = plan_fabric(self.run_id, [s.name for s in sc.sites], links, impairment)  # type: ignore[arg-type]
