@@ -43,3 +43,9 @@ class TraceRangeError(TestbedError):
 
 class SimulationError(TestbedError):
     """The simulation reached an inconsistent state (a bug, or an impossible scenario)."""
+
+
+class OutDirError(TestbedError):
+    """An output directory (``--out``) testbed may not write or replace (see testbed/recorder/out_dir.py)."""
+
+    exit_code = 2
