@@ -83,14 +83,10 @@ def spawn(name: str, argv: list[str], **popen_kw) -> subprocess.Popen:
     return subprocess.Popen(argv, preexec_fn=lambda: _enter(name), **popen_kw)  # noqa: PLW1509
 
 
-def terminate(procs, timeout_s: float = 5.0) -> None:
-    """End processes we started: SIGTERM all, wait, SIGKILL what is left (by PID, never by name)."""
-    procs = [p for p in procs if p.poll() is None]
-    for p in procs:
-        p.terminate()
-    for p in procs:
-        try:
-            p.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait(timeout=timeout_s)
+def terminate(procs, timeout_s: float = 5.0):
+    """End processes we started (``subprocess.Popen`` children), by PID, never by name: SIGTERM all,
+    wait for all of them together up to ``timeout_s``, SIGKILL what is left, reap every one.
+    Returns a :class:`testbed.netem.processes.StopReport`."""
+    from testbed.netem.processes import stop_popens
+
+    return stop_popens(list(procs), timeout_s=timeout_s)
