@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from testbed.errors import SpecError, TraceError
 from testbed.seeding import derive_seed
 from testbed.spec.scenario import Scenario
 from testbed.spec.topology import link_latency_ms
@@ -100,6 +101,29 @@ def _renewable(sc: Scenario, seed: int, site_name: str) -> Trace:
     raise TypeError(f"unhandled renewable source {type(src).__name__}")  # pragma: no cover
 
 
+def _renewables(sc: Scenario, seed: int) -> dict[str, Trace]:
+    """Every site's renewable trace; a trace file that is wrong (columns, NaN, order, coverage,
+    sheet) is a SpecError naming the scenario field and the file, the same in validate and run."""
+    out: dict[str, Trace] = {}
+    problems: list[tuple[str, str]] = []
+    for s in sc.sites:
+        key = s.name if s.name in sc.traces.renewable else "default"
+        try:
+            out[s.name] = _renewable(sc, seed, s.name)
+        except TraceError as e:
+            src = sc.traces.renewable[key]
+            field = f"traces.renewable.{key}" + (".file" if getattr(src, "file", None) else "")
+            if getattr(src, "file", None) and e.where == src.file:
+                problem = (field, f"{e.where}: {e.message}")
+            else:
+                problem = (field, f"{e.message} ({e.where})")
+            if problem not in problems:
+                problems.append(problem)
+    if problems:
+        raise SpecError(problems)
+    return out
+
+
 def _bandwidth(sc: Scenario, seed: int) -> tuple[dict[tuple[str, str], Trace], dict[tuple[str, str], float]]:
     bw = sc.traces.bandwidth
     traces: dict[tuple[str, str], Trace] = {}
@@ -129,7 +153,7 @@ def build_inputs(sc: Scenario, seed: int | None = None) -> Inputs:
     if seed is not None:
         sc = sc.model_copy(update={"seed": seed})
     seed = sc.seed
-    renewable = {s.name: _renewable(sc, seed, s.name) for s in sc.sites}
+    renewable = _renewables(sc, seed)
     bw_truth, nominal = _bandwidth(sc, seed)
     sites = {s.name: s for s in sc.sites}
     latency = {}

@@ -1,22 +1,106 @@
-"""``testbed validate FILE``: exit 0 if the scenario is valid, else 2 with one line per problem."""
+"""``testbed validate FILE...``: check scenario and sweep files the way ``run`` and ``sweep`` would.
+
+For each file: the fields, the files it names (topology, trace files: opened and read through
+the same loaders as a run, so validate and run never disagree), and the size of the work it asks
+for (``limits:``). A sweep file (it names a ``scenario:`` and has no ``traces:``) is checked as
+a sweep: its grid size, then every cell's scenario. Prints ``FILE: ok (...)`` for a good file and
+one ``FILE: field.path: message`` line per problem on stderr for a bad one, goes on with the next
+file, and exits 2 if any file is bad.
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
+
+_SCENARIO_KEYS = ("traces", "policies", "sites", "workloads", "federated", "topology")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("validate", help="check a scenario file (exit 2 and one line per problem if invalid)")
-    p.add_argument("scenario", nargs="+", help="scenario YAML file(s)")
+    p = sub.add_parser("validate", help="check scenario and sweep files, and the trace files they name "
+                                        "(exit 2 and one line per problem if any is invalid)")
+    p.add_argument("files", nargs="+", metavar="FILE", help="scenario or sweep YAML file(s)")
     p.set_defaults(func=_validate)
 
 
-def _validate(args: argparse.Namespace) -> int:
+def is_sweep(data: dict) -> bool:
+    """A sweep file names a scenario file and carries none of a scenario's own sections."""
+    return isinstance(data.get("scenario"), str) and not any(k in data for k in _SCENARIO_KEYS)
+
+
+def _check_inputs(sc) -> None:
+    """Build what a run builds before its first step: traces (files opened), forecasts, jobs."""
+    from testbed.inputs import build_inputs
+
+    build_inputs(sc)
+
+
+def _check_scenario(path: str) -> str:
     from testbed.spec import load_scenario
 
-    for path in args.scenario:
-        loaded = load_scenario(path)
-        sc = loaded.scenario
-        print(f"{path}: ok ({len(sc.sites)} sites, {len(sc.links)} links, {len(sc.policies)} policies, "
-              f"{sc.duration_h:g} h at {sc.step_s:g} s steps)")
-    return 0
+    sc = load_scenario(path).scenario
+    _check_inputs(sc)
+    return (f"{len(sc.sites)} sites, {len(sc.links)} links, {len(sc.policies)} policies, "
+            f"{sc.duration_h:g} h at {sc.step_s:g} s steps")
+
+
+def _check_sweep(path: str) -> str:
+    from testbed.errors import SpecError
+    from testbed.sweep import load_sweep_file, plan_sweep
+    from testbed.sweep.spec import canonical
+
+    sweep = load_sweep_file(path)
+    plan = plan_sweep(sweep, "sim")  # "sim": the substrate only names trials; no machine probe here
+    seen: set[str] = set()
+    for cell in plan.cells:
+        sc = cell.loaded.scenario
+        key = canonical(sc.model_dump(mode="json", include={"start", "duration_h", "step_s", "sites", "links", "traces"}))
+        if key in seen:
+            continue
+        seen.add(key)
+        try:
+            _check_inputs(sc)
+        except SpecError as e:
+            raise SpecError([(sweep.problem(f"cell {cell.id}: {w}"), m) for w, m in e.problems]) from None
+    return f"sweep of {len(plan.cells)} cells, {len(plan.trials)} trials"
+
+
+def check_file(path: str) -> tuple[str | None, list[str]]:
+    """``(summary, [])`` if ``path`` is valid, else ``(None, problem lines)``; lines name the file."""
+    from testbed.errors import SpecError, TestbedError, TraceError
+    from testbed.spec.load import read_yaml
+
+    name = str(Path(path))
+
+    def named(where: str, msg: str) -> str:
+        if where == name or where.startswith((f"{name}:", f"{name} ")) or where == path or where.startswith(f"{path}:"):
+            return f"{where}: {msg}"
+        return f"{path}: {where}: {msg}"
+
+    try:
+        data = read_yaml(Path(path), "scenario file")
+        return (_check_sweep(path) if is_sweep(data) else _check_scenario(path)), []
+    except SpecError as e:
+        return None, [named(w, m) for w, m in e.problems]
+    except TraceError as e:
+        return None, [named(e.where, e.message)]
+    except TestbedError as e:
+        return None, [f"{path}: {e}"]
+    except RecursionError:
+        return None, [f"{path}: nested too deeply to check"]
+    except MemoryError:
+        return None, [f"{path}: ran out of memory while checking it (see the limits: block, README 'Limits')"]
+
+
+def _validate(args: argparse.Namespace) -> int:
+    bad = 0
+    for path in args.files:
+        summary, problems = check_file(path)
+        if problems:
+            bad += 1
+            for line in problems:
+                print(line, file=sys.stderr)
+        else:
+            print(f"{path}: ok ({summary})")
+    return 2 if bad else 0

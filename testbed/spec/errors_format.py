@@ -17,6 +17,8 @@ def field_path(loc: tuple[object, ...], tags: frozenset[str] = frozenset()) -> s
             out += f"[{part}]"
             continue
         text = str(part)
+        if len(text) > 40:
+            text = text[:37] + "..."
         # a discriminator tag follows a list index or dict key and repeats the 'kind'/'name' value
         if text in tags and i > 0 or _TYPE_LIKE.match(text):
             continue
@@ -32,7 +34,7 @@ def _short_value(value: object) -> str | None:
     return None
 
 
-def _message(err: dict) -> str:
+def _message(err: dict, quote_values: bool = True) -> str:
     kind, ctx = err["type"], err.get("ctx") or {}
     simple = {
         "greater_than": "must be > {gt}",
@@ -47,6 +49,11 @@ def _message(err: dict) -> str:
         "int_type": "must be an integer",
         "int_from_float": "must be an integer",
         "bool_parsing": "must be true or false",
+        "bool_type": "must be true or false",
+        "finite_number": "must be a finite number",
+        "tuple_type": "must be a list",
+        "string_too_long": "must be at most {max_length} characters",
+        "too_long": "must have at most {max_length} item(s)",
         "string_type": "must be a string",
         "list_type": "must be a list",
         "dict_type": "must be a mapping",
@@ -75,20 +82,22 @@ def _message(err: dict) -> str:
         return msg
     else:
         msg = str(err["msg"])
-    got = _short_value(err.get("input"))
+    got = _short_value(err.get("input")) if quote_values else None
     if got is not None and kind not in ("missing", "extra_forbidden"):
         msg += f" (got {got})"
     return msg
 
 
-def problems_from(exc: ValidationError, tags: frozenset[str], prefix: str = "") -> list[tuple[str, str]]:
-    """One ``(path, message)`` per field; alternatives of a union on the same path are joined."""
+def problems_from(exc: ValidationError, tags: frozenset[str], prefix: str = "",
+                  quote_values: bool = True) -> list[tuple[str, str]]:
+    """One ``(path, message)`` per field; alternatives of a union on the same path are joined.
+    ``quote_values=False``: never show the value found (for files that may not be the user's)."""
     merged: dict[str, list[str]] = {}
     for err in exc.errors(include_url=False):
         path = field_path(tuple(err["loc"]), tags)
         if prefix:
             path = f"{prefix}.{path}" if path != "(top level)" else prefix
-        msg = _message(err)
+        msg = _message(err, quote_values)
         if msg not in merged.setdefault(path, []):
             merged[path].append(msg)
     return [(path, "; or ".join(msgs)) for path, msgs in merged.items()]

@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from testbed.spec.topology import Strict
+from testbed.spec.topology import FloatPair, Strict
 
 RoundTime = Literal["straggler", "pooled"]
 
@@ -118,7 +118,7 @@ class PowerTrip(_FlBase):
     acc_ceiling: float = Field(1.0, gt=0, le=1, description="A in ProjectAccuracyGain.")
     h_prior: float = Field(0.1, gt=0, description="h before any round is measured.")
     h_ewma: float = Field(0.5, gt=0, le=1, description="Weight of the newest measured h.")
-    h_bounds: tuple[float, float] = Field((0.001, 2.0), description="Clip for measured h.")
+    h_bounds: FloatPair = Field((0.001, 2.0), description="Clip for measured h.")
     gain: Literal["projected", "measured"] = Field("projected", description="measured: the review's test: use the "
                                                    "last measured gain for every k (no k dependence).")
 

@@ -7,19 +7,22 @@ Everything that can be wrong with a scenario is found here, at load time, and re
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from testbed.errors import SpecError
 from testbed.spec.errors_format import problems_from
+from testbed.spec.files import input_file_problem
+from testbed.spec.limits import size_problems
 from testbed.spec.federated_checks import federated_problems
 from testbed.spec.policies import POLICY_NAMES
 from testbed.spec.scenario import Scenario
 from testbed.spec.topology import Topology
+from testbed.spec.yaml_safe import YamlProblem, parse_yaml
 
 _TAGS = frozenset(POLICY_NAMES) | frozenset({"curtailment_windows", "solar", "caiso", "google", "google_synthetic", "csv"})
 
@@ -33,25 +36,38 @@ class LoadedScenario:
     topology_path: Path | None
 
 
+MAX_YAML_BYTES = 16 * 1024 * 1024
+"""Largest scenario, topology or sweep file read (a 50,000-job list is about 5 MB)."""
+
+
 def read_yaml(path: Path, what: str = "file") -> Any:
-    """Parse one YAML file into Python data; every failure is a SpecError naming the file."""
-    if not path.exists():
+    """Parse one YAML file into Python data; every failure is a SpecError naming the file.
+
+    Refused: non-regular files, files over MAX_YAML_BYTES, text that is not UTF-8, duplicate
+    keys, deep nesting and alias bombs (``testbed/spec/yaml_safe.py``). No message quotes the
+    file's text."""
+    if not path.exists() and not path.is_symlink():
         raise SpecError([(str(path), f"{what} not found")])
-    if not path.is_file():
-        raise SpecError([(str(path), f"{what} is not a regular file")])
+    why = input_file_problem(path, MAX_YAML_BYTES)
+    if why is not None:
+        why = why.replace("file not found", "not found")
+        raise SpecError([(str(path), f"{what} {why}")])
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise SpecError([(str(path), f"cannot read {what}: {e}")]) from e
+        raw = path.read_bytes()
+    except OSError as e:
+        raise SpecError([(str(path), f"cannot read {what}: {e.strerror or type(e).__name__}")]) from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw.count(b"\n", 0, e.start) + 1
+        raise SpecError([(f"{path}:{line}", f"{what} is not UTF-8 text (byte {e.start + 1})")]) from None
     if not text.strip():
         raise SpecError([(str(path), f"{what} is empty")])
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
-        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise SpecError([(where, f"not valid YAML: {problem}")]) from e
+        data = parse_yaml(text)
+    except YamlProblem as e:
+        where = f"{path}:{e.line}" if e.line is not None else str(path)
+        raise SpecError([(where, e.message)]) from None
     if data is None:
         raise SpecError([(str(path), f"{what} is empty (only comments or whitespace)")])
     if not isinstance(data, dict):
@@ -66,6 +82,9 @@ def resolve_file(name: str, base_dir: Path) -> Path | None:
     candidates = [p] if p.is_absolute() else [base_dir / p, Path.cwd() / p, base_dir.parent / p]
     for c in candidates:
         if c.is_file():
+            return c.resolve()
+    for c in candidates:  # not a regular file: returned so that the caller can say what it is
+        if c.exists():
             return c.resolve()
     return None
 
@@ -85,7 +104,8 @@ def _merge_topology(data: dict, base_dir: Path) -> tuple[dict, Path | None]:
     try:
         topo = Topology.model_validate(raw)
     except ValidationError as e:
-        raise SpecError([(f"{path}: {p}", m) for p, m in problems_from(e, _TAGS)]) from e
+        # values are not quoted: the topology file may not be the user's own
+        raise SpecError([(f"{path}: {p}", m) for p, m in problems_from(e, _TAGS, quote_values=False)]) from None
     merged = dict(data)
     merged["sites"] = [s.model_dump() for s in topo.sites]
     merged["links"] = [link.model_dump() for link in topo.links]
@@ -94,13 +114,16 @@ def _merge_topology(data: dict, base_dir: Path) -> tuple[dict, Path | None]:
 
 def _cross_checks(sc: Scenario, base_dir: Path) -> tuple[list[tuple[str, str]], dict[str, Any]]:
     """References between sections (sites, links, node types, files). Returns problems and file fixes."""
-    problems: list[tuple[str, str]] = []
+    problems: list[tuple[str, str]] = size_problems(sc)
+    if problems:  # too big to check further (some checks below grow with the size)
+        return problems, {}
     names = [s.name for s in sc.sites]
     site_set = set(names)
     if not sc.sites:
         problems.append(("sites", "at least one site is required (inline or via topology)"))
+    first_index: dict[str, int] = {}
     for i, n in enumerate(names):
-        if names.index(n) != i:
+        if first_index.setdefault(n, i) != i:
             problems.append((f"sites[{i}].name", f"duplicate site {n!r}"))
     node_types = sc.all_node_types()
     for i, s in enumerate(sc.sites):
@@ -141,8 +164,8 @@ def _cross_checks(sc: Scenario, base_dir: Path) -> tuple[list[tuple[str, str]], 
             problems.append((f"workloads.jobs[{i}].origin", f"unknown site {job.origin!r}"))
         if job.arrival_h >= sc.duration_h:
             problems.append((f"workloads.jobs[{i}].arrival_h", f"arrives after the run ends ({sc.duration_h} h)"))
-    ids = [j.id for j in jobs if j.id is not None]
-    for dup in sorted({x for x in ids if ids.count(x) > 1}):
+    ids = Counter(j.id for j in jobs if j.id is not None)
+    for dup in sorted(x for x, n in ids.items() if n > 1):
         problems.append(("workloads.jobs", f"duplicate job id {dup!r}"))
     resolved: dict[str, Any] = {}
     if resolved_types:
@@ -152,8 +175,10 @@ def _cross_checks(sc: Scenario, base_dir: Path) -> tuple[list[tuple[str, str]], 
         if file_name is None:
             continue
         path = resolve_file(file_name, base_dir)
-        if path is None:
-            problems.append((f"traces.renewable.{key}.file", f"file not found: {file_name}"))
+        why = "file not found" if path is None else input_file_problem(
+            path, sc.limits.max_trace_bytes, "limits.max_trace_mb in the scenario")
+        if why is not None:
+            problems.append((f"traces.renewable.{key}.file", f"{why}: {file_name}"))
         else:
             resolved[key] = src.model_copy(update={"file": str(path)})
     return problems, resolved
@@ -175,6 +200,10 @@ def _profile_checks(sc: Scenario, base_dir: Path, resolved: dict[str, Any]) -> l
             if path is None:
                 problems.append((field, f"unknown power profile {ref!r}: not shipped ({', '.join(builtin_profiles())}) "
                                         "and no such file"))
+                continue
+            why = input_file_problem(path, MAX_YAML_BYTES)
+            if why is not None:
+                problems.append((field, f"power profile {why}: {nt.power_profile}"))
                 continue
             ref = str(path)
             resolved[name] = nt.model_copy(update={"power_profile": ref})

@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from testbed.spec.federated import Federated
+from testbed.spec.limits import Limits
 from testbed.spec.policies import FeasibilityModel, PolicySpec, policy_label
 from testbed.spec.topology import BUILTIN_NODE_TYPES, Link, NodeType, Site, Strict
 from testbed.spec.trace_sources import Traces
@@ -62,7 +63,8 @@ class Scenario(Strict):
     description: str = ""
     seed: int = Field(0, ge=0)
     start: datetime = Field(
-        datetime(2024, 6, 3, tzinfo=timezone.utc), description="Absolute start (aligns solar and real traces)."
+        datetime(2024, 6, 3, tzinfo=timezone.utc), strict=False,
+        description="Absolute start (aligns solar and real traces).",
     )
     duration_h: float = Field(gt=0, le=24 * 366)
     step_s: float = Field(300.0, ge=1, le=3600)
@@ -78,6 +80,7 @@ class Scenario(Strict):
     power: Power = Power()
     feasibility: FeasibilityModel = FeasibilityModel()
     policies: list[PolicySpec] = Field(min_length=1)
+    limits: Limits = Field(default_factory=Limits, description="Bounds on the work a run may ask for (README, Limits).")
 
     @field_validator("start")
     @classmethod

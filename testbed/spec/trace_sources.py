@@ -6,7 +6,7 @@ from typing import Annotated, Literal, Union
 
 from pydantic import Field, model_validator
 
-from testbed.spec.topology import Strict
+from testbed.spec.topology import FloatPair, Strict
 
 
 class CurtailmentWindows(Strict):
@@ -72,7 +72,7 @@ class GoogleSynthetic(Strict):
     capacity_per_active: float | None = Field(
         None, gt=0, description="Site capacity as a multiple of its nodes' full active power (nodes x p_active_kw).")
     mode: Literal["available", "utilisation"] = "available"
-    mean_util: tuple[float, float] = Field((0.45, 0.75), description="Range of the per-site mean utilisation.")
+    mean_util: FloatPair = Field((0.45, 0.75), description="Range of the per-site mean utilisation.")
     diurnal_amp: float = Field(0.05, ge=0, le=0.5)
     peak_h: float = Field(15.0, ge=0, lt=24, description="Local hour of the utilisation peak.")
     noise_sd: float = Field(0.04, ge=0, le=0.5)

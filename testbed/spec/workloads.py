@@ -6,9 +6,12 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from testbed.spec.topology import Strict
+from testbed.spec.topology import FloatPair, Strict
 
-Range = tuple[float, float]
+Range = FloatPair
+MAX_CHECKPOINT_GB = 1e12
+"""A zettabyte: larger sizes would overflow the byte and energy arithmetic (a 1e9 GB checkpoint is
+valid: its migration simply never finishes within the run)."""
 
 
 def _check_range(value: float | Range, name: str) -> None:
@@ -29,6 +32,8 @@ class FamilyMix(Strict):
     @model_validator(mode="after")
     def _ranges(self) -> "FamilyMix":
         _check_range(self.checkpoint_gb, "checkpoint_gb")
+        if max(self.checkpoint_gb if isinstance(self.checkpoint_gb, tuple) else (self.checkpoint_gb,)) > MAX_CHECKPOINT_GB:
+            raise ValueError(f"checkpoint_gb must be <= {MAX_CHECKPOINT_GB:g}")
         _check_range(self.work_gpu_h, "work_gpu_h")
         return self
 
@@ -43,7 +48,7 @@ class PoissonArrivals(Strict):
 class Job(Strict):
     id: str | None = None
     family: str = "custom"
-    checkpoint_gb: float = Field(gt=0)
+    checkpoint_gb: float = Field(gt=0, le=MAX_CHECKPOINT_GB)
     work_gpu_h: float = Field(gt=0)
     arrival_h: float = Field(0.0, ge=0)
     origin: str | None = Field(None, description="Submitting site (default: drawn from the seed).")

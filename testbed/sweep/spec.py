@@ -24,6 +24,7 @@ nothing in some variant would otherwise repeat trials and count them twice). Pro
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +47,13 @@ class Variant(Strict):
     set_: dict[str, Any] = Field(default_factory=dict, alias="set", description="path -> value")
 
 
+class SweepLimits(Strict):
+    """Bounds on a sweep's size, checked before any cell is built (every cell is validated up front)."""
+
+    max_cells: int = Field(1_000, ge=1, description="Grid points x variants.")
+    max_trials: int = Field(10_000, ge=1, description="Cells x seeds.")
+
+
 class SweepSpec(Strict):
     name: str | None = Field(None, pattern=_NAME)
     description: str = ""
@@ -56,6 +64,7 @@ class SweepSpec(Strict):
     variants: list[Variant] = Field(default_factory=list)
     metrics: list[str] | None = Field(None, min_length=1)
     parallel: int | None = Field(None, ge=1, le=1024)
+    limits: SweepLimits = Field(default_factory=SweepLimits, description="Raise for a sweep that is big on purpose.")
 
     @field_validator("seeds")
     @classmethod
@@ -136,8 +145,8 @@ def _axis(key: str, values: list[Any], where: str) -> tuple[Axis | None, list[tu
             problems.append((where, "a zipped axis names the same path twice"))
     if not values:
         problems.append((where, "must list at least one value"))
-    texts = [canonical(v) for v in values]
-    for dup in sorted({t for t in texts if texts.count(t) > 1}):
+    counts = Counter(canonical(v) for v in values)
+    for dup in sorted(t for t, n in counts.items() if n > 1):
         problems.append((where, f"value {dup} is listed twice (it would repeat a cell)"))
     if len(paths) > 1:
         for i, v in enumerate(values):
@@ -184,6 +193,23 @@ def _cross_checks(spec: SweepSpec, axes: list[Axis]) -> list[tuple[str, str]]:
     return problems
 
 
+def _size_problems(spec: SweepSpec, axes: list[Axis]) -> list[tuple[str, str]]:
+    """Cells and trials, counted from the axis lengths before anything is expanded."""
+    cells = max(1, len(spec.variants))
+    for ax in axes:
+        cells *= len(ax.values)
+    n_seeds = 1 if spec.seeds is None else (spec.seeds if isinstance(spec.seeds, int) else len(spec.seeds))
+    lim = spec.limits
+    shape = " x ".join([str(len(ax.values)) for ax in axes] + ([f"{len(spec.variants)} variants"] if spec.variants else []))
+    if cells > lim.max_cells:
+        return [("grid", f"{shape or '1'} = {cells:,} cells, over the limit of {lim.max_cells:,}: use fewer values, "
+                         "or raise limits.max_cells in the sweep file")]
+    if cells * n_seeds > lim.max_trials:
+        return [("seeds", f"{cells:,} cells x {n_seeds:,} seeds = {cells * n_seeds:,} trials, over the limit of "
+                          f"{lim.max_trials:,}: use fewer seeds or cells, or raise limits.max_trials in the sweep file")]
+    return []
+
+
 def load_sweep_file(path: str | Path) -> SweepFile:
     """Parse and check SWEEP.yaml on its own (the scenario and the overrides are checked by plan_sweep)."""
     path = Path(path)
@@ -192,7 +218,7 @@ def load_sweep_file(path: str | Path) -> SweepFile:
     try:
         spec = SweepSpec.model_validate(data)
     except ValidationError as e:
-        raise SpecError([(f"{path}: {p}", m) for p, m in problems_from(e, frozenset())]) from e
+        raise SpecError([(f"{path}: {p}", m) for p, m in problems_from(e, frozenset())]) from None
     problems: list[tuple[str, str]] = []
     axes: list[Axis] = []
     for key, values in spec.grid.items():
@@ -200,6 +226,8 @@ def load_sweep_file(path: str | Path) -> SweepFile:
         problems += probs
         if axis is not None:
             axes.append(axis)
+    if not problems:
+        problems += _size_problems(spec, axes)
     if not problems:
         problems += _cross_checks(spec, axes)
     scenario_path = (path.resolve().parent / Path(spec.scenario).expanduser()).resolve()

@@ -345,16 +345,15 @@ class Trace:
                    value_column: str = "value", end_s: float | None = None,
                    meta: Mapping[str, Any] | None = None) -> Trace:
         """Build from a DataFrame of numeric seconds; ``end_s`` defaults to ``df.attrs['end_s']``."""
+        from testbed.traces.fileerrors import missing_column, numeric_column
+
         for col in (time_column, value_column):
             if col not in df.columns:
-                raise TraceError(name, f"missing column {col!r} (have {list(map(str, df.columns))})")
+                raise TraceError(name, missing_column(col, len(df.columns)))
         if end_s is None:
             end_s = df.attrs.get("end_s")
-        try:
-            times = pd.to_numeric(df[time_column]).to_numpy(dtype=np.float64)
-            vals = pd.to_numeric(df[value_column]).to_numpy(dtype=np.float64)
-        except (TypeError, ValueError) as e:
-            raise TraceError(name, f"columns {time_column!r}/{value_column!r} must be numeric: {e}") from e
+        times = numeric_column(df[time_column], time_column, name)
+        vals = numeric_column(df[value_column], value_column, name)
         return cls(times, vals, unit=unit, name=name, end_s=end_s, meta=meta)
 
     @classmethod
@@ -363,11 +362,13 @@ class Trace:
                  end_s: float | None = None) -> Trace:
         """Read a CSV of numeric seconds (``time_s,value``). For ISO timestamps use
         :func:`testbed.traces.csvtrace.load_csv`."""
+        from testbed.traces.fileerrors import read_failure
+
         path = Path(path)
         try:
             df = pd.read_csv(path)
         except (OSError, ValueError, pd.errors.ParserError, UnicodeDecodeError) as e:
-            raise TraceError(str(path), f"cannot read CSV: {e}") from e
+            raise TraceError(str(path), f"cannot read CSV: {read_failure(e)}") from None
         try:
             return cls.from_frame(df, unit=unit, name=name or path.stem, time_column=time_column,
                                   value_column=value_column, end_s=end_s, meta={"source": str(path)})

@@ -35,6 +35,7 @@ from testbed.errors import TraceError
 from testbed.traces.align import fit_window, seconds_since
 from testbed.traces.base import Trace
 from testbed.traces.caiso_time import CAISO_TZ, interval_starts_utc
+from testbed.traces.fileerrors import numeric_column, read_failure
 
 __all__ = ["load_caiso", "read_caiso_table"]
 
@@ -67,20 +68,21 @@ def _read_raw(path: Path, sheet: str, where: str) -> pd.DataFrame:
         try:
             return pd.read_csv(path, header=None, dtype=object, skip_blank_lines=True)
         except (OSError, ValueError, pd.errors.ParserError, UnicodeDecodeError) as e:
-            raise TraceError(where, f"cannot read CSV: {e}") from e
+            raise TraceError(where, f"cannot read CSV: {read_failure(e)}") from None
     try:
         with warnings.catch_warnings():  # real workbooks trip openpyxl's style/extension notices
             warnings.filterwarnings("ignore", category=UserWarning, module=r"openpyxl(\.|$)")
             with pd.ExcelFile(path, engine="openpyxl") as book:
                 sheets = {_norm(s): s for s in book.sheet_names}
                 if _norm(sheet) not in sheets:
-                    raise TraceError(where, f"no sheet {sheet!r} in the workbook "
-                                            f"(sheets: {book.sheet_names})")
+                    n = len(book.sheet_names)
+                    raise TraceError(where, f"no sheet {sheet!r} in the workbook (it has {n} other "
+                                            f"sheet{'s' if n != 1 else ''})")
                 return pd.read_excel(book, sheet_name=sheets[_norm(sheet)], header=None)
     except TraceError:
         raise
-    except (OSError, ValueError, KeyError, zipfile.BadZipFile, InvalidFileException) as e:
-        raise TraceError(where, f"not a readable .xlsx workbook: {e}") from e
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, InvalidFileException) as e:
+        raise TraceError(where, f"not a readable .xlsx workbook: {read_failure(e)}") from None
 
 
 def read_caiso_table(path: str | Path, sheet: str) -> tuple[pd.DataFrame, int]:
@@ -112,7 +114,10 @@ def _dates(col: pd.Series, where: str) -> pd.DatetimeIndex:
             except (ValueError, TypeError):
                 continue
         if parsed is None:
-            raise TraceError(where, f"cannot parse the Date column (first value {col.iloc[0]!r})")
+            parsed = pd.to_datetime(col, format="mixed", errors="coerce")
+            bad = np.flatnonzero(pd.isna(parsed) & col.notna().to_numpy())
+            row = f" (data row {int(bad[0]) + 1})" if bad.size else ""
+            raise TraceError(where, f"cannot parse the Date column{row}: write dates as MM/DD/YYYY or ISO-8601")
     idx = pd.DatetimeIndex(parsed)
     if idx.tz is not None:
         idx = idx.tz_localize(None)
@@ -123,19 +128,16 @@ def _dates(col: pd.Series, where: str) -> pd.DatetimeIndex:
 
 def _integers(col: pd.Series, label: str, where: str) -> np.ndarray:
     try:
-        x = pd.to_numeric(col).to_numpy(dtype=np.float64)
-    except (TypeError, ValueError) as e:
-        raise TraceError(where, f"column {label!r} must be whole numbers: {e}") from e
+        x = numeric_column(col, label, where)
+    except TraceError as e:
+        raise TraceError(where, e.message.replace("must be numeric", "must be whole numbers")) from None
     if not np.all(np.isfinite(x) & (x == np.round(x))):
         raise TraceError(where, f"column {label!r} must be whole numbers with no blanks")
     return x.astype(np.int64)
 
 
 def _numbers(col: pd.Series, label: str, where: str) -> np.ndarray:
-    try:
-        return pd.to_numeric(col).to_numpy(dtype=np.float64)
-    except (TypeError, ValueError) as e:
-        raise TraceError(where, f"column {label!r} must be numeric: {e}") from e
+    return numeric_column(col, label, where)
 
 
 def load_caiso(path: str | Path, *, start: datetime, duration_s: float, step_s: float | None,
@@ -150,8 +152,8 @@ def load_caiso(path: str | Path, *, start: datetime, duration_s: float, step_s: 
     table, first_row = read_caiso_table(path, sheet)
     for label in wanted:
         if label not in table.columns:
-            raise TraceError(where, f"{sheet}: missing column {label!r} "
-                                    f"(have {[c for c in table.columns if c != 'nan']})")
+            have = len([c for c in table.columns if c != "nan"])
+            raise TraceError(where, f"{sheet}: missing column {label!r} (the header row has {have} other columns)")
     if table.empty:
         raise TraceError(where, f"{sheet}: no data rows")
     dates = _dates(table["date"], where)

@@ -19,6 +19,7 @@ import pandas as pd
 from testbed.errors import TraceError
 from testbed.traces.align import fit_window, require_aware, seconds_since
 from testbed.traces.base import Trace
+from testbed.traces.fileerrors import missing_column, numeric_column, read_failure
 
 __all__ = ["load_csv"]
 
@@ -37,11 +38,28 @@ def _parse_times(col: pd.Series, start: datetime | None, where: str) -> np.ndarr
         else:
             naive = pd.DatetimeIndex(pd.to_datetime(text, format="ISO8601"))
             if naive.tz is not None:
-                raise ValueError("mixed timestamps with and without UTC offsets")
+                raise TraceError(where, "cannot parse timestamps: mixed timestamps with and without UTC offsets")
             parsed = naive.tz_localize(start.tzinfo, ambiguous="raise", nonexistent="raise")
     except (ValueError, TypeError, OverflowError) as e:
-        raise TraceError(where, f"cannot parse timestamps as numbers or ISO-8601: {e}") from e
+        raise TraceError(where, f"cannot parse timestamps as numbers or ISO-8601: {_time_failure(text, e)}") from None
     return seconds_since(parsed, start, where)
+
+
+def _time_failure(text: pd.Series, e: BaseException) -> str:
+    """Which data row failed, and why in general terms (pandas' own message quotes the cell)."""
+    kind = type(e).__name__.lower()
+    if "ambiguous" in kind:
+        return "a local time that happens twice at a DST change (write UTC offsets)"
+    if "nonexistent" in kind:
+        return "a local time that does not exist at a DST change (write UTC offsets)"
+    try:
+        parsed = pd.to_datetime(text, format="ISO8601", errors="coerce", utc=True)
+    except (ValueError, TypeError, OverflowError):
+        return "rows mix formats or time zones"
+    bad = np.flatnonzero(parsed.isna().to_numpy())
+    if bad.size:
+        return f"data row {int(bad[0]) + 1} is neither"
+    return "rows mix formats or time zones"
 
 
 def load_csv(path: str | Path, *, unit: str, start: datetime | None = None,
@@ -58,17 +76,14 @@ def load_csv(path: str | Path, *, unit: str, start: datetime | None = None,
     try:
         df = pd.read_csv(path)
     except (OSError, ValueError, pd.errors.ParserError, UnicodeDecodeError) as e:
-        raise TraceError(where, f"cannot read CSV: {e}") from e
+        raise TraceError(where, f"cannot read CSV: {read_failure(e)}") from None
     for col in (time_column, value_column):
         if col not in df.columns:
-            raise TraceError(where, f"missing column {col!r} (have {list(map(str, df.columns))})")
+            raise TraceError(where, missing_column(col, len(df.columns)))
     if df.empty:
         raise TraceError(where, "no rows")
     times = _parse_times(df[time_column], start, where)
-    try:
-        values = pd.to_numeric(df[value_column]).to_numpy(dtype=np.float64) * float(scale)
-    except (TypeError, ValueError) as e:
-        raise TraceError(where, f"column {value_column!r} must be numeric: {e}") from e
+    values = numeric_column(df[value_column], value_column, where) * float(scale)
     end_s = float(duration_s) if (len(df) == 1 and duration_s is not None) else None
     try:
         trace = Trace(times, values, unit=unit, name=name or path.stem, end_s=end_s,

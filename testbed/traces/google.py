@@ -33,6 +33,7 @@ import pandas as pd
 from testbed.errors import TraceError
 from testbed.traces.align import fit_window
 from testbed.traces.base import Trace
+from testbed.traces.fileerrors import missing_column, numeric_column, read_failure
 
 __all__ = ["google_epoch", "google_trace_start", "load_google_power"]
 
@@ -54,7 +55,7 @@ def _read(path: Path) -> pd.DataFrame:
     try:
         return pd.read_csv(path, compression="infer")
     except (OSError, ValueError, EOFError, pd.errors.ParserError, UnicodeDecodeError) as e:
-        raise TraceError(str(path), f"cannot read Google power CSV: {e}") from e
+        raise TraceError(str(path), f"cannot read Google power CSV: {read_failure(e)}") from None
 
 
 def load_google_power(path: str | Path, *, column: str = "measured_power_util", cell: str | None = None,
@@ -73,25 +74,22 @@ def load_google_power(path: str | Path, *, column: str = "measured_power_util", 
     needed = ["time", column] + (["cell"] if cell is not None else []) + (["pdu"] if pdu is not None else [])
     for col in needed:
         if col not in df.columns:
-            raise TraceError(where, f"missing column {col!r} (have {list(map(str, df.columns))})")
+            raise TraceError(where, missing_column(col, len(df.columns)))
     if cell is not None:
         df = df[df["cell"].astype(str) == str(cell)]
     if pdu is not None:
         df = df[df["pdu"].astype(str) == str(pdu)]
     if df.empty:
         raise TraceError(where, f"no rows for cell={cell!r} pdu={pdu!r}")
-    try:
-        time_us = pd.to_numeric(df["time"]).to_numpy(dtype=np.float64)
-        util = pd.to_numeric(df[column]).to_numpy(dtype=np.float64)
-    except (TypeError, ValueError) as e:
-        raise TraceError(where, f"columns 'time' and {column!r} must be numeric: {e}") from e
+    time_us = numeric_column(df["time"], "time", where)
+    util = numeric_column(df[column], column, where)
     keep = ~np.isnan(util)
     time_us, util = time_us[keep], util[keep]
     if util.size == 0:
         raise TraceError(where, f"column {column!r} has no values")
     bad = np.flatnonzero((util < 0) | (util > 1) | ~np.isfinite(util))
     if bad.size:
-        raise TraceError(where, f"column {column!r}: value {util[bad[0]]} outside [0, 1]")
+        raise TraceError(where, f"column {column!r}: a value outside [0, 1] (non-blank sample {int(bad[0]) + 1})")
     if not np.all(np.isfinite(time_us)):
         raise TraceError(where, "column 'time' has non-finite values")
     slot = np.floor(time_us / 1e6 / bucket_s).astype(np.int64)

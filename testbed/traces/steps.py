@@ -20,8 +20,8 @@ def validated_arrays(times_s: Any, values: Any, end_s: float | None,
     try:
         times = np.array(times_s, dtype=np.float64)
         vals = np.array(values, dtype=np.float64)
-    except (TypeError, ValueError) as e:
-        raise TraceError(where, f"times and values must be numeric: {e}") from e
+    except (TypeError, ValueError):
+        raise TraceError(where, "times and values must be numeric") from None
     if times.ndim != 1 or vals.ndim != 1:
         raise TraceError(where, f"times and values must be 1-D (got {times.ndim}-D, {vals.ndim}-D)")
     if times.size != vals.size:
@@ -31,12 +31,12 @@ def validated_arrays(times_s: Any, values: Any, end_s: float | None,
     for label, arr in (("times_s", times), ("values", vals)):
         bad = np.flatnonzero(~np.isfinite(arr))
         if bad.size:
-            raise TraceError(where, f"{label}[{bad[0]}] is not finite ({arr[bad[0]]})")
+            raise TraceError(where, f"{label}[{bad[0]}] is not finite (NaN, blank or infinite)")
     steps = np.diff(times)
     bad = np.flatnonzero(steps <= 0)
     if bad.size:
         i = int(bad[0]) + 1
-        raise TraceError(where, f"times must strictly increase: times_s[{i}]={times[i]} <= {times[i - 1]}")
+        raise TraceError(where, f"times must strictly increase: times_s[{i}] is not after times_s[{i - 1}]")
     if end_s is None:
         if times.size == 1:
             raise TraceError(where, "a single-sample trace needs end_s")

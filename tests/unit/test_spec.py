@@ -4,6 +4,7 @@ problem naming the field or file, never a traceback."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -33,7 +34,10 @@ def _validate(tmp_path: Path, capsys, data=None, text=None) -> tuple[int, list[s
     f.write_text(text if text is not None else yaml.safe_dump(data), encoding="utf-8")
     code = main(["validate", str(f)])
     err = capsys.readouterr().err.strip().splitlines()
-    return code, err
+    # every line names the file first (``FILE: field.path: message``); the checks below read the rest
+    assert all(line.startswith(f"{f}") for line in err), err
+    field_line = re.compile(rf"^{re.escape(str(f))}: ([\w.\[\]$-]+: .*)$")
+    return code, [m.group(1) if (m := field_line.match(line)) else line for line in err]
 
 
 def _with(path: list, value, **kw) -> dict:

@@ -1,0 +1,63 @@
+"""Checks on the files a scenario names (topology, traces, power profiles) before anything reads them.
+
+A path may point anywhere: at a device (``/dev/zero`` never ends), a fifo (reading blocks), a
+kernel file (``/proc/self/environ``: reported as a regular file of size 0, contents secret) or
+a file too large to load. :func:`input_file_problem` refuses those with a message that names
+the file and never its contents.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+KERNEL_ROOTS = ("/proc", "/sys", "/dev")
+"""Pseudo-filesystems: their 'files' are process state or devices, never data files."""
+
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a fifo"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def _under(path: Path, root: str) -> bool:
+    return path == Path(root) or Path(root) in path.parents
+
+
+def input_file_problem(path: Path, max_bytes: int | None = None, limit_hint: str = "") -> str | None:
+    """None if ``path`` is a readable regular data file within ``max_bytes``, else why not.
+
+    ``limit_hint`` says how to raise the size limit (e.g. "limits.max_trace_mb in the scenario").
+    """
+    try:
+        real = path.resolve()
+    except (OSError, RuntimeError):
+        return "cannot resolve the path (a symlink loop?)"
+    for root in KERNEL_ROOTS:
+        if _under(real, root):
+            return f"is under {root}: not a data file"
+    try:
+        st = os.stat(real)
+    except FileNotFoundError:
+        return "file not found"
+    except PermissionError:
+        return "cannot be read (permission denied)"
+    except OSError as e:
+        return f"cannot be read ({e.strerror or type(e).__name__})"
+    for test, kind in _KINDS:
+        if test(st.st_mode):
+            return f"is {kind}, not a regular file"
+    if not stat.S_ISREG(st.st_mode):
+        return "is not a regular file"
+    if max_bytes is not None and st.st_size > max_bytes:
+        hint = f" (raise it with {limit_hint})" if limit_hint else ""
+        return f"is {_size(st.st_size)}, over the {_size(max_bytes)} limit{hint}"
+    if not os.access(real, os.R_OK):
+        return "cannot be read (permission denied)"
+    return None
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{n} bytes"
