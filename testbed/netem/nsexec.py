@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import ctypes
 import os
-import subprocess
 from contextlib import contextmanager
-from typing import Iterator
+from collections.abc import Iterator
 
 CLONE_NEWNET = 0x40000000
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -69,7 +68,9 @@ def ipr_in(name: str):
         ipr.close()
 
 
-def _enter(name: str) -> None:
+def enter_netns(name: str) -> None:
+    """Move the calling thread (in a single-threaded process: the process) into namespace ``name``
+    for good (a name or a path, as for :func:`ns_path`)."""
     fd = os.open(ns_path(name), os.O_RDONLY)
     try:
         _setns(fd)
@@ -77,14 +78,20 @@ def _enter(name: str) -> None:
         os.close(fd)
 
 
-def spawn(name: str, argv: list[str], **popen_kw) -> subprocess.Popen:
+_enter = enter_netns
+
+
+def spawn(name: str, argv: list[str], **popen_kw) -> "subprocess.Popen":  # noqa: F821
     """Start ``argv`` inside namespace ``name`` (no shell, no ``ip netns exec``). The caller owns
     the process: keep its PID, end it by PID."""
+    import subprocess
+
     return subprocess.Popen(argv, preexec_fn=lambda: _enter(name), **popen_kw)  # noqa: PLW1509
 
 
 def terminate(procs, timeout_s: float = 5.0):
-    """End processes we started (``subprocess.Popen`` children), by PID, never by name: SIGTERM all,
+    """End processes we started (``subprocess.Popen`` children, or ``psutil.Process`` objects of our
+    children), by PID, never by name: SIGTERM all,
     wait for all of them together up to ``timeout_s``, SIGKILL what is left, reap every one.
     Returns a :class:`testbed.netem.processes.StopReport`."""
     from testbed.netem.processes import stop_popens

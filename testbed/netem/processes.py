@@ -121,13 +121,17 @@ def stop_processes(procs: Iterable[psutil.Process], timeout_s: float = 5.0,
     return rep
 
 
-def stop_popens(popens: Iterable[subprocess.Popen], timeout_s: float = 5.0,
+def stop_popens(popens: Iterable[subprocess.Popen | psutil.Process], timeout_s: float = 5.0,
                 kill_wait_s: float = KILL_WAIT_S) -> StopReport:
-    """:func:`stop_processes` for children started with ``subprocess``: the ``Popen`` objects learn
-    their exit code (psutil reaps them, so ``Popen.poll`` could not)."""
+    """:func:`stop_processes` for children started with ``subprocess`` (``psutil.Process`` objects
+    may be mixed in): the ``Popen`` objects learn their exit code (psutil reaps them, so
+    ``Popen.poll`` could not)."""
     by_pid: dict[int, subprocess.Popen] = {}
     procs, exited = [], []
     for po in popens:
+        if isinstance(po, psutil.Process):
+            procs.append(po)
+            continue
         if po.returncode is not None:  # reaped before: not ours to report
             continue
         if po.poll() is not None:  # had exited (a zombie until this poll reaped it)

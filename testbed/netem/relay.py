@@ -350,10 +350,14 @@ def set_offloads(ifname: str, *, enabled: bool) -> dict[str, bool]:
 
 def relay_argv(if_a: str, if_b: str, a_to_b: PathImpairment, b_to_a: PathImpairment, *, seed: int,
                stats_path: str | None = None, ready_file: str | None = None, gso: bool = False,
-               python: str | None = None) -> list[str]:
-    """argv of ``python -m testbed.netem.relay`` for these settings (spawn it inside R)."""
+               python: str | None = None, netns: str | None = None) -> list[str]:
+    """argv of ``python -m testbed.netem.relay`` for these settings. Spawn it inside R, or pass
+    ``netns`` (a name or a ``/proc/PID/ns/net`` path): the relay enters R itself before anything
+    else, so the spawner needs no ``preexec_fn`` (a plain, fast vfork+exec)."""
     argv = [python or sys.executable, "-m", "testbed.netem.relay", "--if-a", if_a, "--if-b", if_b,
             "--seed", str(int(seed))]
+    if netns:
+        argv += ["--netns", netns]
     for tag, imp in (("ab", a_to_b), ("ba", b_to_a)):  # str(float) round-trips exactly
         argv += [f"--delay-{tag}-ms", str(float(imp.delay_ms)), f"--jitter-{tag}-ms", str(float(imp.jitter_ms)),
                  f"--loss-{tag}-pct", str(float(imp.loss_pct))]
@@ -370,6 +374,7 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m testbed.netem.relay", description=__doc__.split("\n\n")[0])
     p.add_argument("--if-a", required=True)
     p.add_argument("--if-b", required=True)
+    p.add_argument("--netns", help="network namespace (name or /proc/PID/ns/net path) to run in")
     p.add_argument("--delay-ab-ms", type=float, required=True)
     p.add_argument("--delay-ba-ms", type=float, help="default: same as --delay-ab-ms")
     for name in ("jitter-ab-ms", "jitter-ba-ms", "loss-ab-pct", "loss-ba-pct"):
@@ -393,6 +398,14 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError("--gso cannot be combined with loss (per-packet loss needs frame mode)")
     except (TypeError, ValueError) as e:
         p.error(str(e))
+    if a.netns:
+        from testbed.netem.nsexec import enter_netns
+
+        try:
+            enter_netns(a.netns)
+        except OSError as e:
+            print(f"relay: cannot enter network namespace {a.netns}: {e.strerror or e}", file=sys.stderr)
+            return 1
     run_relay(a.if_a, a.if_b, ab, ba, seed=a.seed, stats_path=a.stats, ready_file=a.ready_file,
               gso=a.gso, queue_limit_frames=a.queue_limit_frames)
     return 0
