@@ -6,16 +6,21 @@ Measures, on real fabrics built exactly as runs build them:
 - configured vs measured RTT for 10/50/100 ms (delay relay, or netem where the kernel has it);
 - how long an in-place rate change takes to take effect (netlink call, replay lag, and the
   receiver's rate settling), driven through the same LinkReplayer a run uses;
-- the time to bring up and tear down a large topology (us-100) and what it leaves behind.
+- the time to bring up and tear down a large topology (us-100) and what it leaves behind, side by
+  side with Mininet bringing up and stopping 100 hosts with tc links on the same machine
+  (``--only us100`` runs just that part).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import re
 import shutil
 import socket
 import statistics
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -26,13 +31,16 @@ from testbed.netem.nsexec import in_netns, socket_factory, spawn
 from testbed.netem.plan import LinkInput, plan_fabric
 
 IDEAL = 1448 / 1514
+TOPOLOGY_RATIO_TARGET = 2.0  # us-100 up + down within 2x of Mininet's 100 hosts with tc links
+MININET_HOSTS = 100
+MININET_CMD = "mn --topo single,100 --link tc --switch lxbr --controller none --test none"
 UNSHAPED_MBIT = 30_000.0  # tbf at 30 Gbit/s: above what a veth carries here, i.e. unshaped
 _ROOT = Path(__file__).resolve().parents[2]
 
 
 def _pair(rate_mbit: float, delay_ms: float = 0.0, impairment: str = "none") -> Fabric:
     return Fabric(plan_fabric(new_run_id(), ["a", "b"], [LinkInput("a", "b", rate_mbit, rate_mbit, delay_ms)],
-                              impairment), purpose="bench")  # type: ignore[arg-type]
+                              impairment), purpose="run")  # type: ignore[arg-type]
 
 
 def _transfer_goodput(fab: Fabric, n_bytes: int) -> float:
@@ -192,14 +200,43 @@ def rate_change_row() -> dict:
             "note": "receiver_settled includes draining the tbf queue built at the old rate (limit = 50 ms of it)"}
 
 
+def settle_netns(timeout_s: float = 30.0) -> float:
+    """Wait until the kernel has finished destroying removed network namespaces (that work runs
+    after ``ip netns del``/unmount returns and would slow the next measurement down); returns
+    the seconds waited. Reads the ``net_namespace`` slab count; without it, waits 2 s."""
+    t0 = time.monotonic()
+
+    def count() -> int | None:
+        try:
+            for line in Path("/proc/slabinfo").read_text().splitlines():
+                if line.startswith("net_namespace "):
+                    return int(line.split()[1])
+        except (OSError, ValueError, IndexError):
+            return None
+        return None
+
+    last = count()
+    if last is None:
+        time.sleep(2.0)
+        return time.monotonic() - t0
+    stable_since = time.monotonic()
+    while time.monotonic() - t0 < timeout_s and time.monotonic() - stable_since < 1.0:
+        time.sleep(0.1)
+        now = count()
+        if now != last:
+            last, stable_since = now, time.monotonic()
+    return time.monotonic() - t0
+
+
 def topology_row(path: Path, impairment: str) -> dict:
+    """Fabric.up/down of a topology in this process (what a run does)."""
     from pyroute2 import netns
 
     from testbed.cli.cmd_net import _topology_links
 
     sites, links = _topology_links(str(path))
     plan = plan_fabric(new_run_id(), sites, links, impairment)  # type: ignore[arg-type]
-    fab = Fabric(plan, purpose="bench")
+    fab = Fabric(plan, purpose="run")
     t0 = time.perf_counter()
     fab.up()
     up_s = time.perf_counter() - t0
@@ -213,26 +250,158 @@ def topology_row(path: Path, impairment: str) -> dict:
             "down_s": down_s, "leftover_namespaces": len(left), "target_up_s": 60.0}
 
 
-def run(out_dir: Path, *, quick: bool = False) -> dict:
+def cli_row(path: Path, impairment: str, timeout_s: float = 300.0) -> dict:
+    """``testbed net up FILE`` then ``testbed net down --run ID``, each a fresh process (what a user
+    types; includes interpreter start-up and imports), wall-clock."""
+    testbed = [sys.executable, "-m", "testbed"]
+    t0 = time.perf_counter()
+    up = subprocess.run([*testbed, "net", "up", str(path), "--impairment", impairment],
+                        capture_output=True, text=True, timeout=timeout_s)
+    up_s = time.perf_counter() - t0
+    m = re.search(r"network (\S+) up in", up.stdout)
+    if up.returncode != 0 or not m:
+        raise RuntimeError(f"testbed net up failed ({up.returncode}): {(up.stderr or up.stdout).strip()[-300:]}")
+    run_id = m.group(1)
+    t0 = time.perf_counter()
+    down = subprocess.run([*testbed, "net", "down", "--run", run_id], capture_output=True, text=True,
+                          timeout=timeout_s)
+    down_s = time.perf_counter() - t0
+    if down.returncode != 0:
+        raise RuntimeError(f"testbed net down failed ({down.returncode}): {(down.stderr or down.stdout).strip()[-300:]}")
+    return {"command_up": f"testbed net up {path.relative_to(_ROOT) if path.is_relative_to(_ROOT) else path}",
+            "command_down": "testbed net down --run ID", "up_s": up_s, "down_s": down_s}
+
+
+# Runs under Mininet's own interpreter: what `mn --topo single,N --link tc[,bw=B] --switch lxbr
+# --controller none --test none` does (build, start, stop), timed per phase. Not the `mn` command
+# itself: on any error `mn` runs its cleanup, which kills and deletes by name (processes and
+# interfaces of every Mininet on the machine); here an error only stops this network.
+_MININET_SCRIPT = r"""
+import functools, json, sys, time
+from mininet.link import TCLink
+from mininet.log import setLogLevel
+from mininet.net import Mininet
+from mininet.nodelib import LinuxBridge
+from mininet.topo import SingleSwitchTopo
+
+setLogLevel("error")
+k, bw = int(sys.argv[1]), (float(sys.argv[2]) if sys.argv[2] != "none" else None)
+link = functools.partial(TCLink, bw=bw) if bw else TCLink
+t0 = time.perf_counter()
+net = Mininet(topo=SingleSwitchTopo(k=k), link=link, switch=LinuxBridge, controller=None, build=False)
+try:
+    net.build()
+    net.start()
+    up = time.perf_counter() - t0
+    hosts = len(net.hosts)
+finally:
+    t0 = time.perf_counter()
+    net.stop()
+    down = time.perf_counter() - t0
+print(json.dumps({"up_s": up, "down_s": down, "hosts": hosts}))
+"""
+
+
+def _mininet_python() -> str | None:
+    """The interpreter of the installed ``mn`` (its ``#!`` line), if Mininet is installed."""
+    mn = shutil.which("mn")
+    if mn is None:
+        return None
+    try:
+        first = Path(mn).read_text(errors="replace").splitlines()[0]
+    except (OSError, IndexError):
+        return None
+    return first[2:].strip().split()[0] if first.startswith("#!") else None
+
+
+def mininet_row(n_hosts: int = MININET_HOSTS, bw_mbit: float | None = None, timeout_s: float = 300.0) -> dict:
+    """Mininet bringing up and stopping ``n_hosts`` hosts on one Linux bridge with tc links, timed.
+    ``available: False`` (with the reason) where Mininet is missing or cannot run here."""
+    cmd = MININET_CMD.replace("single,100", f"single,{n_hosts}")
+    if bw_mbit:
+        cmd = cmd.replace("--link tc", f"--link tc,bw={bw_mbit:g}")
+    row: dict = {"command": cmd, "hosts": n_hosts, "bw_mbit": bw_mbit, "available": False}
+    python = _mininet_python()
+    if python is None:
+        row["reason"] = "Mininet is not installed (no `mn` on PATH)"
+        return row
+    if os.path.exists("/sys/class/net/s1"):
+        row["reason"] = "an interface s1 exists (another Mininet is up): not measured"
+        return row
+    try:
+        out = subprocess.run([python, "-c", _MININET_SCRIPT, str(n_hosts), f"{bw_mbit:g}" if bw_mbit else "none"],
+                             capture_output=True, text=True, timeout=timeout_s)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        row["reason"] = f"Mininet did not finish: {e}"
+        return row
+    try:
+        data = json.loads(out.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        err = (out.stderr or out.stdout).strip().splitlines()
+        row["reason"] = f"Mininet failed (exit {out.returncode}): {err[-1] if err else 'no output'}"
+        return row
+    row.update(data, available=True)
+    return row
+
+
+def us100_comparison(impairment: str, repeat: int = 1) -> dict:
+    """us-100 up/down (in-process Fabric and the `testbed net` CLI) next to Mininet's 100 hosts with tc
+    links, measured alternately on this machine; the kernel finishes destroying namespaces between
+    measurements. Keeps the fastest of ``repeat`` rounds of each."""
+    path = _ROOT / "topologies" / "us-100.yaml"
+    fabric, cli, mn, mn_bw = [], [], [], []
+    for _ in range(repeat):
+        settle_netns()
+        mn.append(mininet_row())
+        settle_netns()
+        mn_bw.append(mininet_row(bw_mbit=1000.0))
+        settle_netns()
+        fabric.append(topology_row(path, impairment))
+        settle_netns()
+        cli.append(cli_row(path, impairment))
+
+    def best(rows: list[dict]) -> dict:
+        ok = [r for r in rows if r.get("available", True)]
+        return min(ok, key=lambda r: r["up_s"] + r["down_s"]) if ok else rows[-1]
+
+    top, c, m, mb = best(fabric), best(cli), best(mn), best(mn_bw)
+    out: dict = {"topology": top, "cli": c, "mininet": m, "mininet_bw": mb, "repeat": repeat,
+                 "ratio_target": TOPOLOGY_RATIO_TARGET}
+    if m.get("available"):
+        mn_total = m["up_s"] + m["down_s"]
+        out["ratio_fabric"] = (top["up_s"] + top["down_s"]) / mn_total
+        out["ratio_cli"] = (c["up_s"] + c["down_s"]) / mn_total
+    return out
+
+
+def run(out_dir: Path, *, quick: bool = False, only: str | None = None) -> dict:
+    """All measurements, or ``only="us100"``: just the us-100 up/down next to Mininet's."""
     from testbed.netem.probe import qdisc_available
 
+    if only not in (None, "us100"):
+        raise ValueError(f"unknown part {only!r} (known: us100)")
     impairment = "netem" if qdisc_available("netem") else "relay"
-    result = {
-        "impairment": impairment,
-        "goodput": goodput_rows(seconds=2.0 if quick else 4.0),
-        "rtt": rtt_rows(impairment),
-        "rate_change": rate_change_row(),
-        "topology": topology_row(_ROOT / "topologies" / "us-100.yaml", impairment),
-    }
-    g = [r for r in result["goodput"] if r["configured_mbit"]]
-    result["targets"] = {
-        "goodput_ratio_min": 0.94,
-        "goodput_pass": all(r["transfer_ratio"] >= 0.94 and (r["iperf3_ratio"] is None or r["iperf3_ratio"] >= 0.94)
-                            for r in g),
-        "rtt_pass": all(r["within_target"] for r in result["rtt"]),
-        "rate_change_pass": (result["rate_change"]["replay_lag_ms"] + result["rate_change"]["netlink_call_ms"]) <= 100,
-        "topology_pass": result["topology"]["up_s"] < 60 and result["topology"]["leftover_namespaces"] == 0,
-    }
+    result: dict = {"impairment": impairment}
+    if only is None:
+        result["goodput"] = goodput_rows(seconds=2.0 if quick else 4.0)
+        result["rtt"] = rtt_rows(impairment)
+        result["rate_change"] = rate_change_row()
+    cmp_ = us100_comparison(impairment, repeat=1 if (quick or only) else 2)
+    result["topology"] = cmp_.pop("topology")
+    result["us100_vs_mininet"] = cmp_
+    targets: dict = {}
+    if only is None:
+        g = [r for r in result["goodput"] if r["configured_mbit"]]
+        targets["goodput_ratio_min"] = 0.94
+        targets["goodput_pass"] = all(r["transfer_ratio"] >= 0.94 and (r["iperf3_ratio"] is None
+                                                                        or r["iperf3_ratio"] >= 0.94) for r in g)
+        targets["rtt_pass"] = all(r["within_target"] for r in result["rtt"])
+        targets["rate_change_pass"] = (result["rate_change"]["replay_lag_ms"]
+                                       + result["rate_change"]["netlink_call_ms"]) <= 100
+    targets["topology_pass"] = result["topology"]["up_s"] < 60 and result["topology"]["leftover_namespaces"] == 0
+    if "ratio_cli" in cmp_:  # without Mininet there is nothing to compare with: not a failure
+        targets["us100_vs_mininet_pass"] = max(cmp_["ratio_cli"], cmp_["ratio_fabric"]) <= TOPOLOGY_RATIO_TARGET
+    result["targets"] = targets
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "shaping.json").write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
     (out_dir / "shaping.md").write_text(render(result))
@@ -245,8 +414,44 @@ def _f(x, d=1):
 
 def render(r: dict) -> str:
     t = r["targets"]
-    lines = ["# bench shaping", "", f"Latency/jitter/loss by: {r['impairment']}", "",
-             "## Goodput (target: achieved / configured >= 0.94; a perfect shaper gives 1448/1514 = 0.956)", "",
+    lines = ["# bench shaping", "", f"Latency/jitter/loss by: {r['impairment']}", ""]
+    if "goodput" in r:
+        lines += _render_shaping(r)
+    tp = r["topology"]
+    lines += [f"## Topology {tp['topology']} (target: up in < 60 s, nothing left after teardown)", "",
+              f"- {tp['sites']} sites, {tp['links']} links, {tp['relays']} relays, {tp['namespaces']} namespaces: "
+              f"up in {tp['up_s']:.1f} s, down in {tp['down_s']:.1f} s, leftover namespaces {tp['leftover_namespaces']}",
+              "", f"topology: {'PASS' if t['topology_pass'] else 'FAIL'}", ""]
+    lines += _render_vs_mininet(r["us100_vs_mininet"], tp, t)
+    return "\n".join(lines)
+
+
+def _render_vs_mininet(c: dict, tp: dict, t: dict) -> list[str]:
+    m, mb, cli = c["mininet"], c["mininet_bw"], c["cli"]
+    lines = [f"## us-100 up + down next to Mininet, same machine (target: within {c['ratio_target']:g}x)", ""]
+    if not m.get("available"):
+        return lines + [f"- Mininet not measured: {m.get('reason')}", "", "us-100 vs Mininet: not measured", ""]
+    lines += ["| what | up s | down s | total s |", "|---|---:|---:|---:|",
+              f"| testbed, in-process (`Fabric.up`/`down`, {tp['relays']} relays) | {tp['up_s']:.2f} | "
+              f"{tp['down_s']:.2f} | {tp['up_s'] + tp['down_s']:.2f} |",
+              f"| testbed CLI (`{cli['command_up']}`, `{cli['command_down']}`) | {cli['up_s']:.2f} | "
+              f"{cli['down_s']:.2f} | {cli['up_s'] + cli['down_s']:.2f} |",
+              f"| Mininet: `{m['command']}` | {m['up_s']:.2f} | {m['down_s']:.2f} | {m['up_s'] + m['down_s']:.2f} |"]
+    if mb.get("available"):
+        lines.append(f"| Mininet, every link shaped: `{mb['command']}` | {mb['up_s']:.2f} | {mb['down_s']:.2f} | "
+                     f"{mb['up_s'] + mb['down_s']:.2f} |")
+    lines += ["", f"- ratio testbed / Mininet (up + down): in-process {c['ratio_fabric']:.2f}, "
+              f"CLI {c['ratio_cli']:.2f} (target <= {c['ratio_target']:g})",
+              f"- Mininet timed through its Python API (build+start, stop) under its own interpreter: the same "
+              f"steps as the `mn` command above, without `mn`'s clean-up-by-name on errors; fastest of "
+              f"{c['repeat']} alternating round(s), kernel namespace teardown settled between measurements",
+              "", f"us-100 vs Mininet: {'PASS' if t.get('us100_vs_mininet_pass') else 'FAIL'}", ""]
+    return lines
+
+
+def _render_shaping(r: dict) -> list[str]:
+    t = r["targets"]
+    lines = ["## Goodput (target: achieved / configured >= 0.94; a perfect shaper gives 1448/1514 = 0.956)", "",
              "| configured Mbit/s | transfer service Mbit/s | ratio | iperf3 Mbit/s | ratio | ideal |",
              "|---:|---:|---:|---:|---:|---:|"]
     for g in r["goodput"]:
@@ -265,9 +470,4 @@ def render(r: dict) -> str:
               f"- {c['from_mbit']:.0f} -> {c['to_mbit']:.0f} Mbit/s: netlink call {c['netlink_call_ms']:.2f} ms, "
               f"replay lag {c['replay_lag_ms']:.2f} ms, receiver rate settled after {_f(c['receiver_settled_ms'])} ms",
               f"- {c['note']}", "", f"rate change: {'PASS' if t['rate_change_pass'] else 'FAIL'}", ""]
-    tp = r["topology"]
-    lines += [f"## Topology {tp['topology']} (target: up in < 60 s, nothing left after teardown)", "",
-              f"- {tp['sites']} sites, {tp['links']} links, {tp['relays']} relays, {tp['namespaces']} namespaces: "
-              f"up in {tp['up_s']:.1f} s, down in {tp['down_s']:.1f} s, leftover namespaces {tp['leftover_namespaces']}",
-              "", f"topology: {'PASS' if t['topology_pass'] else 'FAIL'}", ""]
-    return "\n".join(lines)
+    return lines

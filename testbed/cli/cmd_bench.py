@@ -23,6 +23,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     sh = bsub.add_parser("shaping", help="configured vs achieved goodput, RTT, rate-change latency, us-100 up time (root)")
     sh.add_argument("--out", type=Path, default=Path("results") / "bench")
     sh.add_argument("--quick", action="store_true", help="shorter goodput runs (2 s instead of 4 s)")
+    sh.add_argument("--only", choices=["us100"], default=None,
+                    help="only us-100 up/down next to Mininet's 100 hosts with tc links (about a minute)")
     sh.set_defaults(func=_bench_shaping)
     pw = bsub.add_parser("power", help="CPU-throttled real training vs the power profile's throughput_frac(cap)")
     pw.add_argument("--profile", default="rtx4090", help="shipped profile name or YAML path (default rtx4090)")
@@ -57,7 +59,7 @@ def _bench_shaping(args: argparse.Namespace) -> int:
     from testbed.netem.fabric import require_root
 
     require_root("testbed bench shaping")
-    result = run(args.out, quick=args.quick)
+    result = run(args.out, quick=args.quick, only=args.only)
     print((args.out / "shaping.md").read_text())
     print(f"written: {args.out / 'shaping.json'}, {args.out / 'shaping.md'}")
     return 0 if all(result["targets"].values()) else 1

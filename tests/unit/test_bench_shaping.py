@@ -1,0 +1,75 @@
+"""bench shaping's us-100 vs Mininet part: Mininet found or not, rendering, ratios (no root needed)."""
+
+from __future__ import annotations
+
+import pytest
+
+from testbed.bench import shaping
+
+
+def _top(up=4.0, down=0.5):
+    return {"topology": "us-100.yaml", "sites": 101, "links": 100, "impairment": "relay", "namespaces": 203,
+            "relays": 100, "up_s": up, "down_s": down, "leftover_namespaces": 0, "target_up_s": 60.0}
+
+
+def _cmp(mn_available=True):
+    mn = {"command": shaping.MININET_CMD, "hosts": 100, "bw_mbit": None, "available": mn_available}
+    if mn_available:
+        mn.update(up_s=3.0, down_s=1.5)
+    else:
+        mn["reason"] = "Mininet is not installed (no `mn` on PATH)"
+    c = {"cli": {"command_up": "testbed net up topologies/us-100.yaml", "command_down": "testbed net down --run ID",
+                 "up_s": 6.0, "down_s": 1.0}, "mininet": mn, "mininet_bw": dict(mn), "repeat": 1, "ratio_target": 2.0}
+    if mn_available:
+        c["ratio_fabric"], c["ratio_cli"] = 4.5 / 4.5, 7.0 / 4.5
+    return c
+
+
+def test_missing_mininet_is_reported_not_a_failure(monkeypatch):
+    monkeypatch.setattr(shaping.shutil, "which", lambda name: None)
+    row = shaping.mininet_row()
+    assert row["available"] is False and "not installed" in row["reason"]
+    assert row["command"] == shaping.MININET_CMD
+    md = shaping.render({"impairment": "relay", "topology": _top(), "us100_vs_mininet": _cmp(False),
+                         "targets": {"topology_pass": True}})
+    assert "Mininet not measured: Mininet is not installed" in md
+    assert "us-100 vs Mininet: not measured" in md
+    assert "## Goodput" not in md  # --only us100: just this part
+
+
+def test_render_shows_both_sides_the_ratio_and_the_command():
+    md = shaping.render({"impairment": "relay", "topology": _top(), "us100_vs_mininet": _cmp(True),
+                         "targets": {"topology_pass": True, "us100_vs_mininet_pass": True}})
+    assert f"`{shaping.MININET_CMD}` | 3.00 | 1.50 | 4.50 |" in md
+    assert "| 4.00 | 0.50 | 4.50 |" in md  # testbed in-process
+    assert "in-process 1.00, CLI 1.56 (target <= 2)" in md
+    assert "us-100 vs Mininet: PASS" in md
+
+
+def test_mininet_interpreter_comes_from_mn(tmp_path, monkeypatch):
+    mn = tmp_path / "mn"
+    mn.write_text("#!/usr/bin/python3 -u\nprint('mn')\n")
+    monkeypatch.setattr(shaping.shutil, "which", lambda name: str(mn))
+    assert shaping._mininet_python() == "/usr/bin/python3"
+    mn.write_text("no shebang\n")
+    assert shaping._mininet_python() is None
+
+
+def test_mininet_row_reports_a_failing_mininet(tmp_path, monkeypatch):
+    fake = tmp_path / "python-fake"
+    fake.write_text("#!/bin/sh\necho 'ImportError: No module named mininet' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    mn = tmp_path / "mn"
+    mn.write_text(f"#!{fake}\n")
+    monkeypatch.setattr(shaping.shutil, "which", lambda name: str(mn))
+    monkeypatch.setattr(shaping.os.path, "exists", lambda p: False)
+    row = shaping.mininet_row(n_hosts=3)
+    assert row["available"] is False
+    assert "exit 1" in row["reason"] and "No module named mininet" in row["reason"]
+    assert "single,3" in row["command"]
+
+
+def test_unknown_part_is_refused_before_anything_runs(tmp_path):
+    with pytest.raises(ValueError, match="unknown part"):
+        shaping.run(tmp_path, only="us200")
+    assert not (tmp_path / "shaping.json").exists()
