@@ -1,12 +1,13 @@
-"""``testbed clean [--run ID] [--force]``: remove leftovers of our runs only."""
+"""``testbed clean [--run ID] [--force]``: remove leftovers of our runs only (what their state files list)."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("clean", help="remove leftover namespaces/interfaces/cgroups/processes of testbed runs (ours only)")
+    p = sub.add_parser("clean", help="remove what crashed testbed runs left (only what their state files list)")
     p.add_argument("--run", default=None, help="only this run id")
     p.add_argument("--force", action="store_true", help="also runs whose owner process is still alive")
     p.set_defaults(func=_clean)
@@ -14,20 +15,29 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _clean(args: argparse.Namespace) -> int:
     from testbed.errors import SpecError
-    from testbed.netem.clean import clean
-    from testbed.netem.naming import RUN_ID_RE
+    from testbed.netem.clean import clean, strays
     from testbed.netem.fabric import require_root
+    from testbed.netem.naming import RUN_ID_RE
 
     if args.run is not None and not RUN_ID_RE.match(args.run):
         raise SpecError([("--run", f"not a run id (6 characters [a-z0-9]): {args.run!r}")])
     require_root("testbed clean")
     reports = clean(args.run, force=args.force)
+    if not args.run:
+        for s in strays():
+            print(f"warning: {s.path}: not a testbed state file ({s.reason}); left alone", file=sys.stderr)
     if not reports:
         print("nothing to clean")
+    failed = False
     for r in reports:
         if r.skipped:
             print(f"{r.run_id}: skipped: {r.skipped}")
-        else:
-            print(f"{r.run_id}: removed {len(r.namespaces)} namespace(s), {len(r.interfaces)} interface(s), "
-                  f"{len(r.cgroups)} cgroup(s), stopped {len(r.pids)} process(es)")
-    return 0
+            continue
+        print(f"{r.run_id}: removed {len(r.namespaces)} namespace(s), {len(r.interfaces)} interface(s), "
+              f"{len(r.cgroups)} cgroup(s), {len(r.paths)} file(s)/folder(s), stopped {len(r.pids)} process(es)")
+        for why in r.refused:
+            print(f"warning: {r.run_id}: {why}; left alone", file=sys.stderr)
+        for err in r.errors:
+            print(f"error: {r.run_id}: {err}", file=sys.stderr)
+        failed = failed or bool(r.errors)
+    return 1 if failed else 0

@@ -1,9 +1,11 @@
 """Throwaway resources for probes, each removed on every exit path.
 
 Namespaces are ``tb-<run>-doctor-<tag>``, interfaces ``tb<run><tag>a|b`` (made *inside* the
-namespace, so removing the namespace removes them), cgroups ``tb-<run>-doctor``.
-:func:`sweep` removes whatever a run id still owns after its probes (a probe cut short by its
-deadline): it matches the exact run id, never a broad name.
+namespace, so removing the namespace removes them), cgroups ``tb-<run>-doctor``. Like a run's,
+they are listed in the doctor's own state file (purpose ``doctor``) before they are made, so a
+``testbed clean`` running at the same time sees whose they are and leaves them alone while the
+doctor runs, and removes them if the doctor was killed. :func:`sweep` removes whatever the run id
+still lists after its probes (a probe cut short by its deadline), then the state file.
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from testbed.netem.naming import if_name, ns_name, run_of_ns
+from testbed.netem import state
+from testbed.netem.naming import if_name, ns_name
 from testbed.netem.nsexec import in_netns
 
 NETNS_DIR = Path("/var/run/netns")
@@ -42,10 +45,9 @@ def _libc_call(name: str, *args) -> None:
 
 
 def _remove_netns(name: str) -> None:
-    from pyroute2 import netns
+    from testbed.netem.nsmake import remove_netns
 
-    if name in netns.listnetns():
-        netns.remove(name)
+    remove_netns(name)
 
 
 def _new_netns_thread(name: str, errors: list[BaseException]) -> threading.Thread:
@@ -66,12 +68,18 @@ def _new_netns_thread(name: str, errors: list[BaseException]) -> threading.Threa
     return threading.Thread(target=work, name=f"doctor-{name}", daemon=True)
 
 
+def _list(run_id: str, **resources: list) -> None:
+    """List what a probe is about to make in the doctor's state file."""
+    state.add(run_id, purpose="doctor", **resources)
+
+
 @contextmanager
 def scratch_netns(run_id: str, tag: str) -> Iterator[str]:
     """A fresh, empty network namespace; yields its name."""
     name = doctor_ns(run_id, tag)
     errors: list[BaseException] = []
     maker = _new_netns_thread(name, errors)
+    _list(run_id, namespaces=[name])
     try:
         maker.start()
         maker.join()
@@ -79,8 +87,10 @@ def scratch_netns(run_id: str, tag: str) -> Iterator[str]:
             raise errors[0]
         yield name
     finally:
-        maker.join()  # a deadline may have cut the first join short: let it finish, then remove
+        if maker.is_alive() or maker.ident is not None:
+            maker.join()  # a deadline may have cut the first join short: let it finish, then remove
         _remove_netns(name)
+        state.discard(run_id, namespaces=[name])
 
 
 @dataclass
@@ -115,30 +125,36 @@ def entered(ns: str):
 def scratch_cgroup(hierarchy: Path, run_id: str) -> Iterator[Path]:
     """An empty child cgroup of ``hierarchy`` (no task is ever put in it)."""
     path = hierarchy / cgroup_name(run_id)
+    _list(run_id, cgroups=[path.name])
     try:
         path.mkdir()
         yield path
     finally:
         if path.is_dir():
             path.rmdir()
+        state.discard(run_id, cgroups=[path.name])
 
 
 def sweep(run_id: str, cgroup_hierarchies: list[Path] = ()) -> list[str]:
-    """Remove what run ``run_id`` still owns (namespaces, probe cgroups); return what was removed."""
+    """Remove what run ``run_id``'s state file still lists (namespaces, probe cgroups), then the
+    state file; return what was removed."""
     removed = []
-    try:
-        from pyroute2 import netns
-    except ImportError:  # then no probe could have made a namespace
-        names = []
-    else:
-        names = netns.listnetns()
-    for name in names:
-        if run_of_ns(name) == run_id:
-            netns.remove(name)
+    listed = state.read(run_id) or {}
+    if listed.get("purpose") not in (None, "doctor"):
+        return removed  # not the doctor's run id: not ours to sweep
+    for name in listed.get("namespaces", []):
+        if name.startswith(ns_name(run_id, "doctor-")) and os.path.lexists(NETNS_DIR / name):
+            _remove_netns(name)
             removed.append(name)
-    for hierarchy in cgroup_hierarchies:
-        path = hierarchy / cgroup_name(run_id)
+    wanted = [c for c in listed.get("cgroups", []) if c == cgroup_name(run_id)]
+    paths = {hierarchy / c for hierarchy in cgroup_hierarchies for c in wanted}
+    if wanted:
+        from testbed.power.cgroups import find_cgroups_named
+
+        paths |= {p for _, p in find_cgroups_named(wanted)}
+    for path in sorted(paths):
         if path.is_dir():
             path.rmdir()
             removed.append(str(path))
+    state.remove(run_id)
     return removed

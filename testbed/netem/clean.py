@@ -1,21 +1,36 @@
-"""Find and remove what our runs left behind — and nothing else.
+"""Remove what our runs left behind — and nothing else.
 
-A run's resources are recognised by its run id: namespaces ``tb-<run>-...``, interfaces
-``tb<run>...`` (only in the root namespace after a crash mid-build), CPU-throttle cgroups
-``tb-<run>-...`` (their tasks are moved to the parent first), processes whose PIDs the
-run recorded in its state file *and* whose command line still names the run. A run whose owner
-process is alive is skipped unless ``force`` (it may be in use by another testbed command).
+Only what a valid state file lists is touched (:mod:`testbed.netem.state`: the testbed marker,
+the run id matching the file name), and each listed name must also carry the run's prefix:
+
+- processes: a listed PID still running (a zombie counts as gone) whose command line names the run;
+  ended together (SIGTERM, then SIGKILL for what is left);
+- namespaces ``tb-<run>-...``; interfaces ``tb<run>...`` in the root namespace;
+- cgroups named ``tb-<run>`` or ``tb-<run>-...`` (tasks moved to the parent first);
+- temp folders: real directories (not links) directly under the system temp dir named ``tb-<run>-...``;
+- partial results: real directories named ``.NAME.partial-PID`` (the results writer's working name).
+
+A look-alike that no state file lists (a ``tb-abc123-x`` namespace someone else made) is left alone;
+a file in the state directory that is not a valid state file is reported, never acted on. A run
+whose owner process is alive is skipped unless ``force`` (it may be in use: a run, a ``doctor``).
+Every step is guarded: a failure is reported for that resource and the rest still runs; the state
+file stays (so a later ``clean`` retries) until everything it lists is gone.
 """
 
 from __future__ import annotations
 
 import os
-import signal
-import time
+import re
+import shutil
+import stat
+import tempfile
 from dataclasses import dataclass, field
 
 from testbed.netem import state
-from testbed.netem.naming import if_prefix, ns_prefix, run_of_ns
+from testbed.netem.naming import if_prefix, ns_prefix
+
+PARTIAL_NAME_RE = re.compile(r"^\..+\.(partial|old)-[0-9]+$")
+STOP_TIMEOUT_S = 3.0
 
 
 @dataclass
@@ -26,67 +41,233 @@ class CleanReport:
     interfaces: list[str] = field(default_factory=list)
     pids: list[int] = field(default_factory=list)
     cgroups: list[str] = field(default_factory=list)
+    paths: list[str] = field(default_factory=list)  # temp folders, partial results, the state file
+    refused: list[str] = field(default_factory=list)  # listed but not ours by name or kind: left alone
+    errors: list[str] = field(default_factory=list)  # could not be removed (the state file stays)
+
+    @property
+    def ok(self) -> bool:
+        return self.skipped is None and not self.errors
 
 
 def runs_present() -> list[str]:
-    from pyroute2 import netns
-
-    from testbed.power.cgroups import find_run_cgroups, run_of_cgroup
-
-    ids = {r for r in (run_of_ns(n) for n in netns.listnetns()) if r}
-    ids |= {r for r in (run_of_cgroup(p) for _, p in find_run_cgroups()) if r}
-    return sorted(ids | set(state.all_runs()))
+    """Runs with a valid state file (the only runs ``clean`` knows)."""
+    return state.all_runs()
 
 
-def _stop_pid(pid: int, run_id: str) -> bool:
-    """End a process we started: only if it is alive and its command line names this run."""
-    if not state.pid_alive(pid) or run_id not in state.pid_cmdline(pid):
+def _stop_pids(pids: list[int], run_id: str, rep: CleanReport) -> None:
+    """End the listed processes that still run and whose command line names this run, all at once."""
+    import psutil
+
+    procs = []
+    for pid in pids:
+        try:
+            p = psutil.Process(pid)
+            if p.status() == psutil.STATUS_ZOMBIE:
+                continue  # exited; its parent (or init) reaps it
+            if run_id not in " ".join(p.cmdline()):
+                continue  # the PID now belongs to someone else
+            procs.append(p)
+        except (psutil.NoSuchProcess, psutil.ZombieProcess):
+            continue
+        except psutil.Error as e:
+            rep.errors.append(f"process {pid}: {e}")
+    for p in procs:
+        try:
+            p.terminate()
+        except psutil.NoSuchProcess:
+            pass
+        except psutil.Error as e:
+            rep.errors.append(f"process {p.pid}: {e}")
+    _, alive = psutil.wait_procs(procs, timeout=STOP_TIMEOUT_S)
+    alive = [p for p in alive if _running(p)]
+    for p in alive:
+        try:
+            p.kill()
+        except psutil.NoSuchProcess:
+            pass
+        except psutil.Error as e:
+            rep.errors.append(f"process {p.pid}: {e}")
+    _, still = psutil.wait_procs(alive, timeout=STOP_TIMEOUT_S)
+    for p in procs:
+        if p in still and _running(p):
+            rep.errors.append(f"process {p.pid}: still running after SIGKILL")
+        else:
+            rep.pids.append(p.pid)
+
+
+def _running(p) -> bool:
+    import psutil
+
+    try:
+        return p.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
         return False
-    os.kill(pid, signal.SIGTERM)
-    for _ in range(30):
-        if not state.pid_alive(pid):
-            return True
-        time.sleep(0.1)
-    os.kill(pid, signal.SIGKILL)
-    return True
+
+
+def _remove_namespaces(names: list[str], run_id: str, rep: CleanReport) -> None:
+    from testbed.netem.nsmake import remove_netns
+
+    prefix = ns_prefix(run_id)
+    for ns in names:
+        if not ns.startswith(prefix) or "/" in ns:
+            rep.refused.append(f"namespace {ns!r}: not named {prefix}*")
+            continue
+        try:
+            if remove_netns(ns):
+                rep.namespaces.append(ns)
+        except OSError as e:
+            rep.errors.append(f"namespace {ns}: {e}")
+
+
+def _remove_interfaces(names: list[str], run_id: str, rep: CleanReport) -> None:
+    prefix = if_prefix(run_id)
+    wanted = []
+    for name in names:
+        if name.startswith(prefix):
+            wanted.append(name)
+        else:
+            rep.refused.append(f"interface {name!r}: not named {prefix}*")
+    if not wanted:
+        return
+    try:
+        from pyroute2 import IPRoute
+
+        with IPRoute() as ipr:
+            for name in wanted:
+                try:
+                    found = ipr.link_lookup(ifname=name)
+                    if found:
+                        ipr.link("del", index=found[0])
+                        rep.interfaces.append(name)
+                except Exception as e:  # noqa: BLE001 (NetlinkError and friends: reported per interface)
+                    if "No such device" not in str(e):  # gone with its peer meanwhile
+                        rep.errors.append(f"interface {name}: {e}")
+    except Exception as e:  # noqa: BLE001
+        rep.errors.append(f"interfaces: {e}")
+
+
+def _remove_cgroups(names: list[str], run_id: str, rep: CleanReport) -> None:
+    from testbed.power.cgroups import find_cgroups_named, release_named
+
+    mine = []
+    for name in names:
+        if (name == f"tb-{run_id}" or name.startswith(f"tb-{run_id}-")) and "/" not in name:
+            mine.append(name)
+        else:
+            rep.refused.append(f"cgroup {name!r}: not named tb-{run_id}[-*]")
+    try:
+        found = find_cgroups_named(mine)
+    except OSError as e:
+        rep.errors.append(f"cgroups: {e}")
+        return
+    for version, path in found:
+        try:
+            release_named(version, path)
+            rep.cgroups.append(str(path))
+        except Exception as e:  # noqa: BLE001 (ThrottleError, OSError: reported per cgroup)
+            rep.errors.append(f"cgroup {path}: {e}")
+
+
+def _real_dir(path: str) -> bool | None:
+    """True: a real directory; False: something else (a link, a file); None: nothing there."""
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except FileNotFoundError:
+        return None
+
+
+def _remove_tree(path: str, what: str, rep: CleanReport) -> None:
+    try:
+        shutil.rmtree(path)
+        rep.paths.append(path)
+    except FileNotFoundError:
+        pass
+    except OSError as e:
+        rep.errors.append(f"{what} {path}: {e.strerror or e}")
+
+
+def _remove_tmp_dirs(paths: list[str], run_id: str, rep: CleanReport) -> None:
+    tmp_root = os.path.realpath(tempfile.gettempdir())
+    for path in paths:
+        kind = _real_dir(path)
+        if kind is None:
+            continue
+        parent = os.path.realpath(os.path.dirname(path))
+        if not kind or parent != tmp_root or not os.path.basename(path).startswith(f"tb-{run_id}-"):
+            rep.refused.append(f"temp folder {path!r}: not a real directory {tmp_root}/tb-{run_id}-*")
+            continue
+        _remove_tree(path, "temp folder", rep)
+
+
+def _remove_partial_dirs(paths: list[str], rep: CleanReport) -> None:
+    for path in paths:
+        kind = _real_dir(path)
+        if kind is None:
+            continue
+        if not kind or not os.path.isabs(path) or not PARTIAL_NAME_RE.match(os.path.basename(path)):
+            rep.refused.append(f"partial results {path!r}: not a real directory named .NAME.partial-PID")
+            continue
+        _remove_tree(path, "partial results", rep)
+
+
+def _guarded(rep: CleanReport, what: str, fn, *args) -> None:
+    try:
+        fn(*args)
+    except Exception as e:  # noqa: BLE001 (clean never crashes: each step reports its own failure)
+        rep.errors.append(f"{what}: {type(e).__name__}: {e}")
 
 
 def clean_run(run_id: str, *, force: bool = False) -> CleanReport:
-    from pyroute2 import IPRoute, netns
-
+    """Remove what run ``run_id``'s state file lists (see the module doc)."""
     rep = CleanReport(run_id)
-    st = state.read(run_id)
-    if st and not force and st.get("purpose") != "net" and st.get("owner_pid") != os.getpid() \
-            and state.pid_alive(int(st.get("owner_pid", 0))):
-        rep.skipped = f"owner process {st['owner_pid']} is alive (use --force to remove anyway)"
+    try:
+        st = state.load(run_id)
+    except FileNotFoundError:
+        rep.skipped = "no state file (nothing testbed recorded for this run)"
+        _remove_state_temps(run_id, rep)
         return rep
-    for pid in (st or {}).get("pids", []):
-        if _stop_pid(int(pid), run_id):
-            rep.pids.append(int(pid))
-    prefix = ns_prefix(run_id)
-    for ns in netns.listnetns():
-        if ns.startswith(prefix):
-            netns.remove(ns)
-            rep.namespaces.append(ns)
-    ifp = if_prefix(run_id)
-    with IPRoute() as ipr:
-        for link in ipr.get_links():
-            name = link.get_attr("IFLA_IFNAME")
-            if name and name.startswith(ifp):
-                ipr.link("del", index=link["index"])
-                rep.interfaces.append(name)
-    from testbed.power.cgroups import remove_run_cgroups
-
-    rep.cgroups = remove_run_cgroups(run_id)  # after the processes: their tasks have exited
-    tmp = (st or {}).get("tmp_dir")
-    if tmp and os.path.basename(tmp).startswith(f"tb-{run_id}-") and os.path.isdir(tmp):
-        import shutil
-
-        shutil.rmtree(tmp, ignore_errors=True)
-    state.remove(run_id)
+    except (OSError, state.StateFileError) as e:
+        rep.skipped = f"{state.path_for(run_id)} is not a valid testbed state file ({e}); left alone"
+        return rep
+    owner = st["owner_pid"]
+    if not force and owner != os.getpid() and st.get("purpose") != "net" and state.owner_alive(st):
+        rep.skipped = f"owner process {owner} is alive (use --force to remove anyway)"
+        return rep
+    _guarded(rep, "processes", _stop_pids, st.get("pids", []), run_id, rep)
+    _guarded(rep, "namespaces", _remove_namespaces, st.get("namespaces", []), run_id, rep)
+    _guarded(rep, "interfaces", _remove_interfaces, st.get("interfaces", []), run_id, rep)
+    _guarded(rep, "cgroups", _remove_cgroups, st.get("cgroups", []), run_id, rep)  # after the processes
+    _guarded(rep, "temp folders", _remove_tmp_dirs, st.get("tmp_dirs", []), run_id, rep)
+    _guarded(rep, "partial results", _remove_partial_dirs, st.get("partial_dirs", []), rep)
+    _remove_state_temps(run_id, rep)
+    if not rep.errors:
+        try:
+            state.remove(run_id)
+            rep.paths.append(str(state.path_for(run_id)))
+        except OSError as e:
+            rep.errors.append(f"state file: {e.strerror or e}")
     return rep
 
 
+def _remove_state_temps(run_id: str, rep: CleanReport) -> None:
+    for path in state.temp_files(run_id):
+        try:
+            path.unlink()
+            rep.paths.append(str(path))
+        except FileNotFoundError:
+            pass
+        except OSError as e:
+            rep.errors.append(f"{path}: {e.strerror or e}")
+
+
 def clean(run_id: str | None = None, *, force: bool = False) -> list[CleanReport]:
+    """``run_id``: that run only; else every run with a valid state file."""
     targets = [run_id] if run_id else runs_present()
     return [clean_run(r, force=force) for r in targets]
+
+
+def strays() -> list[state.Stray]:
+    """Entries of the state directory that are not valid state files (reported, never acted on)."""
+    return state.scan()[1]
+

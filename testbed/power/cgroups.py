@@ -109,6 +109,46 @@ def find_run_cgroups(run_id: str | None = None, *, mounts: dict[str, Path] | Non
     return found
 
 
+def all_hierarchies(mounts: Path = Path("/proc/self/mounts")) -> list[tuple[int, Path]]:
+    """Every mounted cgroup hierarchy (v1: each controller's; v2: the unified one), as (version, path)."""
+    found: list[tuple[int, Path]] = []
+    try:
+        lines = mounts.read_text().splitlines()
+    except OSError:
+        return found
+    for line in lines:
+        fields = line.split()
+        if len(fields) >= 3 and fields[2] in ("cgroup", "cgroup2"):
+            entry = (1 if fields[2] == "cgroup" else 2, Path(fields[1]))
+            if entry not in found:
+                found.append(entry)
+    return found
+
+
+def find_cgroups_named(names, *, mounts: dict[str, Path] | None = None,
+                       max_depth: int = 6) -> list[tuple[int, Path]]:
+    """Cgroups whose directory name is one of ``names`` exactly (what a run's state file lists), in
+    every hierarchy, as (version, path); not looked into once found."""
+    wanted = set(names)
+    found = []
+    if not wanted:
+        return found
+    for version, mount in (_hierarchies(mounts) if mounts is not None else all_hierarchies()):
+        base_depth = len(mount.parts)
+        for dirpath, dirnames, _ in os.walk(mount):
+            here = Path(dirpath)
+            ours = [d for d in sorted(dirnames) if d in wanted]
+            found += [(version, here / d) for d in ours]
+            deeper = len(here.parts) - base_depth < max_depth
+            dirnames[:] = [d for d in dirnames if d not in ours] if deeper else []
+    return found
+
+
+def release_named(version: int, path: Path) -> None:
+    """Remove one cgroup found by :func:`find_cgroups_named` (tasks moved to the parent first)."""
+    release_cgroup(path, "tasks" if version == 1 else "cgroup.procs")
+
+
 def run_of_cgroup(path: Path) -> str | None:
     m = re.match(r"^tb-([a-z0-9]{6})-", path.name)
     return m.group(1) if m else None

@@ -81,10 +81,12 @@ def test_a_single_thread_can_be_throttled():
 
 @needs_v1
 def test_clean_removes_a_runs_leftover_cgroups(spinner):
+    from testbed.netem import state
     from testbed.netem.clean import clean_run, runs_present
 
     run_id = new_run_id()
     th = CgroupV1Throttle(run_id, "leak", parent=V1)
+    state.add(run_id, cgroups=[th.path.name])  # what a run does before an agent makes a throttle
     th.open()
     th.add_pid(spinner.pid)  # a crash now would leave the cgroup behind
     other = CgroupV1Throttle(new_run_id(), "other", parent=V1)
@@ -94,6 +96,8 @@ def test_clean_removes_a_runs_leftover_cgroups(spinner):
         rep = clean_run(run_id, force=True)
         assert rep.cgroups == [str(th.path)] and not th.path.exists()
         assert other.path.exists()  # another run's cgroup is not ours to remove
+        assert clean_run(other.path.name[3:9], force=True).skipped  # its run has no state file
+        assert other.path.exists()  # nor one that no state file lists
         assert spinner.poll() is None
     finally:
         other.close()

@@ -103,7 +103,7 @@ class MininetFabric(Fabric):
         self._host_pids = [h.pid for h in hosts.values()]
         from testbed.netem import state
 
-        state.write(p.run_id, self._state())
+        state.add(p.run_id, pids=self._host_pids)  # Mininet starts them itself: listed right after
         self._configure_namespaces()
         self._verify()
         self._start_relays()
@@ -143,11 +143,17 @@ class MininetFabric(Fabric):
                 if p.impairment == "netem" and link.impaired and "netem" not in kinds:
                     raise FabricError(f"Mininet did not apply delay on {link.key}: no netem qdisc; refusing")
 
-    def down(self) -> None:
-        try:
-            super().down()  # relays (by PID), state file; no named namespaces to remove
-        finally:
-            if self.net is not None:
-                with _quiet_mininet():
-                    self.net.stop()  # ends the hosts Mininet started and deletes its links and bridge
-                self.net = None
+    def _root_interfaces(self) -> list[str]:
+        """Mininet makes its veths (and the management bridge) in the root namespace first."""
+        p = self.plan
+        names = [p.mgmt_bridge, p.ctl_if, p.ctl_peer_if]
+        names += [n for s in p.sites for n in (s.mgmt_if, s.mgmt_peer_if)]
+        names += [n for lk in p.links for n in (lk.if_a, lk.if_b, lk.if_ra, lk.if_rb) if n]
+        return names
+
+    def _stop_hosts(self) -> None:
+        """Called by :meth:`Fabric.down` after the relays, before the state file is updated."""
+        if self.net is not None:
+            net, self.net = self.net, None
+            with _quiet_mininet():
+                net.stop()  # ends the hosts Mininet started and deletes its links and bridge

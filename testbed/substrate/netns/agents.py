@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
 import signal
 import subprocess
 import sys
@@ -13,6 +14,7 @@ import time
 from pathlib import Path
 
 from testbed.agent.client import AgentClient
+from testbed.lifecycle import critical
 from testbed.netem import state
 from testbed.netem.fabric import Fabric, FabricError
 from testbed.netem.nsexec import socket_factory, spawn, terminate
@@ -57,11 +59,23 @@ class AgentPool:
         self._token = token
         self._engine = None
         self._containers: dict = {}
-        self._dir = Path(tempfile.mkdtemp(prefix=f"tb-{fabric.plan.run_id}-agents-"))
+        # named now; listed in the run's state file, then made, by start()
+        self._dir = Path(tempfile.gettempdir()) / f"tb-{fabric.plan.run_id}-agents-{secrets.token_hex(4)}"
+        self._made_dir = False
         self._procs: dict[str, subprocess.Popen] = {}
         self._clients: dict[str, AgentClient] = {}
+        self._cgroups: list[str] = []  # throttle cgroups the agents may make (listed before they do)
+
+    @property
+    def run_id(self) -> str:
+        return self.fabric.plan.run_id
 
     def start(self) -> None:
+        """Start an agent per site; each resource is listed in the state file before it exists."""
+        with critical():
+            state.add(self.run_id, tmp_dirs=[str(self._dir)])
+            self._dir.mkdir(mode=0o700)
+            self._made_dir = True
         token_file = self._dir / "token"
         token_file.write_text(self._token)
         os.chmod(token_file, 0o600)
@@ -78,13 +92,14 @@ class AgentPool:
                 continue
             log = open(work / "agent.log", "wb")  # noqa: SIM115 (the child keeps it)
             try:
-                self._procs[s.name] = spawn(self.fabric.site_ns(s.name), argv, stdin=subprocess.DEVNULL,
-                                            stdout=log, stderr=subprocess.STDOUT)
+                with critical():  # spawned and recorded as one step
+                    # own session: a terminal's Ctrl-C goes to testbed, which stops the agents in order
+                    proc = spawn(self.fabric.site_ns(s.name), argv, stdin=subprocess.DEVNULL,
+                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                    self._procs[s.name] = proc
+                    state.add(self.run_id, pids=[proc.pid])
             finally:
                 log.close()
-        st = state.read(plan.run_id) or {}
-        st["pids"] = sorted(set(st.get("pids", [])) | {p.pid for p in self._procs.values()})
-        state.write(plan.run_id, st)
         deadline = time.monotonic() + READY_TIMEOUT_S
         for s in plan.sites:
             while not (self._dir / s.name / "ready").exists():
@@ -101,13 +116,13 @@ class AgentPool:
         from testbed.runtime.container import Mount
 
         if self._engine is None:
-            self._engine = DockerEngine(self.fabric.plan.run_id, data_root=DOCKER_DATA_ROOT)
+            engine = DockerEngine(self.fabric.plan.run_id, data_root=DOCKER_DATA_ROOT)
+            state.add(self.run_id, cgroups=[engine.cgroup_name], info={"docker": {"run_dir": str(engine.run_dir)}})
+            self._cgroups.append(engine.cgroup_name)
+            self._engine = engine
             self._engine.__enter__()
+            state.add(self.run_id, pids=[self._engine.pid])  # testbed clean ends it by PID
             self._image = ensure_base_image(self._engine)
-            st = state.read(self.fabric.plan.run_id) or {}
-            st["docker"] = {"engine_pid": self._engine.pid, "run_dir": str(getattr(self._engine, "run_dir", ""))}
-            st["pids"] = sorted(set(st.get("pids", [])) | {self._engine.pid})  # testbed clean ends it by PID
-            state.write(self.fabric.plan.run_id, st)
         node = ContainerNode(self._engine, site, self.fabric.site_ns(site), argv, image=self._image.tag,
                              mounts=[Mount(str(self._dir), str(self._dir), read_only=False)], host_python=True,
                              gpus="all" if _nvidia_gpus() else None)
@@ -116,6 +131,19 @@ class AgentPool:
 
     def client(self, site: str) -> AgentClient:
         return self._clients[site]
+
+    def expect_throttle(self, site: str, job_id: str) -> None:
+        """List the CPU-throttle cgroup the agent at ``site`` makes for ``job_id`` (on its first
+        ``set_throughput``) in the state file, before it is made."""
+        from testbed.power.cgroups import cgroup_name
+
+        try:
+            name = cgroup_name(self.run_id, f"{site}-{job_id}")
+        except ValueError:
+            return  # the agent refuses such a tag too (no cgroup is made)
+        if name not in self._cgroups:
+            state.add(self.run_id, cgroups=[name])
+            self._cgroups.append(name)
 
     def kill(self, site: str) -> None:
         """End one site's agent (fault injection: a destination dies mid-transfer): by PID for
@@ -128,17 +156,30 @@ class AgentPool:
         proc.wait(timeout=10)
 
     def stop(self) -> None:
-        for c in self._clients.values():
-            c.close()
-        self._clients.clear()
-        terminate(self._procs.values(), timeout_s=10)
-        self._procs.clear()
-        for node in self._containers.values():
-            node.__exit__(None, None, None)
-        self._containers.clear()
-        if self._engine is not None:
-            self._engine.__exit__(None, None, None)
-            self._engine = None
+        """Idempotent, and not cut short by Ctrl-C/SIGTERM (deferred until it is done)."""
         import shutil
 
-        shutil.rmtree(self._dir, ignore_errors=True)
+        from testbed.power.cgroups import find_cgroups_named
+
+        with critical():
+            for c in self._clients.values():
+                c.close()
+            self._clients.clear()
+            pids = [p.pid for p in self._procs.values()]
+            terminate(self._procs.values(), timeout_s=10)
+            self._procs.clear()
+            try:
+                for node in self._containers.values():
+                    node.__exit__(None, None, None)
+                self._containers.clear()
+                if self._engine is not None:
+                    pids.append(self._engine.pid)
+                    self._engine.__exit__(None, None, None)
+                    self._engine = None
+            finally:
+                shutil.rmtree(self._dir, ignore_errors=True)
+                left = {p.name for _, p in find_cgroups_named(self._cgroups)} if self._cgroups else set()
+                gone = [c for c in self._cgroups if c not in left]
+                self._cgroups = [c for c in self._cgroups if c in left]
+                state.discard(self.run_id, pids=pids, cgroups=gone,
+                              tmp_dirs=[str(self._dir)] if self._made_dir and not self._dir.exists() else [])

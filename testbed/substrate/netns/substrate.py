@@ -19,6 +19,7 @@ import threading
 
 from testbed.errors import SpecError, TestbedError
 from testbed.inputs import Inputs
+from testbed.lifecycle import critical
 from testbed.seeding import derive_seed
 from testbed.netem.fabric import Fabric
 from testbed.netem.naming import new_run_id
@@ -140,19 +141,24 @@ class EmulatedSubstrate(Substrate):
             self._servers[s.name] = srv
 
     def close(self) -> None:
-        self._cancel.set()
-        if self._replayer is not None:
-            self._replayer.stop()
-        for _, th in list(self._flying.values()):
-            th.join(timeout=10)
-        for srv in self._servers.values():
-            srv.stop()
-        self._servers.clear()
-        if self._agents is not None:
-            self._agents.stop()
-            self._agents = None
-        if self.fabric is not None:
-            self.fabric.down()
+        """Idempotent, and not cut short by Ctrl-C/SIGTERM (deferred until it is done); the fabric
+        goes even if stopping something before it failed."""
+        with critical():
+            try:
+                self._cancel.set()
+                if self._replayer is not None:
+                    self._replayer.stop()
+                for _, th in list(self._flying.values()):
+                    th.join(timeout=10)
+                for srv in self._servers.values():
+                    srv.stop()
+                self._servers.clear()
+                if self._agents is not None:
+                    agents, self._agents = self._agents, None
+                    agents.stop()
+            finally:
+                if self.fabric is not None:
+                    self.fabric.down()
 
     # -- the contract ------------------------------------------------------------------------------
     def start_migration(self, order: MigrationOrder) -> None:
@@ -189,6 +195,7 @@ class EmulatedSubstrate(Substrate):
             if prev is not None and prev[0] == site and abs(prev[1] - frac) < 1e-9:
                 out[job_id] = prev[2]
                 continue
+            self._agents.expect_throttle(site, agent_job_id(job_id))  # listed before the agent makes it
             res = self._agents.client(site).call("set_throughput", job_id=agent_job_id(job_id), frac=frac,
                                                  cap_w=cap.cap_w)
             enforced = float(res.get("frac", frac))
