@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 from testbed import __version__
@@ -29,24 +28,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-_MAIN_PID = os.getpid()
-
-
-def _terminate(signum, frame):
-    """SIGTERM -> SystemExit in the CLI's own process, so every context manager tears down.
-    A forked child (pyroute2 forks helpers and ends them with SIGTERM) must not run our
-    ``finally`` blocks: it exits at once."""
-    if os.getpid() != _MAIN_PID:
-        os._exit(128 + signum)
-    raise SystemExit(128 + signum)
-
-
 def main(argv: list[str] | None = None) -> int:
-    import signal
-    import threading
+    """The first SIGINT/SIGTERM raises (KeyboardInterrupt / SystemExit(143)) so that every context
+    manager tears down; later ones wait for the teardown (:mod:`testbed.lifecycle`)."""
+    from testbed.lifecycle import handling_signals
 
-    on_main = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, _terminate) if on_main else None
+    with handling_signals():
+        return _main(argv)
+
+
+def _main(argv: list[str] | None) -> int:
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
@@ -61,9 +52,6 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
-    finally:
-        if on_main:
-            signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":  # pragma: no cover
