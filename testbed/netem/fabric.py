@@ -10,8 +10,8 @@ termination. What a crash still leaves behind is listed in the run's state file
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
-import subprocess
 import sys
 import tempfile
 import threading
@@ -19,9 +19,12 @@ import time
 from pathlib import Path
 
 from testbed.errors import TestbedError
+from testbed.lifecycle import critical
 from testbed.netem import state
-from testbed.netem.nsexec import in_netns, ipr_in, spawn, terminate
+from testbed.netem.nsmake import create_netns, remove_netns
+from testbed.netem.nsexec import in_netns, ipr_in, terminate
 from testbed.netem.plan import MGMT_PREFIX, FabricPlan, LinkPlan
+from testbed.netem.routes import aggregate as aggregate_routes
 from testbed.netem.qdisc import NetemParams, add_shaping, change_rate, netem_params, tbf_handle, tbf_params
 
 RELAY_READY_TIMEOUT_S = 10.0
@@ -60,10 +63,12 @@ class Fabric:
         self.purpose = purpose
         self.detached = detached  # relays survive this process (testbed net up)
         self._namespaces: list[str] = []
-        self._relays: dict[str, subprocess.Popen] = {}
-        self._tmp = tempfile.mkdtemp(prefix=f"tb-{plan.run_id}-")
+        self._relays: dict = {}  # link key -> psutil.Process of its relay (our child)
+        # named now, created (after it is recorded) by up()
+        self._tmp = os.path.join(tempfile.gettempdir(), f"tb-{plan.run_id}-{secrets.token_hex(4)}")
         self._rtt_ms = {link.key: 2 * link.delay_ms for link in plan.links}
         self._index: dict[tuple[str, str], int] = {}  # (namespace, ifname) -> ifindex
+        self._fresh_ifs: set[str] = set()  # interfaces this fabric created (they carry no address yet)
         self.up_s: float | None = None
         self._iprs: dict = {}  # namespace -> IPRoute kept open for rate changes
         self._ipr_lock = threading.Lock()
@@ -77,57 +82,86 @@ class Fabric:
         self.down()
 
     def up(self) -> None:
+        """Every resource is listed in the run's state file before it is made; an interrupt or error
+        part-way removes what was made (and :meth:`down` can run again)."""
         require_root("network emulation")
         t0 = time.perf_counter()
-        state.write(self.plan.run_id, self._state())
+        self._refuse_clash()  # before anything is listed: down() removes every namespace the plan names
         try:
+            with critical():
+                state.add(self.plan.run_id, purpose=self.purpose, info=self._info(), **self._recorded())
+                os.mkdir(self._tmp, 0o700)
             self._build()
         except BaseException:
             self.down()
             raise
         self.up_s = time.perf_counter() - t0
-        state.write(self.plan.run_id, self._state())
 
     def down(self) -> None:
-        """Idempotent: stop relays (by PID, ours), remove our namespaces, forget the state file."""
-        self.release_netlink()
-        terminate(self._relays.values(), timeout_s=3)
-        self._relays.clear()
-        from pyroute2 import netns
-
-        for ns in reversed(self._namespaces):
+        """Idempotent, and not cut short by Ctrl-C/SIGTERM (deferred until it is done): stop relays
+        (by PID, ours), remove every namespace of the plan that exists, the temp folder, and what the
+        state file lists for us."""
+        with critical():
+            recorded = self._recorded()
+            self.release_netlink()
+            terminate(self._relays.values(), timeout_s=3)
+            self._relays.clear()
+            failed = []
             try:
-                netns.remove(ns)
-            except OSError:
-                pass
-        self._namespaces.clear()
-        state.remove(self.plan.run_id)
-        shutil.rmtree(self._tmp, ignore_errors=True)
+                self._stop_hosts()
+            except Exception as e:  # noqa: BLE001 (reported; the rest of the teardown still runs)
+                failed.append(f"hosts: {e}")
+            for ns in reversed(self.plan.namespaces()):
+                try:
+                    remove_netns(ns)
+                except OSError as e:
+                    failed.append(f"{ns}: {e}")
+            self._namespaces.clear()
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            if not failed and not os.path.lexists(self._tmp):
+                state.discard(self.plan.run_id, **recorded)
+            else:
+                print(f"warning: run {self.plan.run_id}: could not remove {'; '.join(failed) or self._tmp}; "
+                      f"`testbed clean --run {self.plan.run_id}` retries", file=sys.stderr)
 
-    def _state(self) -> dict:
-        return state.record(self.plan.run_id, purpose=self.purpose, namespaces=self.plan.namespaces(),
-                            pids=self._owned_pids(), extra={"tmp_dir": self._tmp,
-                            "sites": {s.name: {"ns": s.ns, "addr": s.addr, "mgmt_addr": s.mgmt_addr}
-                                      for s in self.plan.sites},
-                            "links": [{"key": lk.key, "rate_ab_mbit": lk.rate_ab_mbit, "rate_ba_mbit": lk.rate_ba_mbit,
-                                       "delay_ms": lk.delay_ms, "jitter_ms": lk.jitter_ms, "loss_pct": lk.loss_pct,
-                                       "relay_ns": lk.relay_ns} for lk in self.plan.links],
-                            "impairment": self.plan.impairment})
+    def _recorded(self) -> dict:
+        """What this fabric lists in the state file (its relays' PIDs are added as they start)."""
+        return {"namespaces": self.plan.namespaces(), "interfaces": self._root_interfaces(),
+                "pids": self._owned_pids(), "tmp_dirs": [self._tmp]}
+
+    def _stop_hosts(self) -> None:
+        """End processes that hold the plan's namespaces (Mininet hosts); named namespaces need none."""
+
+    def _root_interfaces(self) -> list[str]:
+        """Interfaces made in the root namespace (none: veths are created inside the namespaces)."""
+        return []
+
+    def _info(self) -> dict:
+        return {"sites": {s.name: {"ns": s.ns, "addr": s.addr, "mgmt_addr": s.mgmt_addr} for s in self.plan.sites},
+                "links": [{"key": lk.key, "rate_ab_mbit": lk.rate_ab_mbit, "rate_ba_mbit": lk.rate_ba_mbit,
+                           "delay_ms": lk.delay_ms, "jitter_ms": lk.jitter_ms, "loss_pct": lk.loss_pct,
+                           "relay_ns": lk.relay_ns} for lk in self.plan.links],
+                "impairment": self.plan.impairment}
 
     def _owned_pids(self) -> list[int]:
         return [p.pid for p in self._relays.values()]
 
     # -- build ----------------------------------------------------------------------------------
-    def _build(self) -> None:
-        from pyroute2 import IPRoute, netns
+    def _refuse_clash(self) -> None:
+        from pyroute2 import netns
 
         existing = set(netns.listnetns())
         clash = [ns for ns in self.plan.namespaces() if ns in existing]
         if clash:
             raise FabricError(f"namespace {clash[0]} already exists (run id clash; try again)")
+
+    def _build(self) -> None:
+        from pyroute2 import IPRoute
+
         for ns in self.plan.namespaces():
-            netns.create(ns)
-            self._namespaces.append(ns)
+            with critical():  # listed in the state file already; made whole or not at all
+                create_netns(ns)
+                self._namespaces.append(ns)
         with IPRoute() as ipr:
             self._veths(ipr)
         self._configure_namespaces()
@@ -138,6 +172,7 @@ class Fabric:
 
         def veth(a_if: str, a_ns: str, b_if: str, b_ns: str) -> None:
             ipr.link("add", ifname=a_if, kind="veth", net_ns_fd=a_ns, peer={"ifname": b_if, "net_ns_fd": b_ns})
+            self._fresh_ifs.update((a_if, b_if))  # made here: no address to flush
 
         for s in p.sites:
             veth(s.mgmt_if, s.ns, s.mgmt_peer_if, p.mgmt_ns)
@@ -197,8 +232,8 @@ class Fabric:
                     ifname, addr = (link.if_a, link.addr_a) if side == "a" else (link.if_b, link.addr_b)
                     idx = self._addr_up(n, s.ns, ifname, addr, 30)
                     self._shape(n, idx, link, side)
-                for dst, via, ifname in p.routes[s.name]:
-                    n.route("add", dst=f"{dst}/32", gateway=via, oif=self._index[(s.ns, ifname)], prefsrc=s.addr)
+                for dst, via, ifname in aggregate_routes(p.routes[s.name], s.addr):  # same forwarding, ~10x fewer
+                    n.route("add", dst=dst, gateway=via, oif=self._index[(s.ns, ifname)], prefsrc=s.addr)
         if p.impairment == "relay":
             self._prepare_relay_links()
 
@@ -216,7 +251,8 @@ class Fabric:
 
     def _addr_up(self, n, ns: str, ifname: str, addr: str, prefix: int) -> int:
         idx = n.link_lookup(ifname=ifname)[0]
-        n.flush_addr(index=idx)
+        if ifname not in self._fresh_ifs:  # someone else's interface (a Mininet link): start clean
+            n.flush_addr(index=idx)
         n.addr("add", index=idx, address=addr, prefixlen=prefix)
         n.link("set", index=idx, state="up")
         self._index[(ns, ifname)] = idx
@@ -243,35 +279,55 @@ class Fabric:
                     n.link("set", index=n.link_lookup(ifname=ifname)[0], state="up")
 
     def _start_relays(self) -> None:
-        if not any(link.relay_ns for link in self.plan.links):
+        """Start one delay relay per relayed link, all at once (forked from one process that imported
+        the relay once: :mod:`testbed.netem.relayfork`), then wait until every one is ready."""
+        links = [link for link in self.plan.links if link.relay_ns]
+        if not links:
             return
-        from testbed.netem.relay import PathImpairment, relay_argv
+        import psutil
 
-        pending = []
-        for link in self.plan.links:
-            if not link.relay_ns:
-                continue
+        from testbed.netem.relay import PathImpairment, relay_argv
+        from testbed.netem.relayfork import RelaySpec, RelayStartError, start_relays
+
+        tmp = Path(self._tmp)
+        specs = []
+        for link in links:
             imp = PathImpairment(delay_ms=link.delay_ms, jitter_ms=link.jitter_ms, loss_pct=link.loss_pct)
-            ready = Path(self._tmp) / f"relay-{link.index}.ready"
             argv = relay_argv(link.if_ra, link.if_rb, imp, imp, seed=link.index, gso=relay_gso(link),
-                              stats_path=str(Path(self._tmp) / f"relay-{link.index}.json"), ready_file=str(ready))
-            argv[0] = sys.executable
-            log = open(Path(self._tmp) / f"relay-{link.index}.log", "wb")  # noqa: SIM115 (the child keeps it)
+                              stats_path=str(tmp / f"relay-{link.index}.json"),
+                              ready_file=str(tmp / f"relay-{link.index}.ready"), netns=self._ns(link.relay_ns))
+            specs.append(RelaySpec(args=argv[3:], log_path=str(tmp / f"relay-{link.index}.log")))
+        started: list[int] = []
+
+        def keep(pid: int) -> None:
+            self._relays[links[len(started)].key] = psutil.Process(pid)
+            started.append(pid)
+
+        with critical():  # started and recorded (state file and self._relays) as one step
             try:
-                self._relays[link.key] = spawn(self._ns(link.relay_ns), argv, stdin=subprocess.DEVNULL,
-                                               stdout=log, stderr=subprocess.STDOUT, start_new_session=self.detached)
-            finally:
-                log.close()
-            pending.append((link, ready))
-            state.write(self.plan.run_id, self._state())
+                # own sessions: a terminal's Ctrl-C goes to testbed, which stops the relays in order;
+                # the temp folder's name (it holds the run id) is in every relay's command line
+                start_relays(specs, self._tmp, on_pid=keep)
+            except RelayStartError as e:
+                raise FabricError(f"delay relays: {e}") from None
+            finally:  # one state-file write for all of them (one per relay costs ~1 s for us-100)
+                if started:
+                    state.add(self.plan.run_id, pids=started)
+        from testbed.netem.processes import ended
+
+        pending = [(link, tmp / f"relay-{link.index}.ready") for link in links]
         deadline = time.monotonic() + RELAY_READY_TIMEOUT_S
-        for link, ready in pending:
-            while not ready.exists():
+        while pending:
+            pending = [(link, ready) for link, ready in pending if not ready.exists()]
+            for link, _ in pending:
                 proc = self._relays[link.key]
-                if proc.poll() is not None:
-                    raise FabricError(f"delay relay for {link.key} exited with {proc.returncode}")
-                if time.monotonic() > deadline:
-                    raise FabricError(f"delay relay for {link.key} not ready after {RELAY_READY_TIMEOUT_S} s")
+                if ended(proc):
+                    raise FabricError(f"delay relay for {link.key} exited with {proc.returncode} "
+                                      f"(log: {tmp / f'relay-{link.index}.log'})")
+            if pending and time.monotonic() > deadline:
+                raise FabricError(f"{len(pending)} delay relay(s) not ready after {RELAY_READY_TIMEOUT_S} s "
+                                  f"(first: {pending[0][0].key})")
+            if pending:
                 time.sleep(0.01)
 
     # -- at run time ---------------------------------------------------------------------------
