@@ -37,9 +37,22 @@ PAPER_CLASS_B_MAX_S = 300.0
 _STD_NORMAL = NormalDist()
 
 
+class FeasibilityInputError(ValueError):
+    """An input (or a quantity derived from the inputs) is out of range; ``name`` says which."""
+
+    def __init__(self, name: str, message: str):
+        self.name, self.message = name, message
+        super().__init__(f"{name}: {message}")
+
+
 def _require(ok: bool, name: str, message: str) -> None:
     if not ok:
-        raise ValueError(f"{name}: {message}")
+        raise FeasibilityInputError(name, message)
+
+
+# Below this the (1 - epsilon) quantile is not representable in double precision (1 - 1e-17 == 1).
+MIN_EPSILON = 1e-12
+_OVERFLOW = "overflows (the inputs are out of range: the result is not a finite number)"
 
 
 def _finite(x: float) -> bool:
@@ -146,6 +159,7 @@ def transfer_time_s(size_gb: float, bandwidth_gbps: float, corrections: Correcti
         time_s += slow_start_penalty_s(
             size_gb * 1e9, goodput_gbps, corrections.rtt_ms, corrections.init_cwnd_segments, corrections.mss_bytes
         )
+    _require(math.isfinite(time_s), "transfer_s", _OVERFLOW)
     return time_s
 
 
@@ -193,14 +207,18 @@ def energy_cost_kwh(p_sys_kw: float, transfer_s: float) -> float:
     """Eq. 2: ``E_cost = P_sys * T_transfer``."""
     _require(_finite(p_sys_kw) and p_sys_kw > 0, "p_sys_kw", "must be > 0")
     _require(_finite(transfer_s) and transfer_s >= 0, "transfer_s", "must be >= 0")
-    return p_sys_kw * transfer_s / 3600.0
+    e_cost = p_sys_kw * transfer_s / 3600.0
+    _require(math.isfinite(e_cost), "e_cost_kwh", _OVERFLOW)
+    return e_cost
 
 
 def breakeven_min(e_cost_kwh: float, p_node_kw: float) -> float:
     """Eq. 2: ``T_breakeven = E_cost / P_node``, in minutes."""
     _require(_finite(e_cost_kwh) and e_cost_kwh >= 0, "e_cost_kwh", "must be >= 0")
     _require(_finite(p_node_kw) and p_node_kw > 0, "p_node_kw", "must be > 0")
-    return e_cost_kwh / p_node_kw * 60.0
+    minutes = e_cost_kwh / p_node_kw * 60.0
+    _require(math.isfinite(minutes), "breakeven_min", _OVERFLOW)
+    return minutes
 
 
 def paper_class(transfer_s: float) -> str:
@@ -284,10 +302,14 @@ def risk_adjusted_window_s(window_forecast_s: float, noise_frac: float, epsilon:
     ``epsilon`` must be in (0, 0.5]: above 0.5 the quantile lies above the median, and more
     forecast noise would *lengthen* the window a migration may rely on."""
     _require(_finite(window_forecast_s) and window_forecast_s >= 0, "window_forecast_s", "must be >= 0")
-    _require(_finite(epsilon) and 0 < epsilon <= 0.5, "epsilon", "must be in (0, 0.5]")
+    _require(_finite(epsilon) and MIN_EPSILON <= epsilon <= 0.5, "epsilon", f"must be in [{MIN_EPSILON:g}, 0.5]")
     mu, sigma = _forecast_error(noise_frac, bias_frac)
     z = _STD_NORMAL.inv_cdf(1.0 - epsilon)
-    return window_forecast_s * math.exp(-(mu + sigma * z))
+    exponent = -(mu + sigma * z)
+    _require(math.isfinite(exponent) and exponent < 700.0, "risk_window_s", _OVERFLOW)
+    window_s = window_forecast_s * math.exp(exponent)
+    _require(math.isfinite(window_s), "risk_window_s", _OVERFLOW)
+    return window_s
 
 
 # ---------------------------------------------------------------------------- one assessment

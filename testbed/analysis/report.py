@@ -123,10 +123,31 @@ def calibrate_transfer(m: pd.DataFrame) -> dict | None:
             "reference_efficiency": TCP_EFFICIENCY_MTU1500}
 
 
-def build_report(dirs: list[Path], out: Path, title: str | None = None) -> Path:
+REPORT_FORMAT = "testbed-report/1"
+
+
+def build_report(dirs: list[Path], out: Path, title: str | None = None, argv: list[str] | None = None) -> Path:
+    """Write the report into ``out`` atomically. ``out`` may be new, empty, or an earlier report (its
+    marker report.json says so), and never one of ``dirs`` or a folder holding them
+    (testbed/recorder/out_dir.py); returns the path of report.md."""
+    from datetime import datetime, timezone
+
+    from testbed.recorder.out_dir import check_out_dir
+    from testbed.recorder.writer import atomic_dir, write_json
+
+    check_out_dir(out, kind="report", force=True, protect=dirs)
     runs = [r for d in dirs for r in v.find_runs(Path(d))]
     m, sums = v.gather(runs)
-    out.mkdir(parents=True, exist_ok=True)
+    with atomic_dir(out, True, kind="report", protect=dirs) as tmp:
+        _write_report(dirs, runs, m, sums, tmp, title)
+        write_json(tmp / "report.json", {"format": REPORT_FORMAT, "inputs": [str(d) for d in dirs],
+                                         "created_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                                         "command": list(argv or [])})
+    return Path(out) / "report.md"
+
+
+def _write_report(dirs: list[Path], runs: list, m: pd.DataFrame, sums: pd.DataFrame, out: Path,
+                  title: str | None) -> None:
     params = [c for c in sums.columns if c.startswith("param:") and sums[c].nunique(dropna=True) > 1]
     numeric = [c for c in params
                if pd.to_numeric(sums[c].dropna(), errors="coerce").notna().all() and sums[c].dropna().nunique() > 1]
@@ -219,4 +240,3 @@ def build_report(dirs: list[Path], out: Path, title: str | None = None) -> Path:
         m.drop(columns=["candidates"], errors="ignore").to_parquet(out / "migrations.parquet", index=False)
     sums.to_csv(out / "summaries.csv", index=False)
     (out / "report.md").write_text("\n".join(lines), encoding="utf-8")
-    return out / "report.md"

@@ -29,6 +29,8 @@ from testbed.feasibility import TCP_EFFICIENCY_MTU1500
 class ReportError(TestbedError):
     """A directory given to ``testbed report`` is not a run or a sweep (the message names it)."""
 
+    exit_code = 2  # bad input
+
 
 @dataclass(frozen=True)
 class Run:
@@ -220,6 +222,8 @@ def error_cdf(m: pd.DataFrame, path: Path, title: str, by: str | None = None) ->
     for var, ls in (("plain", "--"), ("corrected", "-")):
         groups = [(None, done)] if by is None or by not in done else list(done.groupby(by, sort=True))
         for key, g in groups:
+            if f"err_transfer_{var}" not in g:  # no migration at all: an empty plot
+                continue
             e = np.sort(g[f"err_transfer_{var}"].dropna().to_numpy() * 100.0)
             if not e.size:
                 continue

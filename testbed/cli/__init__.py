@@ -15,7 +15,9 @@ _COMMANDS = ("run", "sweep", "report", "validate", "schema", "feasibility", "net
 def build_parser() -> argparse.ArgumentParser:
     import importlib
 
-    parser = argparse.ArgumentParser(
+    from testbed.cli.parser import Parser
+
+    parser = Parser(
         prog="testbed",
         description="Trace-replay emulation testbed for geo-distributed, renewable- and power-aware ML training.",
     )
@@ -26,6 +28,11 @@ def build_parser() -> argparse.ArgumentParser:
         module = importlib.import_module(f"testbed.cli.cmd_{name}")
         module.register(sub)
     return parser
+
+
+def _os_error(e: OSError) -> str:
+    what = e.strerror or str(e) or type(e).__name__
+    return f"{e.filename}: {what}" if e.filename is not None else what
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -40,7 +47,10 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None) -> int:
     try:
         parser = build_parser()
-        args = parser.parse_args(argv)
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit as e:  # --help, --version, or a usage error already reported (exit 2)
+            return e.code if isinstance(e.code, int) else 2
         return int(args.func(args) or 0)
     except SpecError as e:
         for line in e.lines():
@@ -49,6 +59,9 @@ def _main(argv: list[str] | None) -> int:
     except TestbedError as e:
         print(f"error: {e}", file=sys.stderr)
         return e.exit_code
+    except OSError as e:  # the machine refused (a full disk, a permission, a vanished file): a failed run
+        print(f"error: {_os_error(e)}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

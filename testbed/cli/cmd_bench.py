@@ -9,6 +9,16 @@ import time
 from pathlib import Path
 
 _ROOT = Path(__file__).resolve().parents[2]
+MAX_REPEAT = 100
+MAX_CAPS = 64
+
+
+def _check_outputs(out: Path, *names: str) -> None:
+    """Refuse an --out the benchmark could not write its files into, before it runs (minutes)."""
+    from testbed.recorder.out_dir import check_out_file
+
+    for name in names:
+        check_out_file(out / name, flag="--out", create_parents=True)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -42,11 +52,19 @@ def _bench_power(args: argparse.Namespace) -> int:
     from testbed.errors import SpecError
     from testbed.power.profile import load_profile
 
-    profile = load_profile(args.profile)
+    from testbed.power.profile import ProfileError
+
+    try:
+        profile = load_profile(args.profile)
+    except ProfileError as e:
+        raise SpecError([("--profile", str(e))]) from None
     bad = [c for c in args.caps_w or () if not profile.min_w <= c <= profile.max_w]
-    if bad or args.n_caps < 2:
+    if bad or not 2 <= args.n_caps <= MAX_CAPS or len(args.caps_w or ()) > MAX_CAPS:
         raise SpecError([("--caps-w", f"{bad[0]:g} W is outside {profile.name}'s range "
-                          f"[{profile.min_w:g}, {profile.max_w:g}] W")] if bad else [("--n-caps", "must be >= 2")])
+                          f"[{profile.min_w:g}, {profile.max_w:g}] W")] if bad else
+                        [("--n-caps", f"must be in [2, {MAX_CAPS}]")] if not 2 <= args.n_caps <= MAX_CAPS else
+                        [("--caps-w", f"at most {MAX_CAPS} caps")])
+    _check_outputs(args.out, "power.json", "power.md")
     result = run(args.out, profile=args.profile, caps_w=args.caps_w, n_caps=args.n_caps, family=args.family,
                  quick=args.quick, prefer=None if args.throttle == "auto" else args.throttle)
     print((args.out / "power.md").read_text())
@@ -59,6 +77,7 @@ def _bench_shaping(args: argparse.Namespace) -> int:
     from testbed.netem.fabric import require_root
 
     require_root("testbed bench shaping")
+    _check_outputs(args.out, "shaping.json", "shaping.md")
     result = run(args.out, quick=args.quick, only=args.only)
     print((args.out / "shaping.md").read_text())
     print(f"written: {args.out / 'shaping.json'}, {args.out / 'shaping.md'}")
@@ -70,9 +89,10 @@ def _bench_sim(args: argparse.Namespace) -> int:
     from testbed.runner import run_scenario
     from testbed.spec import load_scenario
 
-    if args.repeat < 1:
-        raise SpecError([("--repeat", "must be >= 1")])
+    if not 1 <= args.repeat <= MAX_REPEAT:
+        raise SpecError([("--repeat", "must be >= 1" if args.repeat < 1 else f"must be <= {MAX_REPEAT}")])
     loaded = load_scenario(args.scenario)
+    _check_outputs(args.out, "bench-sim.json", "bench-sim.md")
     runs = []
     for _ in range(args.repeat):
         with tempfile.TemporaryDirectory() as tmp:

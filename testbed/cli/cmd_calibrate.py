@@ -5,6 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+MAX_SECONDS = 86400.0  # per cap: a day
+MAX_CAPS = 64
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("calibrate", help="measure a model's parameters on real hardware (power profile)")
@@ -34,19 +37,35 @@ def _calibrate_power(args: argparse.Namespace) -> int:
     from testbed.power.nvml import NvmlNode
     from testbed.power.profile import save_profile
 
+    import math
+    import re
+
+    from testbed.errors import OutDirError
+    from testbed.recorder.out_dir import check_out_file
+
     problems = []
-    if args.seconds <= 0:
-        problems.append(("--seconds", "must be > 0"))
-    if args.warmup_s < 0 or args.idle_s < 0:
-        problems.append(("--warmup-s/--idle-s", "must be >= 0"))
-    if args.caps is not None and args.caps < 2:
-        problems.append(("--caps", "at least 2 caps make a profile"))
-    if args.cap_w is not None and len(set(args.cap_w)) < 2:
-        problems.append(("--cap-w", "give at least 2 different caps"))
-    if problems:
-        raise SpecError(problems)
+    if not (math.isfinite(args.seconds) and 0 < args.seconds <= MAX_SECONDS):
+        problems.append(("--seconds", f"must be > 0 and <= {MAX_SECONDS:g}"))
+    if not all(math.isfinite(x) and 0 <= x <= MAX_SECONDS for x in (args.warmup_s, args.idle_s)):
+        problems.append(("--warmup-s/--idle-s", f"must be >= 0 and <= {MAX_SECONDS:g}"))
+    if args.caps is not None and not 2 <= args.caps <= MAX_CAPS:
+        problems.append(("--caps", f"at least 2 caps make a profile, at most {MAX_CAPS}"))
+    if args.cap_w is not None and not all(math.isfinite(c) and c > 0 for c in args.cap_w):
+        problems.append(("--cap-w", "caps must be finite numbers of watts > 0"))
+    elif args.cap_w is not None and not 2 <= len(set(args.cap_w)) <= MAX_CAPS:
+        problems.append(("--cap-w", f"give at least 2 different caps, at most {MAX_CAPS}"))
+    if not 0 <= args.gpu < 1024:
+        problems.append(("--gpu", "must be an NVML index >= 0"))
+    if args.name is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", args.name):
+        problems.append(("--name", "letters, digits, '_', '.', '-' (at most 64; no path)"))
     name = args.name or f"gpu{args.gpu}-calibrated"
     out = args.out or Path("results") / "calibrate" / f"{name}.yaml"
+    try:
+        check_out_file(out, flag="--out", create_parents=args.out is None)
+    except OutDirError as e:
+        problems.append(("--out", f"{out}: {e.why}"))
+    if problems:
+        raise SpecError(problems)
     try:
         node = NvmlNode([args.gpu])
     except PowerLibraryNotFound as e:

@@ -12,7 +12,8 @@ import math
 from pathlib import Path
 
 from testbed.errors import SpecError
-from testbed.feasibility import TCP_EFFICIENCY_MTU1500, Assessment, Corrections, FeasibilityParams, assess
+from testbed.feasibility import (MIN_EPSILON, TCP_EFFICIENCY_MTU1500, Assessment, Corrections, FeasibilityInputError,
+                                 FeasibilityParams, assess)
 
 # (flag, default, check, message) for every numeric flag; ``None`` default: not given.
 _NUMBERS = (
@@ -25,13 +26,26 @@ _NUMBERS = (
     ("--p-sys-kw", "1.8", lambda x: x > 0, "must be > 0"),
     ("--p-node-kw", "0.75", lambda x: x > 0, "must be > 0"),
     ("--robust-degradation-pct", "50", lambda x: 0 <= x < 100, "must be in [0, 100)"),
-    ("--epsilon", None, lambda x: 0 < x <= 0.5, "must be in (0, 0.5]"),
+    ("--epsilon", None, lambda x: MIN_EPSILON <= x <= 0.5, f"must be in [{MIN_EPSILON:g}, 0.5]"),
     ("--window-noise-pct", None, lambda x: x >= 0, "must be >= 0"),
     ("--window-bias-pct", None, lambda x: x > -100, "must be > -100"),
     ("--protocol-efficiency", None, lambda x: 0 < x <= 1, "must be in (0, 1]"),
     ("--rtt-ms", None, lambda x: x >= 0, "must be >= 0"),
 )
 _FIGURE_SUFFIXES = (".png", ".pdf", ".svg")
+# The model's names of inputs and derived quantities -> the flags that set them (a derived quantity
+# that overflows is blamed on the flags it is computed from).
+_FLAGS_OF = {
+    "size_gb": "--size-gb", "size_bytes": "--size-gb", "bandwidth_gbps": "--bandwidth-gbps",
+    "transfer_s": "--size-gb/--bandwidth-gbps", "time_s": "--size-gb/--bandwidth-gbps",
+    "window_s": "--window-h", "window_forecast_s": "--window-h", "alpha": "--alpha", "needed_s": "--alpha",
+    "t_load_s": "--t-load-s", "t_downtime_s": "--t-downtime-s", "p_sys_kw": "--p-sys-kw",
+    "e_cost_kwh": "--p-sys-kw/--size-gb/--bandwidth-gbps", "p_node_kw": "--p-node-kw",
+    "breakeven_min": "--p-node-kw/--p-sys-kw", "robust_degradation_frac": "--robust-degradation-pct",
+    "epsilon": "--epsilon", "noise_frac": "--window-noise-pct", "bias_frac": "--window-bias-pct",
+    "risk_window_s": "--window-noise-pct/--window-bias-pct", "protocol_efficiency": "--protocol-efficiency",
+    "rtt_ms": "--rtt-ms",
+}
 _HELP = {
     "--size-gb": "checkpoint size S in GB (1e9 bytes)",
     "--bandwidth-gbps": "WAN bandwidth B in Gbit/s",
@@ -103,11 +117,16 @@ def _cross_checks(args: argparse.Namespace, v: dict[str, float | None]) -> None:
         if v[flag] is not None and v["--epsilon"] is None:
             problems.append((flag, "needs --epsilon"))
     if args.phase_diagram is not None:
-        parent = Path(args.phase_diagram).resolve().parent
+        from testbed.errors import OutDirError
+        from testbed.recorder.out_dir import check_out_file
+
         if Path(args.phase_diagram).suffix.lower() not in _FIGURE_SUFFIXES:
             problems.append(("--phase-diagram", f"file name must end in one of {', '.join(_FIGURE_SUFFIXES)}"))
-        elif not parent.is_dir():
-            problems.append(("--phase-diagram", f"directory does not exist: {parent}"))
+        else:
+            try:
+                check_out_file(args.phase_diagram, flag="--phase-diagram")
+            except OutDirError as e:
+                problems.append(("--phase-diagram", f"{args.phase_diagram}: {e.why}"))
     if problems:
         raise SpecError(problems)
 
@@ -161,10 +180,19 @@ def _format(value) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    try:
+        return _run(args)
+    except FeasibilityInputError as e:  # out of range once combined (e.g. 8 S / B overflows)
+        raise SpecError([(_FLAGS_OF.get(e.name, e.name), f"{e.message} ({e.name})")]) from None
+
+
+def _run(args: argparse.Namespace) -> int:
     v = _numbers(args)
     _cross_checks(args, v)
     params = _params(args, v)
     window_s = v["--window-h"] * 3600.0
+    if not math.isfinite(window_s):
+        raise SpecError([("--window-h", "too large (the window in seconds is not a finite number)")])
     out: dict = {}
     if v["--size-gb"] is not None:
         a = assess(

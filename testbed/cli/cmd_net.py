@@ -81,6 +81,13 @@ def _up(args: argparse.Namespace) -> int:
         from testbed.netem.probe import qdisc_available
 
         impairment = "netem" if qdisc_available("netem") else "relay"
+    elif impairment == "netem":
+        from testbed.errors import SpecError
+        from testbed.netem.probe import qdisc_available
+
+        if not qdisc_available("netem"):
+            raise SpecError([("--impairment", "netem: this kernel has no netem qdisc (sch_netem); use --impairment "
+                                              "relay (or auto, which picks what the kernel has)")])
     plan = plan_fabric(new_run_id(), sites, links, impairment)
     fab = Fabric(plan, purpose="net", detached=True)
     fab.up()  # stays up after this process exits; `testbed net down` removes it

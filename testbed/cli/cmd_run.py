@@ -8,6 +8,8 @@ from pathlib import Path
 
 from testbed.errors import SpecError
 
+SUBSTRATES = ("auto", "sim", "netns", "mininet")
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("run", help="run a scenario (all its policies) and write results/RUN_ID/")
@@ -17,24 +19,36 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "auto (netns where the machine allows, else sim; says which and why)")
     p.add_argument("--out", type=Path, default=None, help="results directory (default results/NAME-sSEED-TIME)")
     p.add_argument("--seed", default=None, help="override the scenario's seed")
-    p.add_argument("--force", action="store_true", help="replace --out if it exists")
+    p.add_argument("--force", action="store_true", help="replace --out if it holds earlier testbed results (nothing else is ever replaced)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
-    from testbed.runner import run_scenario
+    # Load and validate first, check --out, and only then import the runner (numpy, pandas,
+    # matplotlib, the substrates): a bad scenario or --out is refused at once.
     from testbed.spec import load_scenario
 
+    if args.substrate not in SUBSTRATES:
+        from testbed.cli.parser import did_you_mean
+
+        raise SpecError([("--substrate", f"unknown substrate {args.substrate!r}{did_you_mean(args.substrate, SUBSTRATES)} "
+                                         f"(known: {', '.join(SUBSTRATES)})")])
     seed = None
     if args.seed is not None:
         try:
             seed = int(args.seed)
         except ValueError:
             raise SpecError([("--seed", f"must be a non-negative integer (got {args.seed!r})")]) from None
-        if seed < 0:
-            raise SpecError([("--seed", f"must be a non-negative integer (got {seed})")])
+        if seed < 0 or seed >= 2**63:
+            raise SpecError([("--seed", f"must be a non-negative integer below 2**63 (got {seed})")])
     loaded = load_scenario(args.scenario)
+    if args.out is not None:
+        from testbed.recorder.out_dir import check_out_dir
+
+        check_out_dir(args.out, kind="run", force=args.force, protect=(loaded.path,))
+    from testbed.runner import run_scenario
+
     out = run_scenario(loaded, out_dir=args.out, substrate=args.substrate, seed=seed,
                        progress=not args.no_progress, force=args.force, argv=sys.argv)
     print((out / "comparison.md").read_text(encoding="utf-8"))

@@ -8,6 +8,8 @@ from pathlib import Path
 
 from testbed.errors import SpecError
 
+MAX_PARALLEL = 4096  # trials at once: far beyond any machine's cores, short of a fork bomb
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("sweep", help="run a grid of scenario variants x seeds (locally or on Ray); table with 95 %% CIs")
@@ -21,7 +23,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "or 'local' to start a private Ray instance for this sweep")
     p.add_argument("--substrate", choices=("sim", "netns", "mininet", "auto"), default=None,
                    help="override the file's substrate")
-    p.add_argument("--force", action="store_true", help="re-run every trial (removes the earlier trials in --out)")
+    p.add_argument("--force", action="store_true", help="re-run every trial (removes the earlier trials of the sweep in --out; "
+                        "a directory that holds no sweep is never written)")
     p.add_argument("--dry-run", action="store_true", help="check everything and list the trials; run nothing")
     p.set_defaults(func=_sweep)
 
@@ -35,6 +38,8 @@ def _parallel(text: str | None) -> int | None:
         n = 0
     if n < 1:
         raise SpecError([("--parallel", f"must be a positive integer (got {text!r})")])
+    if n > MAX_PARALLEL:
+        raise SpecError([("--parallel", f"at most {MAX_PARALLEL} trials at once (got {n})")])
     return n
 
 
@@ -64,6 +69,9 @@ def _sweep(args: argparse.Namespace) -> int:
     sweep = load_sweep_file(args.sweep)
     plan = plan_sweep(sweep, args.substrate)
     out = args.out if args.out is not None else Path("results") / f"sweep-{sweep.name}"
+    from testbed.sweep.runner import check_sweep_out
+
+    check_sweep_out(out, plan, args.force)
     if args.dry_run:
         return _dry_run(plan, out, parallel)
     from testbed.sweep.runner import run_sweep

@@ -34,8 +34,44 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.set_defaults(func=_clean)
 
 
+def _check_test_args(args: argparse.Namespace) -> None:
+    """Refuse bad values before the image is built or the guest booted (minutes)."""
+    import math
+
+    from testbed.errors import OutDirError, SpecError
+    from testbed.recorder.out_dir import check_out_dir, check_out_file
+
+    problems = []
+    if args.timeout_s is not None and not (math.isfinite(args.timeout_s) and 0 < args.timeout_s <= 86400):
+        problems.append(("--timeout-s", "must be > 0 and <= 86400 seconds"))
+    for flag, path in (("--junit", args.junit), ("--json", args.json)):
+        if path is not None:
+            try:
+                check_out_file(path, flag=flag)
+            except OutDirError as e:
+                problems.append((flag, f"{path}: {e.why}"))
+    from testbed.vm.run import repo_root
+
+    repo = repo_root().resolve()
+    for t in args.tests:
+        f = (repo / t.split("::")[0]).resolve()
+        if f != repo and repo not in f.parents:
+            problems.append(("TESTS", f"{t}: not inside the repository {repo}"))
+        elif not f.exists():
+            problems.append(("TESTS", f"{t}: no such test file in {repo}"))
+    if args.keep is not None:
+        try:
+            check_out_dir(args.keep, kind="run", flag="--keep")
+        except OutDirError as e:
+            problems.append(("--keep", f"{args.keep}: {e.why} (give a new or empty directory)"))
+    if problems:
+        raise SpecError(problems)
+
+
 def _test(args: argparse.Namespace) -> int:
     from testbed.vm.run import DEFAULT_TIMEOUT_S, GUEST_MARKER, GUEST_TESTS, run_guest_tests
+
+    _check_test_args(args)
 
     report = run_guest_tests(tests=tuple(args.tests) or GUEST_TESTS, marker=args.marker or GUEST_MARKER,
                              timeout_s=args.timeout_s or DEFAULT_TIMEOUT_S, rebuild=args.rebuild,

@@ -65,7 +65,7 @@ def run_federated(loaded: LoadedScenario, *, out_dir: Path | None, substrate: st
         raise SpecError([("power.backend", "the federated study models compute from the power profiles: use 'emulated'")])
     inputs = build_inputs(sc, seed)
     out_dir = out_dir or default_out_dir(sc.name, inputs.seed)
-    check_out_dir(out_dir, force)
+    check_out_dir(out_dir, force, protect=(loaded.path,))
     parts = participants(inputs.scenario)
     data = load_dataset(fl.data.dataset)
     shards = partition(data, parts, scheme=fl.data.partition, alpha=fl.data.dirichlet_alpha,
@@ -76,7 +76,7 @@ def run_federated(loaded: LoadedScenario, *, out_dir: Path | None, substrate: st
     from testbed.nodes.determinism import configure
 
     configure(1)
-    with contextlib.ExitStack() as stack, atomic_dir(out_dir, force) as tmp:
+    with contextlib.ExitStack() as stack, atomic_dir(out_dir, force, protect=(loaded.path,)) as tmp:
         exchange, sub_desc = _exchange(substrate, inputs, stack)
         for spec, pol in runs:
             model = spec.round_time or fl.round_time

@@ -28,7 +28,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from testbed.errors import SpecError
 from testbed.recorder.manifest import git_state, package_versions
 from testbed.sweep.aggregate import write_outputs
 from testbed.sweep.plan import SweepPlan, Trial
@@ -78,19 +77,47 @@ def is_done(out: Path, trial: Trial) -> bool:
     return bool(rec) and rec.get("status") == "done" and rec.get("key") == trial.key
 
 
-def prepare_out(out: Path, plan: SweepPlan, force: bool, argv: list[str]) -> None:
-    """Create or reuse ``out``; --force removes what an earlier sweep wrote there (and nothing else)."""
-    if out.exists() and not out.is_dir():
-        raise SpecError([("--out", f"{out} exists and is not a directory")])
-    if out.is_dir() and any(out.iterdir()) and not (out / "sweep.json").exists() and not force:
-        raise SpecError([("--out", f"{out} is not empty and holds no sweep (use --force to write into it anyway)")])
+def check_sweep_out(out: Path, plan: SweepPlan, force: bool = False) -> Path:
+    """May ``out`` hold this sweep? A new or empty directory, or one carrying a sweep's marker (sweep.json
+    with a testbed-sweep format: resumed, or cleared with --force); never the sweep or scenario file's
+    folder, never anything else (testbed/recorder/out_dir.py). Returns the absolute path."""
+    from testbed.recorder.out_dir import check_out_dir
+
+    return check_out_dir(out, kind="sweep", force=force,
+                         protect=(plan.sweep.path, plan.sweep.scenario_path)).path
+
+
+def prepare_out(out: Path, plan: SweepPlan, force: bool, argv: list[str]) -> Path:
+    """Create or reuse ``out`` (checked by :func:`check_sweep_out`); --force removes what an earlier sweep
+    wrote there (and nothing else). The marker, sweep.json, is written first."""
+    out = check_sweep_out(out, plan, force)
+    made = not out.exists()
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        _write_json(out / "sweep.json", sweep_manifest(plan, argv))
+    except BaseException:
+        if made:
+            shutil.rmtree(out, ignore_errors=True)
+        raise
     if force:
         shutil.rmtree(out / "trials", ignore_errors=True)
         for name in OUR_FILES:
-            (out / name).unlink(missing_ok=True)
-    (out / "trials").mkdir(parents=True, exist_ok=True)
+            if name != "sweep.json":
+                (out / name).unlink(missing_ok=True)
+    (out / "trials").mkdir(exist_ok=True)
     (out / "sweep.yaml").write_text(plan.sweep.text, encoding="utf-8")
-    _write_json(out / "sweep.json", sweep_manifest(plan, argv))
+    return out
+
+
+def clear_stale(out: Path, todo: list[Trial]) -> None:
+    """Remove what an earlier attempt left in the directories of trials about to run (a failed attempt's
+    trial.json/log, a run with another key): ``out`` is a sweep directory checked by prepare_out."""
+    for t in todo:
+        d = out / t.rel_dir
+        if d.is_symlink():
+            d.unlink()
+        elif d.exists():
+            shutil.rmtree(d)
 
 
 def sweep_manifest(plan: SweepPlan, argv: list[str]) -> dict:
@@ -154,10 +181,10 @@ def run_sweep(plan: SweepPlan, out: Path, *, parallel: int | None = None, ray_ad
     (default: stderr)."""
     t0 = time.perf_counter()
     log = log or sys.stderr
-    out = Path(out).resolve()
     argv = list(argv or [])
-    prepare_out(out, plan, force, argv)
+    out = prepare_out(Path(out), plan, force, argv)
     todo = [t for t in plan.trials if not is_done(out, t)]
+    clear_stale(out, todo)
     backend = f"ray:{ray_address}" if ray_address else "local"
     n_par, note = parallel_for(plan, parallel, len(todo))
     if note:
