@@ -28,6 +28,7 @@ from testbed.netem.routes import aggregate as aggregate_routes
 from testbed.netem.qdisc import NetemParams, add_shaping, change_rate, netem_params, tbf_handle, tbf_params
 
 RELAY_READY_TIMEOUT_S = 10.0
+LOOPBACK_IFINDEX = 1  # the kernel gives lo index 1 in every network namespace (LOOPBACK_IFINDEX)
 TCP_BUF_MAX_BYTES = 256 << 20
 
 
@@ -69,6 +70,8 @@ class Fabric:
         self._rtt_ms = {link.key: 2 * link.delay_ms for link in plan.links}
         self._index: dict[tuple[str, str], int] = {}  # (namespace, ifname) -> ifindex
         self._fresh_ifs: set[str] = set()  # interfaces this fabric created (they carry no address yet)
+        self._up_ifs: set[str] = set()  # ... of which these were created up
+        self._ifindex_cache: dict[str, dict[str, int]] = {}  # namespace -> {ifname: ifindex}
         self.up_s: float | None = None
         self._iprs: dict = {}  # namespace -> IPRoute kept open for rate changes
         self._ipr_lock = threading.Lock()
@@ -171,16 +174,19 @@ class Fabric:
         p = self.plan
 
         def veth(a_if: str, a_ns: str, b_if: str, b_ns: str) -> None:
-            ipr.link("add", ifname=a_if, kind="veth", net_ns_fd=a_ns, peer={"ifname": b_if, "net_ns_fd": b_ns})
+            # the first end is born up (pyroute2 cannot set the peer's flags): one call less later
+            ipr.link("add", ifname=a_if, kind="veth", net_ns_fd=a_ns, state="up",
+                     peer={"ifname": b_if, "net_ns_fd": b_ns})
             self._fresh_ifs.update((a_if, b_if))  # made here: no address to flush
+            self._up_ifs.add(a_if)
 
         for s in p.sites:
             veth(s.mgmt_if, s.ns, s.mgmt_peer_if, p.mgmt_ns)
         veth(p.ctl_if, p.ctl_ns, p.ctl_peer_if, p.mgmt_ns)
         site_ns = {s.name: s.ns for s in p.sites}
         for link in p.links:
-            if link.relay_ns:
-                veth(link.if_a, site_ns[link.a], link.if_ra, link.relay_ns)
+            if link.relay_ns:  # relay ends first: the relay namespace needs no further call for them
+                veth(link.if_ra, link.relay_ns, link.if_a, site_ns[link.a])
                 veth(link.if_rb, link.relay_ns, link.if_b, site_ns[link.b])
             else:
                 veth(link.if_a, site_ns[link.a], link.if_b, site_ns[link.b])
@@ -199,8 +205,7 @@ class Fabric:
             br = n.link_lookup(ifname=p.mgmt_bridge)[0]
             n.link("set", index=br, state="up")
             for ifname in [s.mgmt_peer_if for s in p.sites] + [p.ctl_peer_if]:
-                i = n.link_lookup(ifname=ifname)[0]
-                n.link("set", index=i, master=br, state="up")
+                n.link("set", index=self._ifindex(n, p.mgmt_ns, ifname), master=br, state="up")
 
     def _shape(self, n, index: int, link: LinkPlan, side: str) -> None:
         """Install the sender-side shaping of one WAN interface."""
@@ -245,16 +250,26 @@ class Fabric:
 
     @staticmethod
     def _lo_up(n) -> int:
-        lo = n.link_lookup(ifname="lo")[0]
-        n.link("set", index=lo, state="up")
-        return lo
+        n.link("set", index=LOOPBACK_IFINDEX, state="up")
+        return LOOPBACK_IFINDEX
+
+    def _ifindex(self, n, ns: str, ifname: str) -> int:
+        """Index of ``ifname`` in ``ns`` (``n`` is bound there): one dump per namespace, not one
+        lookup per interface (the agg namespace of us-100 has 100 WAN interfaces)."""
+        known = self._ifindex_cache.get(ns)
+        if known is None or ifname not in known:
+            known = self._ifindex_cache[ns] = {lk.get_attr("IFLA_IFNAME"): lk["index"] for lk in n.get_links()}
+        if ifname not in known:
+            raise FabricError(f"interface {ifname} not found in namespace {ns}")
+        return known[ifname]
 
     def _addr_up(self, n, ns: str, ifname: str, addr: str, prefix: int) -> int:
-        idx = n.link_lookup(ifname=ifname)[0]
+        idx = self._ifindex(n, ns, ifname)
         if ifname not in self._fresh_ifs:  # someone else's interface (a Mininet link): start clean
             n.flush_addr(index=idx)
         n.addr("add", index=idx, address=addr, prefixlen=prefix)
-        n.link("set", index=idx, state="up")
+        if ifname not in self._up_ifs:
+            n.link("set", index=idx, state="up")
         self._index[(ns, ifname)] = idx
         return idx
 
@@ -276,7 +291,8 @@ class Fabric:
             with ipr_in(self._ns(link.relay_ns)) as n:
                 self._lo_up(n)
                 for ifname in (link.if_ra, link.if_rb):
-                    n.link("set", index=n.link_lookup(ifname=ifname)[0], state="up")
+                    if ifname not in self._up_ifs:  # created up by _veths; not so under Mininet
+                        n.link("set", index=self._ifindex(n, link.relay_ns, ifname), state="up")
 
     def _start_relays(self) -> None:
         """Start one delay relay per relayed link, all at once (forked from one process that imported
