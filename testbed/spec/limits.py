@@ -22,9 +22,10 @@ PAD_S = 86400.0
 class Limits(Strict):
     """Raise these for a scenario that is big on purpose (memory and time grow in proportion)."""
 
+    max_sites: int = Field(1_000, ge=1, description="Sites (policies compare destinations pairwise).")
     max_site_steps: int = Field(
-        4_000_000, ge=1,
-        description="Sites x steps x policies the run simulates (about 1 ms each on the sim substrate).")
+        2_000_000, ge=1,
+        description="Sites x steps x policies the run simulates (about 0.3 ms each on the sim substrate).")
     max_trace_samples: int = Field(
         10_000_000, ge=1,
         description="Samples of all traces held in memory: (sites + 2 x links) x steps of the run plus a day "
@@ -60,6 +61,10 @@ def size_problems(sc) -> list[tuple[str, str]]:
     steps = _steps(sc.duration_s, sc.step_s)
     n_sites, n_links, n_pol = len(sc.sites), len(sc.links), len(sc.policies)
     site_steps = n_sites * steps * n_pol
+    if n_sites > lim.max_sites:
+        problems.append(("limits.max_sites", (
+            f"{n_sites:,} sites, over the limit of {lim.max_sites:,}: use fewer sites, or raise limits.max_sites "
+            "in the scenario")))
     if site_steps > lim.max_site_steps:
         problems.append(("limits.max_site_steps", (
             f"{n_sites:,} sites x {steps:,} steps ({sc.duration_h:g} h at {sc.step_s:g} s) x {n_pol} policies = "

@@ -7,6 +7,7 @@ Everything that can be wrong with a scenario is found here, at load time, and re
 from __future__ import annotations
 
 import hashlib
+import math
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -187,7 +188,7 @@ def _cross_checks(sc: Scenario, base_dir: Path) -> tuple[list[tuple[str, str]], 
 def _profile_checks(sc: Scenario, base_dir: Path, resolved: dict[str, Any]) -> list[tuple[str, str]]:
     """Each node type's power profile must load and fit inside the node's active power."""
     from testbed.power.node_model import NodePower
-    from testbed.power.profile import ProfileError, builtin_profiles, load_profile
+    from testbed.power.profile import ProfileError, builtin_profiles, load_profile, profile_from_dict
 
     problems: list[tuple[str, str]] = []
     for name, nt in sc.all_node_types().items():
@@ -195,20 +196,26 @@ def _profile_checks(sc: Scenario, base_dir: Path, resolved: dict[str, Any]) -> l
             continue
         field = f"node_types.{name}.power_profile"
         ref = nt.power_profile
+        data = None
         if ref not in builtin_profiles():
             path = resolve_file(ref, base_dir)
             if path is None:
                 problems.append((field, f"unknown power profile {ref!r}: not shipped ({', '.join(builtin_profiles())}) "
                                         "and no such file"))
                 continue
-            why = input_file_problem(path, MAX_YAML_BYTES)
-            if why is not None:
-                problems.append((field, f"power profile {why}: {nt.power_profile}"))
+            try:
+                data = read_yaml(path, "power profile")
+            except SpecError as e:
+                problems += [(field, f"{w}: {m}") for w, m in e.problems]
+                continue
+            why = _profile_shape_problem(data)
+            if why is not None:  # checked here: the profile parser's own messages quote values
+                problems.append((field, f"{path}: {why}"))
                 continue
             ref = str(path)
             resolved[name] = nt.model_copy(update={"power_profile": ref})
         try:
-            prof = load_profile(ref)
+            prof = load_profile(ref) if data is None else profile_from_dict(data, ref)
         except ProfileError as e:
             problems.append((field, str(e)))
             continue
@@ -216,6 +223,24 @@ def _profile_checks(sc: Scenario, base_dir: Path, resolved: dict[str, Any]) -> l
             problems.append((field, f"profile {prof.name!r} draws {prof.max_draw_w:g} W at its max cap, more than the "
                                     f"node's p_active_kw ({nt.p_active_kw:g} kW)"))
     return problems
+
+
+def _number(x: object) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _profile_shape_problem(d: dict) -> str | None:
+    """Types of a power-profile file's fields, without quoting any value (see testbed/power/profile.py)."""
+    if not isinstance(d.get("name", ""), str):
+        return "name: must be a string"
+    for key in ("min_w", "max_w", "default_w", "idle_w"):
+        if key in d and not _number(d[key]):
+            return f"{key}: must be a finite number"
+    points = d.get("points")
+    if points is not None and (not isinstance(points, list) or len(points) > 10_000 or not all(
+            isinstance(p, list) and len(p) == 3 and all(_number(x) for x in p) for p in points)):
+        return "points: must be a list of [cap_w, throughput_frac, draw_w] number triples"
+    return None
 
 
 def load_scenario(path: str | Path) -> LoadedScenario:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.signal import lfilter
 
 __all__ = ["ar1_standard"]
 
@@ -21,6 +20,8 @@ def ar1_standard(n: int, *, step_s: float, corr_s: float, rng: np.random.Generat
         raise ValueError(f"ar1_standard: n must be >= 1, got {n}")
     if not (math.isfinite(step_s) and step_s > 0 and math.isfinite(corr_s) and corr_s > 0):
         raise ValueError(f"ar1_standard: step_s and corr_s must be > 0, got {step_s}, {corr_s}")
+    from scipy.signal import lfilter  # imported here: scipy.signal costs most of a `validate`'s start-up
+
     e = rng.standard_normal(n)
     phi = math.exp(-step_s / corr_s)
     s = math.sqrt(1.0 - phi * phi)

@@ -29,7 +29,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from openpyxl.utils.exceptions import InvalidFileException
 
 from testbed.errors import TraceError
 from testbed.traces.align import fit_window, seconds_since
@@ -69,6 +68,8 @@ def _read_raw(path: Path, sheet: str, where: str) -> pd.DataFrame:
             return pd.read_csv(path, header=None, dtype=object, skip_blank_lines=True)
         except (OSError, ValueError, pd.errors.ParserError, UnicodeDecodeError) as e:
             raise TraceError(where, f"cannot read CSV: {read_failure(e)}") from None
+    from openpyxl.utils.exceptions import InvalidFileException  # imported here: only workbooks need it
+
     try:
         with warnings.catch_warnings():  # real workbooks trip openpyxl's style/extension notices
             warnings.filterwarnings("ignore", category=UserWarning, module=r"openpyxl(\.|$)")

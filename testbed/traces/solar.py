@@ -25,8 +25,6 @@ from datetime import datetime
 
 import numpy as np
 import pandas as pd
-import pvlib
-from scipy.special import ndtr, ndtri
 
 from testbed.errors import TraceError
 from testbed.traces.ar1 import ar1_standard
@@ -47,6 +45,8 @@ def _pvlib_quietly(fn, *args, **kwargs):
 def clear_sky_ghi(times_utc: pd.DatetimeIndex, *, lat_deg: float, lon_deg: float,
                   model: str = "ineichen") -> tuple[np.ndarray, str]:
     """Clear-sky GHI in W/m^2 at ``times_utc`` and the model actually used."""
+    import pvlib  # imported here: it takes most of a scenario check's start-up when no site uses solar
+
     loc = pvlib.location.Location(lat_deg, lon_deg, tz="UTC")
     if model == "ineichen":
         try:
@@ -69,6 +69,8 @@ def cloud_cover(n: int, *, step_s: float, seed: int, mean_cover: float, corr_h: 
                      rng=np.random.Generator(np.random.PCG64(seed)))
     if mean_cover in (0.0, 1.0):
         return np.full(n, float(mean_cover))
+    from scipy.special import ndtr, ndtri  # imported here, like pvlib: only solar traces need them
+
     a = math.sqrt(2.0) * float(ndtri(mean_cover))
     return ndtr(a + z)
 
