@@ -11,6 +11,7 @@ calibrated from the emulated migrations.
 from __future__ import annotations
 
 import json
+import warnings
 from collections import Counter
 from pathlib import Path
 
@@ -124,6 +125,8 @@ def calibrate_transfer(m: pd.DataFrame) -> dict | None:
 
 
 REPORT_FORMAT = "testbed-report/1"
+# What reading a damaged run or sweep directory raises (bad JSON/CSV/parquet, a missing column or file).
+_UNREADABLE = (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError)
 
 
 def build_report(dirs: list[Path], out: Path, title: str | None = None, argv: list[str] | None = None) -> Path:
@@ -136,9 +139,19 @@ def build_report(dirs: list[Path], out: Path, title: str | None = None, argv: li
     from testbed.recorder.writer import atomic_dir, write_json
 
     check_out_dir(out, kind="report", force=True, protect=dirs)
-    runs = [r for d in dirs for r in v.find_runs(Path(d))]
-    m, sums = v.gather(runs)
-    with atomic_dir(out, True, kind="report", protect=dirs) as tmp:
+    runs = []
+    for d in dirs:
+        try:
+            runs += v.find_runs(Path(d))
+        except _UNREADABLE as e:  # a damaged or foreign directory: name it, never echo its files
+            raise v.ReportError(f"{d}: not a readable run or sweep ({type(e).__name__})") from None
+    try:
+        m, sums = v.gather(runs)
+    except _UNREADABLE as e:
+        raise v.ReportError(f"{', '.join(str(d) for d in dirs)}: a run's tables are not readable "
+                            f"({type(e).__name__})") from None
+    with atomic_dir(out, True, kind="report", protect=dirs) as tmp, warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="No artists with labels found")  # an empty panel: said in it
         _write_report(dirs, runs, m, sums, tmp, title)
         write_json(tmp / "report.json", {"format": REPORT_FORMAT, "inputs": [str(d) for d in dirs],
                                          "created_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),

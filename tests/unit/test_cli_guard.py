@@ -147,3 +147,29 @@ def test_os_errors_are_one_line_not_a_traceback(monkeypatch, capsys, tmp_path):
     monkeypatch.setattr(cmd_schema, "_schema", boom)
     assert main(["schema"]) == 1
     assert capsys.readouterr().err == f"error: {tmp_path / 'x'}: Permission denied\n"
+
+
+def test_run_refuses_bad_input_before_importing_the_runner(tmp_path):
+    """A bad scenario or --out is refused before numpy/pandas/matplotlib and the runner are imported."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from testbed.cli import main; "
+            f"a = main(['run', {str(tmp_path / 'missing.yaml')!r}]); "
+            f"b = main(['run', {QUICK!r}, '--out', '/']); "
+            "print(a, b, sorted(m for m in ('numpy', 'pandas', 'matplotlib', 'testbed.runner') if m in sys.modules))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert r.stdout.strip() == "2 2 []", r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("files", [{"trials.csv": "garbage\n"}, {"trials.csv": ""}, {"manifest.json": "{bad"}])
+def test_report_of_a_damaged_directory_is_a_clean_error(files, tmp_path, capsys):
+    d = tmp_path / "damaged"
+    d.mkdir()
+    for name, text in files.items():
+        (d / name).write_text(text)
+    assert main(["report", str(d), "--out", str(tmp_path / "rep")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {d}: not a readable run or sweep") and "Traceback" not in err
+    assert "garbage" not in err and "{bad" not in err  # never echo a file's contents
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["damaged"]
