@@ -67,9 +67,10 @@ def parallel_for(plan: SweepPlan, requested: int | None, n_todo: int) -> tuple[i
 
 def read_record(out: Path, trial: Trial) -> dict | None:
     try:
-        return json.loads((out / trial.rel_dir / "trial.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        rec = json.loads((out / trial.rel_dir / "trial.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
         return None
+    return rec if isinstance(rec, dict) else None  # a damaged record: the trial runs again
 
 
 def is_done(out: Path, trial: Trial) -> bool:

@@ -262,3 +262,15 @@ def test_leftover_names_are_recognisable(tmp_path):
     assert writer.leftover_of(tmp_path / ".run-1.old-42") == ("run-1", 42)
     assert writer.leftover_of(tmp_path / "run-1") is None
     assert writer.partial_dir(tmp_path / "x", 7) == tmp_path / ".x.partial-7"
+
+
+def test_sweep_reruns_a_trial_whose_record_is_damaged(ws, capsys):
+    sweep = write_sweep(ws / "sw", {"seeds": 1, "grid": {}}, tiny_scenario())
+    out = ws / "empty"
+    assert main(["sweep", str(sweep), "--out", str(out), "--parallel", "1"]) == 0
+    (record,) = out.glob("trials/*/seed-*/trial.json")
+    record.write_text("[1, 2]")
+    capsys.readouterr()
+    assert main(["sweep", str(sweep), "--out", str(out), "--parallel", "1"]) == 0
+    assert "0 reused, 1 run" in capsys.readouterr().out
+    assert json.loads(record.read_text())["status"] == "done" and not leftovers(ws)
