@@ -183,6 +183,7 @@ def run_sweep(plan: SweepPlan, out: Path, *, parallel: int | None = None, ray_ad
     t0 = time.perf_counter()
     log = log or sys.stderr
     argv = list(argv or [])
+    made = not os.path.lexists(out)
     out = prepare_out(Path(out), plan, force, argv)
     todo = [t for t in plan.trials if not is_done(out, t)]
     clear_stale(out, todo)
@@ -208,16 +209,24 @@ def run_sweep(plan: SweepPlan, out: Path, *, parallel: int | None = None, ray_ad
         extra = f": {result['error']}" if result["status"] != "done" else ""
         print(f"[{finished}/{len(jobs)}] {job.rel_dir}: {result['status']}{took}{extra}", file=log)
 
-    if jobs and ray_address:
-        from testbed.sweep.ray_backend import run_ray
+    try:
+        if jobs and ray_address:
+            from testbed.sweep.ray_backend import run_ray
 
-        per_trial = EMULATION_CPUS_PER_TRIAL if plan.substrate in EMULATION else 1
-        run_ray(jobs, ray_address, num_cpus=n_par * per_trial, cpus_per_trial=per_trial,
-                max_in_flight=parallel, on_result=on_result)
-    elif jobs:
-        from testbed.sweep.local import run_local
+            per_trial = EMULATION_CPUS_PER_TRIAL if plan.substrate in EMULATION else 1
+            run_ray(jobs, ray_address, num_cpus=n_par * per_trial, cpus_per_trial=per_trial,
+                    max_in_flight=parallel, on_result=on_result)
+        elif jobs:
+            from testbed.sweep.local import run_local
 
-        run_local(jobs, n_par, on_result)
+            run_local(jobs, n_par, on_result)
+    except BaseException:
+        if made and finished == 0:  # this command made the directory and nothing ran in it: leave nothing
+            from testbed.lifecycle import critical
+
+            with critical():
+                shutil.rmtree(out, ignore_errors=True)
+        raise
     outcome.failed = _trials_csv(out, plan)
     done = {t.rel_dir for t in plan.trials if is_done(out, t)}
     write_outputs(out, plan, done, len(outcome.failed))
