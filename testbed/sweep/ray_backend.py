@@ -58,7 +58,8 @@ def run_ray(jobs: list[TrialJob], address: str, *, num_cpus: int, cpus_per_trial
         else:
             ray.init(address=address, **init_kw)
     except (ConnectionError, RuntimeError, ValueError) as e:
-        raise TestbedError(f"--ray {address}: cannot start or reach Ray: {e}") from e
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise TestbedError(f"--ray {address}: cannot start or reach Ray: {first}") from e
     try:
         facts = {"address": address, "nodes": len([n for n in ray.nodes() if n.get("Alive")]),
                  "cluster_cpus": ray.cluster_resources().get("CPU"), "ray_version": ray.__version__}
