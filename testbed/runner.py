@@ -116,7 +116,7 @@ def run_scenario(loaded: LoadedScenario, *, out_dir: Path | None = None, substra
     _check_power_backend(sc, substrate)
     inputs = build_inputs(sc, seed)
     out_dir = out_dir or default_out_dir(sc.name, inputs.seed)
-    check_out_dir(out_dir, force)
+    check_out_dir(out_dir, force, protect=(loaded.path,))
     n_steps = int(-(-sc.duration_s // sc.step_s))
     bar = tqdm(total=n_steps * len(sc.policies), desc=sc.name, unit="step", disable=not progress or not sys.stderr.isatty(),
                delay=2.0, file=sys.stderr, leave=False)
@@ -124,7 +124,7 @@ def run_scenario(loaded: LoadedScenario, *, out_dir: Path | None = None, substra
     jobs: dict[str, pd.DataFrame] = {}
     wall: dict[str, float] = {}
     sub_desc: dict = {}
-    with atomic_dir(out_dir, force) as tmp:
+    with atomic_dir(out_dir, force, protect=(loaded.path,)) as tmp:
         for spec in sc.policies:
             label = policy_label(spec)
             bar.set_postfix_str(label)
