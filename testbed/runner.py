@@ -19,7 +19,9 @@ from testbed.errors import SpecError
 from testbed.inputs import Inputs, build_inputs
 from testbed.policies import make_policy
 from testbed.recorder.manifest import build_manifest
-from testbed.recorder.writer import atomic_dir, check_out_dir, write_json, write_table
+from testbed.netem import state
+from testbed.netem.naming import new_run_id
+from testbed.recorder.writer import atomic_dir, check_out_dir, partial_dir, write_json, write_table
 from testbed.spec.load import LoadedScenario
 from testbed.spec.policies import policy_label
 from testbed.substrate.sim import SimSubstrate
@@ -46,16 +48,16 @@ def choose_substrate(requested: str, sc) -> tuple[str, str]:
     return "netns", "root and network namespaces available: sites are namespaces, links are shaped, bytes are real"
 
 
-def make_substrate(name: str, inputs: Inputs):
-    """One substrate instance per policy run: each gets fresh, isolated resources."""
+def make_substrate(name: str, inputs: Inputs, run_id: str | None = None):
+    """One substrate instance per policy run: each gets fresh, isolated resources (named by ``run_id``)."""
     if name == "netns":
         from testbed.substrate.netns.substrate import NetnsSubstrate
 
-        return NetnsSubstrate(inputs)
+        return NetnsSubstrate(inputs, run_id=run_id)
     if name == "mininet":
         from testbed.substrate.mininet import MininetSubstrate
 
-        return MininetSubstrate(inputs)
+        return MininetSubstrate(inputs, run_id=run_id)
     return SimSubstrate(inputs)
 
 NOTES = [
@@ -116,7 +118,7 @@ def run_scenario(loaded: LoadedScenario, *, out_dir: Path | None = None, substra
     _check_power_backend(sc, substrate)
     inputs = build_inputs(sc, seed)
     out_dir = out_dir or default_out_dir(sc.name, inputs.seed)
-    check_out_dir(out_dir, force, protect=(loaded.path,))
+    checked = check_out_dir(out_dir, force, protect=(loaded.path,))
     n_steps = int(-(-sc.duration_s // sc.step_s))
     bar = tqdm(total=n_steps * len(sc.policies), desc=sc.name, unit="step", disable=not progress or not sys.stderr.isatty(),
                delay=2.0, file=sys.stderr, leave=False)
@@ -124,12 +126,20 @@ def run_scenario(loaded: LoadedScenario, *, out_dir: Path | None = None, substra
     jobs: dict[str, pd.DataFrame] = {}
     wall: dict[str, float] = {}
     sub_desc: dict = {}
-    with atomic_dir(out_dir, force, protect=(loaded.path,)) as tmp:
+    # emulation: one run id names every live resource, listed in its state file before it exists
+    # (the partial results directory included) so that `testbed clean` finds them after a crash
+    run_id = new_run_id() if substrate != "sim" else None
+    if run_id:
+        from testbed.netem.fabric import require_root
+
+        require_root(f"--substrate {substrate}")  # before the state file (root's /run/testbed) is written
+    with state.listed(run_id, partial_dirs=[str(partial_dir(checked.path))]), \
+            atomic_dir(out_dir, force, protect=(loaded.path,)) as tmp:
         for spec in sc.policies:
             label = policy_label(spec)
             bar.set_postfix_str(label)
             t_start = time.perf_counter()
-            with make_substrate(substrate, inputs) as sub, power_backend(sc) as power:
+            with make_substrate(substrate, inputs, run_id) as sub, power_backend(sc) as power:
                 ctl = Controller(inputs, make_policy(spec, inputs.scenario), sub, on_step=lambda k, n: bar.update(1),
                                  power_backend=power)
                 rec = ctl.run()
