@@ -5,8 +5,9 @@ random moments of start-up, run and teardown, by SIGTERM twice, and by SIGKILL f
 processes, cgroups, state files, temp folders, partial results.
 
 Moments are found by watching the run's state file (each test has its own TESTBED_STATE_DIR):
-start-up = the file exists (partial results listed, the fabric being built); run = an agent's
-throttle cgroup is listed (the controller is stepping); teardown = agent PIDs leave the list.
+start-up = the file exists (partial results listed); fabric = namespaces are listed (being made);
+run = an agent's throttle cgroup is listed (the controller is stepping); teardown = agent PIDs
+leave the list.
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ class Watch:
         self.max_pids = 0
         self.pids = 0
         self.cgroups = 0
+        self.namespaces = 0
         self.seen = False
 
     def poll(self) -> None:
@@ -71,7 +73,7 @@ class Watch:
             return
         files = [n for n in names if n.endswith(".json") and not n.startswith(".")]
         self.run_ids |= {n[:-5] for n in files}
-        pids = cg = 0
+        pids = cg = ns = 0
         for n in files:
             try:
                 d = json.loads((self.dir / n).read_text())
@@ -81,15 +83,19 @@ class Watch:
             self.purpose[n[:-5]] = d.get("purpose")
             pids += len(d.get("pids", []))
             cg += len(d.get("cgroups", []))
+            ns += len(d.get("namespaces", []))
         self.pids = pids
         self.max_pids = max(self.max_pids, pids)
         self.cgroups = max(self.cgroups, cg)
+        self.namespaces = max(self.namespaces, ns)
 
     def reached(self, moment: str) -> bool:
         if moment == "now":
             return True
         if moment == "startup":
             return self.seen
+        if moment == "fabric":
+            return self.namespaces >= 1
         if moment == "run":
             return self.cgroups >= 1
         if moment == "teardown":
@@ -99,7 +105,7 @@ class Watch:
 
 @dataclass(frozen=True)
 class Hit:
-    moment: str  # startup | run | teardown | now (right after the previous hit)
+    moment: str  # startup | fabric | run | teardown | now (right after the previous hit)
     sig: int
     delay_s: float
     group: bool = True  # to the process group (a terminal's Ctrl-C) or to the PID (kill)
@@ -110,7 +116,8 @@ def _hits(case: str) -> list[Hit]:
     rng = random.Random(f"{SEED}:{case}")
     kind, n, moment = case.split("-")
     sig = {"int": signal.SIGINT, "term": signal.SIGTERM, "kill": signal.SIGKILL}[kind]
-    first = {"startup": rng.uniform(0.0, 1.5), "run": rng.uniform(0.0, 2.0), "teardown": rng.uniform(0.0, 0.05)}
+    first = {"startup": rng.uniform(0.0, 1.5), "fabric": rng.uniform(0.0, 0.15), "run": rng.uniform(0.0, 2.0),
+             "teardown": rng.uniform(0.0, 0.05)}
     hits = [Hit(moment, sig, first[moment], group=(kind == "int"))]
     hits += [Hit("now", sig, rng.uniform(0.02, 0.6), group=(kind == "int")) for _ in range(int(n) - 1)]
     return hits
@@ -185,8 +192,8 @@ def env(tmp_path):
     return {**os.environ, "TESTBED_STATE_DIR": str(state_dir)}, state_dir
 
 
-CASES = ["int-1-startup", "int-2-startup", "int-3-startup", "int-1-run", "int-2-run", "int-3-run",
-         "int-2-teardown", "term-2-run"]
+CASES = ["int-1-startup", "int-2-startup", "int-3-startup", "int-2-fabric", "int-1-run", "int-2-run", "int-3-run",
+         "int-2-teardown", "int-3-teardown", "term-2-startup", "term-2-run"]
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -207,7 +214,7 @@ def test_interrupts_leak_nothing(tmp_path, env, case):
         assert leftovers(run_id, state_dir, tmp_path / "out") == [], (case, sent, err[-2000:])
 
 
-@pytest.mark.parametrize("case", ["kill-1-startup", "kill-1-run"])
+@pytest.mark.parametrize("case", ["kill-1-startup", "kill-1-fabric", "kill-1-run"])
 def test_sigkill_then_clean_leaks_nothing(tmp_path, env, case):
     env, state_dir = env
     watch = Watch(state_dir)
