@@ -35,7 +35,7 @@ from testbed.netem.naming import RUN_ID_RE
 
 STATE_DIR = Path(os.environ.get("TESTBED_STATE_DIR", "/run/testbed"))
 FORMAT = "testbed-state/1"
-PURPOSES = ("run", "net", "doctor")
+PURPOSES = ("run", "net", "federated", "doctor")
 RESOURCE_KEYS = ("namespaces", "interfaces", "pids", "cgroups", "tmp_dirs", "partial_dirs")
 MAX_STATE_BYTES = 16 << 20
 _lock = threading.RLock()  # read-modify-write from several threads of one process
