@@ -2,12 +2,15 @@
 
 Control on ``--mgmt-addr:--port`` (management network); checkpoint bytes on
 ``--wan-addr:--transfer-port`` (the shaped WAN). The per-run token is read from a file so it
-never appears in a process listing.
+never appears in a process listing. At start the agent raises its open-file soft limit to the hard
+limit; the control server bounds its connections itself (:mod:`testbed.agent.server`). The ready
+file holds ``ready <control port> <transfer port>``.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import signal
 import sys
 import threading
@@ -28,9 +31,14 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
 
     from testbed.agent.agent import Agent
-    from testbed.agent.server import ControlServer
+    from testbed.agent.server import ControlServer, raise_fd_limit
     from testbed.transfer.server import TransferServer
 
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
+                        format=f"%(asctime)s agent[{args.site}] %(levelname)s %(message)s")
+    soft, _ = raise_fd_limit()
+    logging.getLogger("testbed.agent").setLevel(logging.INFO)
+    logging.getLogger("testbed.agent").info("open-file limit %d", soft)
     token = args.token_file.read_text().strip()
     agent = Agent(args.site, args.workdir, token, run_id=args.run_id)
     control = ControlServer(args.mgmt_addr, args.port, token, agent.handlers())
@@ -45,7 +53,9 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _term)
     signal.signal(signal.SIGINT, _term)
     if args.ready_file:
-        args.ready_file.write_text("ready\n")
+        tmp = args.ready_file.with_name(args.ready_file.name + ".tmp")
+        tmp.write_text(f"ready {control.port} {transfer.port}\n")
+        tmp.replace(args.ready_file)  # whole or absent
     try:
         control.serve_forever()
     finally:

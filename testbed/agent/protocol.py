@@ -1,13 +1,14 @@
-"""The control-plane protocol between the controller and node agents.
+"""The control-plane messages between the controller and node agents.
 
-One request per line, one response per line, JSON, over TCP on the *management* network only:
+Over TCP on the *management* network only, in the wire format of :mod:`testbed.agent.wire`: the
+connection is authenticated first (an HMAC of the per-run token over the agent's challenge, compared
+in constant time before anything else is read), then each frame carries one JSON message:
 
-    request:  {"token": "<per-run token>", "cmd": "<command>", "args": {...}}
+    request:  {"cmd": "<command>", "args": {...}}
     response: {"ok": true, "result": {...}}  |  {"ok": false, "error": "<what was wrong>"}
 
-The token is compared in constant time before anything else is looked at. Every command's
-arguments are validated by a pydantic model; a malformed or unauthenticated request gets an
-error and changes nothing.
+A request's size and JSON nesting depth are bounded before it is decoded. Every command's
+arguments are validated by a pydantic model; a malformed request gets an error and changes nothing.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from typing import Any, Callable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-MAX_LINE_BYTES = 1 << 20
+from testbed.agent.wire import MAX_JSON_DEPTH, MAX_REQUEST_BYTES, json_depth_exceeds
+
 JOB_ID = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 
 
@@ -79,27 +81,52 @@ class ProtocolError(Exception):
     """A request the agent refuses; the message goes back to the caller."""
 
 
-def decode_request(line: bytes, token: str) -> tuple[str, _Args]:
-    """Parse, authenticate and validate one request line. Raises ProtocolError."""
-    if len(line) > MAX_LINE_BYTES:
-        raise ProtocolError("request too large")
+def parse_json(data: bytes, max_bytes: int = MAX_REQUEST_BYTES) -> Any:
+    """JSON text to a value, with its size and nesting depth bounded before it is decoded."""
+    if len(data) > max_bytes:
+        raise ProtocolError(f"request too large ({len(data)} bytes, at most {max_bytes})")
+    if json_depth_exceeds(data, MAX_JSON_DEPTH):
+        raise ProtocolError(f"malformed request: JSON nested deeper than {MAX_JSON_DEPTH} levels")
     try:
-        msg = json.loads(line)
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        return json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
         raise ProtocolError(f"malformed request: not JSON ({e.__class__.__name__})") from None
+
+
+def decode_body(body: bytes) -> tuple[str, _Args]:
+    """Parse and validate one request from an authenticated connection. Raises ProtocolError."""
+    msg = parse_json(body)
     if not isinstance(msg, dict):
         raise ProtocolError("malformed request: not a JSON object")
-    given = msg.get("token")
+    return _validate(msg)
+
+
+def decode_request(line: bytes, token: str) -> tuple[str, _Args]:
+    """A self-contained request ``{"token": ..., "cmd": ..., "args": ...}`` (bounded parse, then
+    the token in constant time, then the arguments). The agent itself authenticates connections
+    instead (:mod:`testbed.agent.wire`) and decodes bodies with :func:`decode_body`."""
+    msg = parse_json(line)
+    if not isinstance(msg, dict):
+        raise ProtocolError("malformed request: not a JSON object")
+    given = msg.pop("token", None)
     if not isinstance(given, str) or not hmac.compare_digest(given.encode(), token.encode()):
         raise ProtocolError("unauthenticated: bad or missing token")
+    return _validate(msg)
+
+
+def _validate(msg: dict) -> tuple[str, _Args]:
     cmd = msg.get("cmd")
-    if cmd not in COMMANDS:
-        raise ProtocolError(f"unknown command {cmd!r} (known: {sorted(COMMANDS)})")
-    extra = set(msg) - {"token", "cmd", "args"}
+    if not isinstance(cmd, str) or cmd not in COMMANDS:
+        shown = cmd if isinstance(cmd, str) and len(cmd) <= 64 else type(cmd).__name__
+        raise ProtocolError(f"unknown command {shown!r} (known: {sorted(COMMANDS)})")
+    extra = set(msg) - {"cmd", "args"}
     if extra:
-        raise ProtocolError(f"malformed request: unknown keys {sorted(extra)}")
+        raise ProtocolError(f"malformed request: unknown keys {sorted(str(k)[:64] for k in extra)[:10]}")
+    raw = msg.get("args") or {}
+    if not isinstance(raw, dict):
+        raise ProtocolError(f"{cmd}: args: must be a JSON object")
     try:
-        args = COMMANDS[cmd].model_validate(msg.get("args") or {})
+        args = COMMANDS[cmd].model_validate(raw)
     except ValidationError as e:
         first = e.errors(include_url=False)[0]
         where = ".".join(str(x) for x in first["loc"]) or "args"
@@ -108,7 +135,8 @@ def decode_request(line: bytes, token: str) -> tuple[str, _Args]:
 
 
 def encode(obj: dict[str, Any]) -> bytes:
-    return (json.dumps(obj, separators=(",", ":"), sort_keys=True) + "\n").encode()
+    """One message's JSON body (framed by :func:`testbed.agent.wire.frame`)."""
+    return json.dumps(obj, separators=(",", ":"), sort_keys=True).encode()
 
 
 def ok(result: dict[str, Any] | None = None) -> bytes:

@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from testbed.agent.client import AgentClient, AgentError
-from testbed.agent.protocol import ProtocolError, decode_request
+from testbed.agent.protocol import ProtocolError, decode_body, decode_request
 from testbed.agent.server import ControlServer
 
 TOKEN = "t" * 32
@@ -34,6 +34,25 @@ def req(**kw) -> bytes:
 def test_refusals(line, expected):
     with pytest.raises(ProtocolError, match=expected):
         decode_request(line, TOKEN)
+
+
+@pytest.mark.parametrize(("body", "expected"), [
+    (b"[" * 100_000 + b"]" * 100_000, "nested deeper than 32"),
+    (json.dumps({"cmd": "ping", "args": {"a": [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}}).encode(),
+     "nested deeper"),
+    (b" " * ((1 << 20) + 1), "request too large"),
+    (b'{"cmd": "ping", "args": [1]}', "args: must be a JSON object"),
+    (json.dumps({"token": TOKEN, "cmd": "ping"}).encode(), "unknown keys"),  # the token is not a body field
+    (json.dumps({"cmd": ["ping"]}).encode(), "unknown command 'list'"),
+])
+def test_body_refusals(body, expected):
+    with pytest.raises(ProtocolError, match=expected):
+        decode_body(body)
+
+
+def test_deep_request_is_refused_before_the_token_is_looked_at():
+    with pytest.raises(ProtocolError, match="nested deeper"):
+        decode_request(b'{"token": "' + TOKEN.encode() + b'", "x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", TOKEN)
 
 
 def test_valid_request():
