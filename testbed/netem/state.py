@@ -31,6 +31,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterator
 
+from testbed.errors import TestbedError
 from testbed.netem.naming import RUN_ID_RE
 
 STATE_DIR = Path(os.environ.get("TESTBED_STATE_DIR", "/run/testbed"))
@@ -41,7 +42,7 @@ MAX_STATE_BYTES = 16 << 20
 _lock = threading.RLock()  # read-modify-write from several threads of one process
 
 
-class StateFileError(ValueError):
+class StateFileError(TestbedError, ValueError):
     """A file in the state directory that testbed did not write, or not in this shape."""
 
 
@@ -168,7 +169,13 @@ def add(run_id: str, *, purpose: str = "run", info: dict | None = None, **resour
     """Add resources to the run's state file (created, owned by this process, if absent) — call it
     *before* creating them. ``info``: descriptive fields (sites, links...) to set."""
     with _lock:
-        data = read(run_id) or record(run_id, purpose=purpose)
+        try:
+            data = load(run_id)
+        except FileNotFoundError:
+            data = record(run_id, purpose=purpose)
+        except StateFileError as e:  # a file of that name that is not ours: never overwritten
+            raise StateFileError(f"{path_for(run_id)}: {e}; not a testbed state file, left alone "
+                                 "(remove it or try again)") from None
         for key, items in resources.items():
             if key not in RESOURCE_KEYS:
                 raise KeyError(f"unknown resource list {key!r}")

@@ -37,6 +37,15 @@ def test_add_discard_and_the_marker(state_dir):
     assert not (state_dir / f"{RUN}.json").exists() and state.all_runs() == []
 
 
+def test_a_foreign_file_with_a_run_name_is_never_overwritten(state_dir):
+    state_dir.mkdir()
+    (state_dir / f"{RUN}.json").write_text("not ours")
+    with pytest.raises(state.StateFileError):
+        state.add(RUN, namespaces=["tb-abc123-a"])
+    state.discard(RUN, namespaces=["tb-abc123-a"])
+    assert (state_dir / f"{RUN}.json").read_text() == "not ours"
+
+
 def test_listed_is_a_no_op_without_a_run_id(state_dir):
     with state.listed(None, partial_dirs=["/x/.r.partial-1"]):
         assert not state_dir.exists()
