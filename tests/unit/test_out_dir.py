@@ -96,6 +96,8 @@ def _expand(text: str, ws: Path) -> str:
 def _snapshot(ws: Path) -> dict[str, bytes | None]:
     out = {}
     for p in sorted(ws.rglob("*")):
+        if ".cache" in p.relative_to(ws).parts:  # matplotlib's font cache under the fake home
+            continue
         if p.is_symlink():
             out[str(p)] = os.readlink(p).encode()
         elif p.is_file():
@@ -274,3 +276,20 @@ def test_sweep_reruns_a_trial_whose_record_is_damaged(ws, capsys):
     assert main(["sweep", str(sweep), "--out", str(out), "--parallel", "1"]) == 0
     assert "0 reused, 1 run" in capsys.readouterr().out
     assert json.loads(record.read_text())["status"] == "done" and not leftovers(ws)
+
+
+def test_federated_run_uses_the_same_rule(ws):
+    from testbed.federated.run import run_federated
+    from testbed.spec.load import LoadedScenario
+    from tests.unit.federated_support import tiny_scenario as fl_tiny
+
+    scen = ws / "scen" / "fl.yaml"
+    scen.write_text("name: fl-tiny\n")
+    loaded = LoadedScenario(scenario=fl_tiny(), path=scen, text="name: fl-tiny\n", sha256="0" * 64,
+                            topology_path=None)
+    before = _snapshot(ws)
+    for out, why in ((ws / "etc", "not written by testbed"), (ws / "link", "symbolic link"),
+                     (ws / "scen", "contains the input"), (Path("."), "current or a parent")):
+        with pytest.raises(OutDirError, match=why):
+            run_federated(loaded, out_dir=out, substrate="sim", seed=None, progress=False, force=True, argv=[])
+    assert _snapshot(ws) == before and not leftovers(ws)
