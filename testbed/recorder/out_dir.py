@@ -63,6 +63,22 @@ class OutDir:
     marked: bool   # it carries this kind's marker: testbed wrote it
 
 
+NAME_MAX_BYTES = 255
+PATH_MAX_BYTES = 4095
+WORKING_SUFFIX_BYTES = len(".") + len(".partial-") + 10  # atomic_dir's working name around the last name
+
+
+def _check_lengths(flag: str, text: str) -> None:
+    raw = os.fsencode(text)
+    if len(raw) > PATH_MAX_BYTES:
+        raise _fail(flag, text[:60] + "...", f"is longer than {PATH_MAX_BYTES} bytes")
+    parts = raw.rstrip(b"/").split(b"/")
+    if any(len(part) > NAME_MAX_BYTES for part in parts):
+        raise _fail(flag, text[:60] + "...", f"has a name longer than {NAME_MAX_BYTES} bytes")
+    if len(parts[-1]) > NAME_MAX_BYTES - WORKING_SUFFIX_BYTES:  # room for .NAME.partial-PID beside it
+        raise _fail(flag, text[:60] + "...", f"its last name is longer than {NAME_MAX_BYTES - WORKING_SUFFIX_BYTES} bytes")
+
+
 def _fail(flag: str, out: object, why: str) -> OutDirError:
     e = OutDirError(f"{flag} {out}: {why}")
     e.flag, e.why = flag, why
@@ -150,6 +166,7 @@ def check_out_dir(out: Path | str, *, kind: str, force: bool = False, protect: I
     if text.strip() == "":
         raise _fail(flag, repr(text), "is empty")
     given = Path(text)
+    _check_lengths(flag, text)
     name = os.path.basename(text.rstrip("/")) if text.rstrip("/") else ""
     if text.rstrip("/") == "" or given == Path("/"):
         raise _fail(flag, text, "is the root directory")
@@ -235,6 +252,7 @@ def check_out_file(out: Path | str, *, flag: str, create_parents: bool = False) 
     if "\0" in text or text.strip() == "":
         raise _fail(flag, repr(text), "is not a file name")
     given = Path(text)
+    _check_lengths(flag, text)
     if text.endswith("/") or given.name in ("", ".", ".."):
         raise _fail(flag, text, "names a directory, not a file")
     try:

@@ -64,11 +64,15 @@ def _make_parents(directory: Path) -> list[Path]:
     while not os.path.lexists(d):
         made.append(d)
         d = d.parent
-    for m in reversed(made):
-        try:
-            m.mkdir()
-        except FileExistsError:
-            pass
+    try:
+        for m in reversed(made):
+            try:
+                m.mkdir()
+            except FileExistsError:
+                pass
+    except BaseException:
+        _remove_made(made)
+        raise
     return made
 
 

@@ -293,3 +293,25 @@ def test_federated_run_uses_the_same_rule(ws):
         with pytest.raises(OutDirError, match=why):
             run_federated(loaded, out_dir=out, substrate="sim", seed=None, progress=False, force=True, argv=[])
     assert _snapshot(ws) == before and not leftovers(ws)
+
+
+@pytest.mark.parametrize("out,why", [("a" * 300, "longer than 255"), ("x/" + "a" * 300 + "/y", "longer than 255"),
+                                     ("a" * 240, "last name is longer"), ("d/" * 3000, "longer than 4095")])
+def test_too_long_names_are_refused_and_nothing_is_made(ws, capsys, out, why):
+    _refused(capsys, ["run", str(ws / "scen" / "tiny.yaml"), "--out", out, "--no-progress"], why)
+    assert list(Path.cwd().iterdir()) == []
+
+
+def test_parents_made_before_a_failure_are_removed(tmp_path, monkeypatch):
+    real_mkdir = Path.mkdir
+
+    def mkdir(self, *a, **k):
+        if self.name == "b":
+            raise OSError(28, "No space left on device", str(self))
+        return real_mkdir(self, *a, **k)
+
+    monkeypatch.setattr(Path, "mkdir", mkdir)
+    with pytest.raises(OSError):
+        with writer.atomic_dir(tmp_path / "a" / "b" / "c" / "out", False):
+            pass
+    assert list(tmp_path.iterdir()) == []
