@@ -77,7 +77,9 @@ def _make_parents(directory: Path) -> list[Path]:
 
 
 def _remove_made(made: list[Path]) -> None:
-    for m in made:  # deepest first; only if still empty
+    for m in made:  # deepest first; only if still empty (one not made yet is skipped)
+        if m.is_symlink() or not m.is_dir():
+            continue
         try:
             m.rmdir()
         except OSError:
