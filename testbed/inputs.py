@@ -6,6 +6,7 @@ inputs feed every policy and every substrate.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,6 +61,8 @@ def _renewable(sc: Scenario, seed: int, site_name: str) -> Trace:
         extra = 0.0 if src.offset_h == "auto" else float(src.offset_h)
         # window centres follow the site's solar noon, expressed in scenario hours-of-day
         offset_h = extra - site.local_offset_h - start_hour_utc
+        if abs(offset_h) > 24.0:  # e.g. UTC+14 and a 23:00 start: the same hour of day, a day earlier
+            offset_h = math.fmod(offset_h, 24.0)
         return curtailment_windows(
             duration_s=horizon, step_s=step, seed=_sub_seed(src.seed, seed, "renewable", site_name),
             mean_window_h=src.mean_window_h, windows_per_day=src.windows_per_day, capacity_kw=src.capacity_kw,
@@ -110,6 +113,10 @@ def _renewables(sc: Scenario, seed: int) -> dict[str, Trace]:
         key = s.name if s.name in sc.traces.renewable else "default"
         try:
             out[s.name] = _renewable(sc, seed, s.name)
+        except ValueError as e:  # a generator's own check on its parameters (the model's bounds let it through)
+            problem = (f"traces.renewable.{key}", str(e))
+            if problem not in problems:
+                problems.append(problem)
         except TraceError as e:
             src = sc.traces.renewable[key]
             field = f"traces.renewable.{key}" + (".file" if getattr(src, "file", None) else "")
@@ -173,5 +180,11 @@ def build_inputs(sc: Scenario, seed: int | None = None) -> Inputs:
         bias_frac=fc.bandwidth_error.bias_pct / 100.0, noise_frac=fc.bandwidth_error.noise_pct / 100.0,
         seed=_sub_seed(fc.bandwidth_error.seed, seed, "forecast-bandwidth"), step_s=sc.step_s,
     )
-    return Inputs(sc, seed, renewable, bw_truth, latency, generate_jobs(sc) if sc.workloads is not None else [], windows,
-                  bandwidth)
+    jobs = generate_jobs(sc) if sc.workloads is not None else []
+    if sc.workloads is not None and not jobs:  # only Poisson arrivals can draw none: nothing to compare
+        from testbed.spec.limits import expected_jobs
+
+        raise SpecError([("workloads.arrivals.jobs_per_day", (
+            f"the arrivals draw no job within the run (seed {seed}; {expected_jobs(sc):.2g} expected): raise "
+            "jobs_per_day or until_h, or list jobs"))])
+    return Inputs(sc, seed, renewable, bw_truth, latency, jobs, windows, bandwidth)

@@ -6,8 +6,13 @@ import re
 
 from pydantic import ValidationError
 
+# keys shown in a path: names (sites, links 'a-b', fields); anything else is file content, never echoed
+_SHOWN_KEY = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,40}$")
+_FIELD_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,40}$")
+_HIDDEN = "<key>"
+
 # loc entries pydantic inserts for union members / discriminator tags: not part of the user's path
-_TYPE_LIKE = re.compile(r"^(float|int|str|bool|none|tuple\[.*\]|list\[.*\]|dict\[.*\]|function-\w+\[.*\]|.*\[.*\])$")
+_TYPE_LIKE = re.compile(r"^(float|int|str|bool|none|constrained-\w+|literal\[.*\]|tuple\[.*\]|list\[.*\]|dict\[.*\]|function-\w+\[.*\]|.*\[.*\])$")
 
 
 def field_path(loc: tuple[object, ...], tags: frozenset[str] = frozenset()) -> str:
@@ -17,11 +22,11 @@ def field_path(loc: tuple[object, ...], tags: frozenset[str] = frozenset()) -> s
             out += f"[{part}]"
             continue
         text = str(part)
-        if len(text) > 40:
-            text = text[:37] + "..."
         # a discriminator tag follows a list index or dict key and repeats the 'kind'/'name' value
         if text in tags and i > 0 or _TYPE_LIKE.match(text):
             continue
+        if not _SHOWN_KEY.match(text):
+            text = _HIDDEN
         out += f".{text}" if out else text
     return out or "(top level)"
 
@@ -83,7 +88,7 @@ def _message(err: dict, quote_values: bool = True) -> str:
     else:
         msg = str(err["msg"])
     got = _short_value(err.get("input")) if quote_values else None
-    if got is not None and kind not in ("missing", "extra_forbidden"):
+    if got is not None and kind not in ("missing", "extra_forbidden", "unknown_key"):
         msg += f" (got {got})"
     return msg
 
@@ -94,7 +99,12 @@ def problems_from(exc: ValidationError, tags: frozenset[str], prefix: str = "",
     ``quote_values=False``: never show the value found (for files that may not be the user's)."""
     merged: dict[str, list[str]] = {}
     for err in exc.errors(include_url=False):
-        path = field_path(tuple(err["loc"]), tags)
+        loc = tuple(err["loc"])
+        if err["type"] == "extra_forbidden" and loc and not _FIELD_NAME.match(str(loc[-1])):
+            # a key that is no field name (``root:*:19000:0:...`` when /etc/shadow is read as YAML): not shown
+            err = {**err, "type": "unknown_key", "msg": "unknown keys that are not field names (not shown)"}
+            loc = loc[:-1]
+        path = field_path(loc, tags)
         if prefix:
             path = f"{prefix}.{path}" if path != "(top level)" else prefix
         msg = _message(err, quote_values)

@@ -51,7 +51,7 @@ class Federated(Strict):
     data: FlData = FlData()
     training: FlTraining = FlTraining()
     compute: FlCompute
-    update_gb: float | None = Field(None, gt=0, description="Declared model-update size, GB, for round times and "
+    update_gb: float | None = Field(None, gt=0, le=1e9, description="Declared model-update size, GB, for round times and "
                                     "transfers (real state_dict + ballast). Default: the real serialized size.")
     round_time: RoundTime = Field("straggler", description="straggler: max over selected sites of compute + comm "
                                   "(what synchronous FedAvg does); pooled: the paper's Eq. 7, total work / summed "

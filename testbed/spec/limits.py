@@ -15,6 +15,9 @@ from pydantic import Field
 
 from testbed.spec.topology import Strict
 
+DATASET_SAMPLES = {"digits": 1797}
+"""Samples of the bundled federated datasets (an upper bound on what one round trains on)."""
+
 PAD_S = 86400.0
 """Generated traces run one day past the scenario (``testbed.inputs.PAD_S``)."""
 
@@ -32,6 +35,10 @@ class Limits(Strict):
         "(about 100 bytes each).")
     max_jobs: int = Field(50_000, ge=1, description="Jobs listed plus the expected number of Poisson arrivals.")
     max_trace_mb: float = Field(256.0, gt=0, description="Largest trace file (CSV or workbook) read, MB.")
+    max_fl_sgd_steps: int = Field(
+        5_000_000, ge=1,
+        description="Federated study: minibatch steps of real training at most (rounds x local epochs x "
+        "batches of the whole dataset x policies; a few minutes at the default).")
 
     @property
     def max_trace_bytes(self) -> int:
@@ -52,6 +59,20 @@ def expected_jobs(sc) -> float:
         hours = sc.duration_h if wl.arrivals.until_h is None else min(wl.arrivals.until_h, sc.duration_h)
         n += wl.arrivals.jobs_per_day * hours / 24.0
     return n
+
+
+def _federated_problems(sc) -> list[tuple[str, str]]:
+    fl, lim = sc.federated, sc.limits
+    n_pol = sum(len(p.k) if isinstance(getattr(p, "k", None), list) else 1 for p in sc.policies)
+    batches = math.ceil(DATASET_SAMPLES.get(fl.data.dataset, 1797) / fl.training.batch_size)
+    steps = fl.max_rounds * fl.training.local_epochs * batches * n_pol
+    if steps <= lim.max_fl_sgd_steps:
+        return []
+    return [("limits.max_fl_sgd_steps", (
+        f"up to {fl.max_rounds:,} rounds x {fl.training.local_epochs} local epochs x {batches:,} batches of "
+        f"{fl.training.batch_size} x {n_pol} policies = {steps:,} training steps, over the limit of "
+        f"{lim.max_fl_sgd_steps:,}: lower federated.max_rounds or training.local_epochs, raise "
+        "training.batch_size, or raise limits.max_fl_sgd_steps in the scenario"))]
 
 
 def size_problems(sc) -> list[tuple[str, str]]:
@@ -76,6 +97,8 @@ def size_problems(sc) -> list[tuple[str, str]]:
             f"the traces of {n_sites:,} sites and {n_links:,} links at {sc.step_s:g} s steps hold {samples:,} "
             f"samples (about {samples * 100 / 1e9:.1f} GB), over the limit of {lim.max_trace_samples:,}: use a "
             f"longer step_s, fewer sites or links, or raise limits.max_trace_samples in the scenario")))
+    if sc.federated is not None:
+        problems += _federated_problems(sc)
     jobs = expected_jobs(sc)
     if jobs > lim.max_jobs:
         problems.append(("limits.max_jobs", (

@@ -17,8 +17,8 @@ class CurtailmentWindows(Strict):
     mean_window_h: float = Field(2.5, gt=0, le=24)
     windows_per_day: float = Field(1.6, ge=0, le=24)
     base_frac: float = Field(0.0, ge=0, lt=0.5, description="Renewable power outside windows, as a fraction of capacity (below the windows' 0.5 floor).")
-    offset_h: float | Literal["auto"] = Field(
-        "auto", description="Extra shift of the window centres, h; auto = centred on the site's solar noon."
+    offset_h: Annotated[float, Field(ge=-24, le=24)] | Literal["auto"] = Field(
+        "auto", description="Extra shift of the window centres, h (within +-24); auto = centred on the site's solar noon."
     )
     overlap: Literal["separate", "merge"] = Field(
         "separate", description="separate: a window drawn over the previous one starts 0.5 h after it "

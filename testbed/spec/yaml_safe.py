@@ -10,7 +10,8 @@ PyYAML's safe loader accepts things a scenario file must not contain:
 
 :func:`parse_yaml` refuses all four with a :class:`YamlProblem` naming the line, *before* the
 data is built. Messages never quote the document's text (the file may not be the user's own):
-they say what is wrong and where (line and column), and name a duplicate key only.
+they say what is wrong and where (line and column), and name a duplicate key only when it looks
+like one of testbed's own keys (lower case: a field, site or link name, a sweep path).
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ MAX_NODES = 1_000_000
 """Most values a document may stand for once every alias is expanded."""
 
 _QUOTED = re.compile(r"""\s*(?:'[^']*'|"[^"]*"|#x[0-9a-fA-F]+)""")
+# keys named in messages: field names, site names, link keys, sweep paths (lower case); others are not echoed
+_NAME = re.compile(r"^[a-z0-9_$][a-z0-9_.,\[\] ${}-]{0,80}$")
 _TOKEN = re.compile(r"'(?:[\[\]{},:?-]|<[a-z ]+>)'")
 
 
@@ -88,9 +91,8 @@ class _Loader(_Base):
                 line = key_node.start_mark.line + 1
                 try:
                     if key in seen:
-                        shown = repr(key) if len(repr(key)) <= 40 else repr(str(key)[:37] + "...")
-                        raise YamlProblem(f"duplicate key {shown} (first at line {seen[key]})", line,
-                                          key_node.start_mark.column + 1)
+                        shown = f"duplicate key {key!r}" if _NAME.match(str(key)) else "duplicate key"
+                        raise YamlProblem(f"{shown} (first at line {seen[key]})", line, key_node.start_mark.column + 1)
                     seen[key] = line
                 except TypeError:  # unhashable: the base constructor reports it
                     continue

@@ -109,7 +109,9 @@ def _secrets(folder: Path) -> None:
                                       f"{SECRET},1,1,0,1,L\n")
     (folder / "google.csv").write_text(f"time,cell,pdu,measured_power_util,production_power_util\n{SECRET},a,b,0.5,0.5\n")
     (folder / "fake.csv.gz").write_text(f"{SECRET}\n")
-    (folder / "topology.yaml").write_text(f"sites: {SECRET}\nlinks: [{SECRET}]\nname: {{x: {SECRET}}}\n")
+    (folder / "topology.yaml").write_text(f"sites: {SECRET}\nlinks: [{SECRET}]\nname: {{x: {SECRET}}}\n{SECRET}-a: 1\n"
+                                          f"{SECRET}-b:\n{SECRET}:*:19000:0:99999:7:::\n")
+    (folder / "scenario.yaml").write_text(f"{SECRET}: 1\n{SECRET}-b:\nname: {{{SECRET}: 2}}\n")
     (folder / "broken.yaml").write_text(f"sites:\n  - name: a\n\t{SECRET}: [\n")
     (folder / "profile.yaml").write_text(f"name: p\nmin_w: {SECRET}\nmax_w: 300\nidle_w: 10\npoints: [[1, {SECRET}, 3]]\n")
     (folder / "shadow_link.csv").symlink_to("/etc/shadow")
@@ -131,11 +133,14 @@ def _production_only_workbook(path: Path) -> None:
 
 
 def _shadow_tokens() -> list[str]:
+    """Pieces of /etc/shadow no output may contain: password hashes, and whole lines (user:hash:...)."""
     try:
         text = Path("/etc/shadow").read_text(errors="replace")
     except OSError:
         return []
-    return sorted({tok for line in text.splitlines() for tok in line.split(":")[1:2] if len(tok) >= 8})
+    hashes = {tok for line in text.splitlines() for tok in line.split(":")[1:2] if len(tok) >= 8}
+    lines = {line.rstrip(":") for line in text.splitlines() if line.count(":") >= 2}
+    return sorted(hashes | lines)
 
 
 @dataclass
@@ -258,7 +263,7 @@ def test_corpus_is_large_and_covers_every_category():
     cases = _committed()
     assert len(cases) >= 60
     prefixes = {c.name.split("/")[1].split("_")[0] for c in cases}
-    assert {"num", "bool", "yaml", "trace", "secret", "size", "extreme", "sweep", "field"} <= prefixes
+    assert {"num", "bool", "yaml", "trace", "secret", "size", "extreme", "sweep", "field", "fl"} <= prefixes
     assert sum(c.expect == 0 for c in cases) >= 5 and sum(c.run for c in cases) >= 5
 
 
