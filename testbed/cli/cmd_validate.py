@@ -53,6 +53,7 @@ def _check_sweep(path: str) -> str:
     sweep = load_sweep_file(path)
     plan = plan_sweep(sweep, "sim")  # "sim": the substrate only names trials; no machine probe here
     seen: set[str] = set()
+    _check_draws(sweep, plan)
     for cell in plan.cells:
         sc = cell.loaded.scenario
         key = canonical(sc.model_dump(mode="json", include={"start", "duration_h", "step_s", "sites", "links", "traces"}))
@@ -64,6 +65,24 @@ def _check_sweep(path: str) -> str:
         except SpecError as e:
             raise SpecError([(sweep.problem(f"cell {cell.id}: {w}"), m) for w, m in e.problems]) from None
     return f"sweep of {len(plan.cells)} cells, {len(plan.trials)} trials"
+
+
+def _check_draws(sweep, plan) -> None:
+    """Every trial of a migration study with only Poisson arrivals must draw at least one job
+    (the draw depends on the trial's seed, so build_inputs on one seed would not tell)."""
+    from testbed.errors import SpecError
+    from testbed.workload import generate_jobs
+
+    problems = []
+    for trial in plan.trials:
+        sc = trial.cell.loaded.scenario
+        if sc.workloads is None or sc.workloads.jobs:
+            continue
+        if not generate_jobs(sc.model_copy(update={"seed": trial.seed})):
+            problems.append((sweep.problem(f"{trial.rel_dir}: workloads.arrivals.jobs_per_day"),
+                             "the arrivals draw no job within the run: raise jobs_per_day or until_h, or list jobs"))
+    if problems:
+        raise SpecError(problems)
 
 
 def check_file(path: str) -> tuple[str | None, list[str]]:

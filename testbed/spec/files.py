@@ -61,3 +61,36 @@ def _size(n: int) -> str:
         if n >= scale:
             return f"{n / scale:.3g} {unit}"
     return f"{n} bytes"
+
+
+def archive_problem(path: Path, max_bytes: int, limit_hint: str = "") -> str | None:
+    """For a compressed file (``.xlsx`` is a zip archive, ``.gz``): None if it expands to at most
+    ``max_bytes``, else why not. A few kB can stand for many GB ("zip bomb"); the loaders would
+    inflate all of it in memory. Zip members' sizes come from the archive's directory (corrupt
+    archives are left to the loader, which reports them); gzip is inflated in chunks and counted."""
+    import gzip
+    import zipfile
+    import zlib
+
+    name = path.name.lower()
+    hint = f" (raise it with {limit_hint})" if limit_hint else ""
+    if name.endswith((".xlsx", ".xlsm", ".zip")):
+        try:
+            with zipfile.ZipFile(path) as z:
+                total = sum(info.file_size for info in z.infolist())
+        except (zipfile.BadZipFile, OSError, ValueError):
+            return None
+        if total > max_bytes:
+            return f"expands to {_size(total)} uncompressed, over the {_size(max_bytes)} limit{hint}"
+        return None
+    if name.endswith(".gz"):
+        total = 0
+        try:
+            with gzip.open(path, "rb") as f:
+                while chunk := f.read(1 << 20):
+                    total += len(chunk)
+                    if total > max_bytes:
+                        return f"expands to more than {_size(max_bytes)} uncompressed, over the limit{hint}"
+        except (OSError, EOFError, zlib.error):
+            return None  # not gzip after all: the loader says so
+    return None

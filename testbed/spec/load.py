@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from testbed.errors import SpecError
 from testbed.spec.errors_format import problems_from
-from testbed.spec.files import input_file_problem
+from testbed.spec.files import archive_problem, input_file_problem
 from testbed.spec.limits import size_problems
 from testbed.spec.federated_checks import federated_problems
 from testbed.spec.policies import POLICY_NAMES
@@ -176,8 +176,9 @@ def _cross_checks(sc: Scenario, base_dir: Path) -> tuple[list[tuple[str, str]], 
         if file_name is None:
             continue
         path = resolve_file(file_name, base_dir)
-        why = "file not found" if path is None else input_file_problem(
-            path, sc.limits.max_trace_bytes, "limits.max_trace_mb in the scenario")
+        hint = "limits.max_trace_mb in the scenario"
+        why = "file not found" if path is None else (input_file_problem(path, sc.limits.max_trace_bytes, hint)
+                                                     or archive_problem(path, sc.limits.max_trace_bytes, hint))
         if why is not None:
             problems.append((f"traces.renewable.{key}.file", f"{why}: {file_name}"))
         else:

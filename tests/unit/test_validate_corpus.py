@@ -116,9 +116,26 @@ def _secrets(folder: Path) -> None:
     (folder / "profile.yaml").write_text(f"name: p\nmin_w: {SECRET}\nmax_w: 300\nidle_w: 10\npoints: [[1, {SECRET}, 3]]\n")
     (folder / "shadow_link.csv").symlink_to("/etc/shadow")
     os.mkfifo(folder / "trace.fifo")
+    _bombs(folder)
     with open(folder / "huge.csv", "wb") as f:  # 2 GB, sparse: costs no disk
         f.write(b"timestamp,value\n0,1\n")
         f.truncate(2 * 1024**3)
+
+
+def _bombs(folder: Path) -> None:
+    """A .xlsx (zip) and a .csv.gz of about 300 kB each that expand to 300 MB of zeros."""
+    import gzip
+    import zipfile
+
+    block = bytes(1 << 20)
+    with zipfile.ZipFile(folder / "bomb.xlsx", "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1) as z:
+        with z.open("xl/worksheets/sheet1.xml", "w", force_zip64=True) as member:
+            for _ in range(300):
+                member.write(block)
+    with gzip.open(folder / "bomb.csv.gz", "wb", compresslevel=1) as f:
+        f.write(b"time,cell,pdu,measured_power_util,production_power_util\n")
+        for _ in range(300):
+            f.write(block)
 
 
 def _production_only_workbook(path: Path) -> None:
@@ -155,7 +172,7 @@ class Outcome:
     error: str | None = None
 
 
-ISOLATED = re.compile(r"^(generated/|scenarios/(yaml_alias|secret_(dev|proc|fifo|huge|etc)|size_)|"
+ISOLATED = re.compile(r"^(generated/|scenarios/(yaml_alias|secret_(dev|proc|fifo|huge|etc|zip|gzip)|size_|fl_training)|"
                       r"sweeps/sweep_(alias|grid|too_many|size))")
 """Cases validated by a process of their own: those that attack memory, time or the file system.
 The rest are validated in batches (``validate F1 F2 ...``: one line per problem, each naming its
