@@ -3,12 +3,17 @@
 Only what a valid state file lists is touched (:mod:`testbed.netem.state`: the testbed marker,
 the run id matching the file name), and each listed name must also carry the run's prefix:
 
-- processes: a listed PID still running (a zombie counts as gone) whose command line names the run;
-  ended together (SIGTERM, then SIGKILL for what is left);
+- processes: a listed PID still running (a zombie counts as gone) whose command line names the run,
+  and processes working in the run's listed folders (an argument in its temp folder or engine
+  directory: relays forked before their PIDs could be written, a private engine's daemons); ended
+  together (SIGTERM, then SIGKILL for what is left);
 - namespaces ``tb-<run>-...``; interfaces ``tb<run>...`` in the root namespace;
-- cgroups named ``tb-<run>`` or ``tb-<run>-...`` (tasks moved to the parent first);
+- cgroups named ``tb-<run>`` or ``tb-<run>-...`` (tasks moved to the parent first; the tasks of a
+  private engine's ``tb-<run>`` cgroup, its containers' processes, are ended);
 - temp folders: real directories (not links) directly under the system temp dir named ``tb-<run>-...``;
-- partial results: real directories named ``.NAME.partial-PID`` (the results writer's working name).
+- partial results: real directories named ``.NAME.partial-PID`` (the results writer's working name);
+- a private Docker engine's run directory ``<TESTBED_DOCKER_DIR>/docker-<run>`` (mounts under it
+  detached first), after its daemon was ended.
 
 A look-alike that no state file lists (a ``tb-abc123-x`` namespace someone else made) is left alone;
 a file in the state directory that is not a valid state file is reported, never acted on. A run
@@ -25,6 +30,7 @@ import shutil
 import stat
 import tempfile
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from testbed.netem import state
 from testbed.netem.naming import if_prefix, ns_prefix
@@ -72,6 +78,13 @@ def _stop_pids(pids: list[int], run_id: str, rep: CleanReport) -> None:
             continue
         except psutil.Error as e:
             rep.errors.append(f"process {pid}: {e}")
+    _end(procs, rep)
+
+
+def _end(procs: list, rep: CleanReport) -> None:
+    """SIGTERM all, wait for all together, SIGKILL what is left (psutil; zombies count as ended)."""
+    import psutil
+
     for p in procs:
         try:
             p.terminate()
@@ -94,6 +107,28 @@ def _stop_pids(pids: list[int], run_id: str, rep: CleanReport) -> None:
             rep.errors.append(f"process {p.pid}: still running after SIGKILL")
         else:
             rep.pids.append(p.pid)
+
+
+def _names(arg: str, path: str) -> bool:
+    return arg == path or arg.startswith(path + "/") or f"={path}/" in arg or arg.endswith(f"={path}")
+
+
+def _processes_naming(paths: list[str]) -> list:
+    """Running processes with an argument that is, or lies under, one of ``paths`` (directories the
+    run recorded before making them: a process working in them is the run's, recorded PID or not)."""
+    import psutil
+
+    found = []
+    if not paths:
+        return found
+    for p in psutil.process_iter(["cmdline", "status"]):
+        try:
+            if p.info["status"] != psutil.STATUS_ZOMBIE and p.pid != os.getpid() \
+                    and any(_names(a, d) for a in (p.info["cmdline"] or []) for d in paths):
+                found.append(p)
+        except psutil.Error:
+            continue
+    return found
 
 
 def _running(p) -> bool:
@@ -163,10 +198,29 @@ def _remove_cgroups(names: list[str], run_id: str, rep: CleanReport) -> None:
         return
     for version, path in found:
         try:
+            if path.name == f"tb-{run_id}":  # a private engine's containers: their processes end with it
+                _end(_cgroup_processes(path), rep)
             release_named(version, path)
             rep.cgroups.append(str(path))
         except Exception as e:  # noqa: BLE001 (ThrottleError, OSError: reported per cgroup)
             rep.errors.append(f"cgroup {path}: {e}")
+
+
+def _cgroup_processes(path: Path) -> list:
+    import psutil
+
+    procs = []
+    for f in path.rglob("cgroup.procs"):
+        try:
+            pids = [int(x) for x in f.read_text().split()]
+        except (OSError, ValueError):
+            continue
+        for pid in pids:
+            try:
+                procs.append(psutil.Process(pid))
+            except psutil.Error:
+                continue
+    return list({p.pid: p for p in procs}.values())  # the same task in every v1 hierarchy
 
 
 def _real_dir(path: str) -> bool | None:
@@ -187,14 +241,23 @@ def _remove_tree(path: str, what: str, rep: CleanReport) -> None:
         rep.errors.append(f"{what} {path}: {e.strerror or e}")
 
 
+def _tmp_dir_ok(path: str, run_id: str) -> bool | None:
+    """None: nothing there; True: a real directory directly under the temp dir named tb-<run>-*."""
+    kind = _real_dir(path)
+    if kind is None:
+        return None
+    parent = os.path.realpath(os.path.dirname(path))
+    return kind and parent == os.path.realpath(tempfile.gettempdir()) \
+        and os.path.basename(path).startswith(f"tb-{run_id}-")
+
+
 def _remove_tmp_dirs(paths: list[str], run_id: str, rep: CleanReport) -> None:
     tmp_root = os.path.realpath(tempfile.gettempdir())
     for path in paths:
-        kind = _real_dir(path)
-        if kind is None:
+        ok = _tmp_dir_ok(path, run_id)
+        if ok is None:
             continue
-        parent = os.path.realpath(os.path.dirname(path))
-        if not kind or parent != tmp_root or not os.path.basename(path).startswith(f"tb-{run_id}-"):
+        if not ok:
             rep.refused.append(f"temp folder {path!r}: not a real directory {tmp_root}/tb-{run_id}-*")
             continue
         _remove_tree(path, "temp folder", rep)
@@ -209,6 +272,46 @@ def _remove_partial_dirs(paths: list[str], rep: CleanReport) -> None:
             rep.refused.append(f"partial results {path!r}: not a real directory named .NAME.partial-PID")
             continue
         _remove_tree(path, "partial results", rep)
+
+
+def _engine_dir(run_id: str) -> str:
+    from testbed.runtime.dockerd import DEFAULT_BASE_DIR
+
+    return os.path.join(os.path.realpath(DEFAULT_BASE_DIR), f"docker-{run_id}")
+
+
+def _stop_dir_users(st: dict, run_id: str, rep: CleanReport) -> None:
+    """Processes working in the run's own folders (checked as below, before removal): relays forked
+    before their PIDs could be recorded (their command line holds the run's temp folder), a private
+    engine's daemon, containerd and shims (paths under the engine directory)."""
+    dirs = [p for p in st.get("tmp_dirs", []) if _tmp_dir_ok(p, run_id) is True]
+    want = _engine_dir(run_id)
+    if any(_resolved(p) == want and _real_dir(p) for p in st.get("engine_dirs", [])):
+        dirs.append(want)
+    _end(_processes_naming(dirs), rep)
+
+
+def _resolved(path: str) -> str:
+    return os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
+
+
+def _remove_engine_dirs(paths: list[str], run_id: str, rep: CleanReport) -> None:
+    from testbed.runtime.dockerd import unmount_under
+
+    want = _engine_dir(run_id)
+    for path in paths:
+        kind = _real_dir(path)
+        if kind is None:
+            continue
+        if not kind or _resolved(path) != want:
+            rep.refused.append(f"engine directory {path!r}: not a real directory {want}")
+            continue
+        try:
+            unmount_under(Path(path))
+        except OSError as e:
+            rep.errors.append(f"engine directory {path}: {e}")
+            continue
+        _remove_tree(path, "engine directory", rep)
 
 
 def _guarded(rep: CleanReport, what: str, fn, *args) -> None:
@@ -235,11 +338,13 @@ def clean_run(run_id: str, *, force: bool = False) -> CleanReport:
         rep.skipped = f"owner process {owner} is alive (use --force to remove anyway)"
         return rep
     _guarded(rep, "processes", _stop_pids, st.get("pids", []), run_id, rep)
+    _guarded(rep, "processes in the run's folders", _stop_dir_users, st, run_id, rep)
     _guarded(rep, "namespaces", _remove_namespaces, st.get("namespaces", []), run_id, rep)
     _guarded(rep, "interfaces", _remove_interfaces, st.get("interfaces", []), run_id, rep)
     _guarded(rep, "cgroups", _remove_cgroups, st.get("cgroups", []), run_id, rep)  # after the processes
     _guarded(rep, "temp folders", _remove_tmp_dirs, st.get("tmp_dirs", []), run_id, rep)
     _guarded(rep, "partial results", _remove_partial_dirs, st.get("partial_dirs", []), rep)
+    _guarded(rep, "engine directories", _remove_engine_dirs, st.get("engine_dirs", []), run_id, rep)
     _remove_state_temps(run_id, rep)
     if not rep.errors:
         try:

@@ -16,6 +16,7 @@ pids           processes we started (ended by PID, only while their command line
 cgroups        cgroup directory names (``tb-<run>`` or ``tb-<run>-...``), in any hierarchy
 tmp_dirs       directories directly under the system temp dir named ``tb-<run>-...``
 partial_dirs   hidden ``.NAME.partial-PID`` results directories being written
+engine_dirs    a private Docker engine's run directory ``<TESTBED_DOCKER_DIR>/docker-<run>``
 =============  ===========================================================================
 """
 
@@ -37,7 +38,7 @@ from testbed.netem.naming import RUN_ID_RE
 STATE_DIR = Path(os.environ.get("TESTBED_STATE_DIR", "/run/testbed"))
 FORMAT = "testbed-state/1"
 PURPOSES = ("run", "net", "federated", "doctor")
-RESOURCE_KEYS = ("namespaces", "interfaces", "pids", "cgroups", "tmp_dirs", "partial_dirs")
+RESOURCE_KEYS = ("namespaces", "interfaces", "pids", "cgroups", "tmp_dirs", "partial_dirs", "engine_dirs")
 MAX_STATE_BYTES = 16 << 20
 _lock = threading.RLock()  # read-modify-write from several threads of one process
 

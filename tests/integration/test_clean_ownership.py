@@ -98,6 +98,9 @@ def test_listed_paths_and_names_must_be_testbeds(env, tmp_path):
     foreign_ns, our_ns = f"tb-{other}-x", f"tb-{rid}-a"
     create_netns(foreign_ns)
     create_netns(our_ns)
+    sleeper = [sys.executable, "-c", "import time; time.sleep(120)"]
+    worker = subprocess.Popen([*sleeper, str(ours / "token")])  # works in the run's temp folder: the run's
+    bystander = subprocess.Popen([*sleeper, str(link / "data")])  # names the look-alike link: not the run's
     try:
         gone = subprocess.Popen(["true"])  # an owner that has exited
         gone.wait()
@@ -109,10 +112,14 @@ def test_listed_paths_and_names_must_be_testbeds(env, tmp_path):
         assert done.returncode == 0, done.stderr
         assert our_ns not in netns.listnetns() and foreign_ns in netns.listnetns()
         assert not ours.exists() and not partial.exists()
+        assert worker.wait(timeout=10) is not None and bystander.poll() is None
         assert (precious / "data").read_text() == "keep" and link.is_symlink() and Path("/etc/hostname").exists()
         assert done.stderr.count("left alone") == 5, done.stderr  # foreign ns, precious x2, link, /etc
         assert state.read(rid) is None
     finally:
+        for p in (worker, bystander):
+            p.kill()
+            p.wait()
         link.unlink(missing_ok=True)
         remove_netns(foreign_ns)
         remove_netns(our_ns)

@@ -82,7 +82,7 @@ class Watch:
             self.seen = True
             self.purpose[n[:-5]] = d.get("purpose")
             pids += len(d.get("pids", []))
-            cg += len(d.get("cgroups", []))
+            cg += len([c for c in d.get("cgroups", []) if c.count("-") >= 2])  # tb-<run>-<site>-<job>: throttles
             ns += len(d.get("namespaces", []))
         self.pids = pids
         self.max_pids = max(self.max_pids, pids)
@@ -177,11 +177,16 @@ def leftovers(run_id: str, state_dir: Path, out_parent: Path) -> list[str]:
     return left
 
 
-def _start(tmp_path: Path, env: dict) -> subprocess.Popen:
+def _start(tmp_path: Path, env: dict, runtime: str = "process") -> subprocess.Popen:
     out = tmp_path / "out" / "r"
     out.parent.mkdir()
+    scenario = _scenario(tmp_path)
+    if runtime != "process":
+        d = yaml.safe_load(scenario.read_text())
+        d["emulation"]["runtime"] = runtime
+        scenario.write_text(yaml.safe_dump(d))
     with open(tmp_path / "stderr.txt", "wb") as err:
-        return subprocess.Popen([*TB, "run", str(_scenario(tmp_path)), "--substrate", "netns", "--out", str(out),
+        return subprocess.Popen([*TB, "run", str(scenario), "--substrate", "netns", "--out", str(out),
                                  "--no-progress"], env=env, stdout=subprocess.DEVNULL, stderr=err,
                                 start_new_session=True)  # its own process group, like a shell job
 
@@ -214,11 +219,23 @@ def test_interrupts_leak_nothing(tmp_path, env, case):
         assert leftovers(run_id, state_dir, tmp_path / "out") == [], (case, sent, err[-2000:])
 
 
-@pytest.mark.parametrize("case", ["kill-1-startup", "kill-1-fabric", "kill-1-run"])
-def test_sigkill_then_clean_leaks_nothing(tmp_path, env, case):
+def _docker_available() -> bool:
+    import shutil
+
+    return shutil.which("dockerd") is not None and shutil.which("debootstrap") is not None
+
+
+@pytest.mark.parametrize(("case", "runtime"), [
+    ("kill-1-startup", "process"), ("kill-1-fabric", "process"), ("kill-1-run", "process"),
+    pytest.param("kill-1-run", "docker", marks=pytest.mark.docker),
+])
+def test_sigkill_then_clean_leaks_nothing(tmp_path, env, case, runtime):
+    """The docker case: a private engine (its daemon, containerd, shims, containers, run directory)."""
+    if runtime == "docker" and not _docker_available():
+        pytest.skip("docker runtime needs Debian's docker.io and debootstrap (scripts/setup.sh installs them)")
     env, state_dir = env
     watch = Watch(state_dir)
-    proc = _start(tmp_path, env)
+    proc = _start(tmp_path, env, runtime)
     sent = _drive(proc, watch, _hits(case))
     assert sent and proc.returncode == -signal.SIGKILL
     runs = [r for r, p in watch.purpose.items() if p == "run"]
@@ -233,3 +250,4 @@ def test_sigkill_then_clean_leaks_nothing(tmp_path, env, case):
             assert f"{run_id}: removed" in d.stdout, d.stdout
     for run_id in watch.run_ids:
         assert leftovers(run_id, state_dir, tmp_path / "out") == [], (case, done)
+        assert not (Path(os.environ.get("TESTBED_DOCKER_DIR", "/var/lib/testbed")) / f"docker-{run_id}").exists()

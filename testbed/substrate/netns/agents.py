@@ -117,7 +117,7 @@ class AgentPool:
 
         if self._engine is None:
             engine = DockerEngine(self.fabric.plan.run_id, data_root=DOCKER_DATA_ROOT)
-            state.add(self.run_id, cgroups=[engine.cgroup_name], info={"docker": {"run_dir": str(engine.run_dir)}})
+            state.add(self.run_id, cgroups=[engine.cgroup_name], engine_dirs=[str(engine.run_dir)])
             self._cgroups.append(engine.cgroup_name)
             self._engine = engine
             self._engine.__enter__()
@@ -173,9 +173,12 @@ class AgentPool:
                     node.__exit__(None, None, None)
                 self._containers.clear()
                 if self._engine is not None:
-                    pids.append(self._engine.pid)
-                    self._engine.__exit__(None, None, None)
-                    self._engine = None
+                    engine, self._engine = self._engine, None
+                    if engine.pid:
+                        pids.append(engine.pid)
+                    engine.__exit__(None, None, None)
+                    if not engine.run_dir.exists():
+                        state.discard(self.run_id, engine_dirs=[str(engine.run_dir)])
             finally:
                 shutil.rmtree(self._dir, ignore_errors=True)
                 left = {p.name for _, p in find_cgroups_named(self._cgroups)} if self._cgroups else set()
