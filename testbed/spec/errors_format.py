@@ -98,6 +98,7 @@ def problems_from(exc: ValidationError, tags: frozenset[str], prefix: str = "",
     """One ``(path, message)`` per field; alternatives of a union on the same path are joined.
     ``quote_values=False``: never show the value found (for files that may not be the user's)."""
     merged: dict[str, list[str]] = {}
+    type_only: dict[str, bool] = {}  # path -> every error there is "wrong type" (a union alternative)
     for err in exc.errors(include_url=False):
         loc = tuple(err["loc"])
         if err["type"] == "extra_forbidden" and loc and not _FIELD_NAME.match(str(loc[-1])):
@@ -108,6 +109,13 @@ def problems_from(exc: ValidationError, tags: frozenset[str], prefix: str = "",
         if prefix:
             path = f"{prefix}.{path}" if path != "(top level)" else prefix
         msg = _message(err, quote_values)
+        type_only[path] = type_only.get(path, True) and err["type"].endswith("_type")
         if msg not in merged.setdefault(path, []):
             merged[path].append(msg)
+    # ``checkpoint_gb: [1, .inf]`` fails as a number at the field and as a pair at checkpoint_gb[1]:
+    # the deeper error is the one that says what is wrong, the other alternative's mismatch is noise
+    deeper = [p for p in merged if any(p != q and (q.startswith(p + "[") or q.startswith(p + ".")) for q in merged)]
+    for p in deeper:
+        if type_only[p]:
+            del merged[p]
     return [(path, "; or ".join(msgs)) for path, msgs in merged.items()]

@@ -362,9 +362,10 @@ class Trace:
                  end_s: float | None = None) -> Trace:
         """Read a CSV of numeric seconds (``time_s,value``). For ISO timestamps use
         :func:`testbed.traces.csvtrace.load_csv`."""
-        from testbed.traces.fileerrors import read_failure
+        from testbed.traces.fileerrors import check_header_line, read_failure
 
         path = Path(path)
+        check_header_line(path, str(path))
         try:
             df = pd.read_csv(path)
         except (OSError, ValueError, pd.errors.ParserError, UnicodeDecodeError) as e:

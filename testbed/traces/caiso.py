@@ -34,7 +34,7 @@ from testbed.errors import TraceError
 from testbed.traces.align import fit_window, seconds_since
 from testbed.traces.base import Trace
 from testbed.traces.caiso_time import CAISO_TZ, interval_starts_utc
-from testbed.traces.fileerrors import numeric_column, read_failure
+from testbed.traces.fileerrors import check_header_line, numeric_column, read_failure
 
 __all__ = ["load_caiso", "read_caiso_table"]
 
@@ -64,6 +64,7 @@ def _parse_column(column: str, where: str) -> tuple[str, tuple[str, ...]]:
 def _read_raw(path: Path, sheet: str, where: str) -> pd.DataFrame:
     name = path.name.lower()
     if name.endswith((".csv", ".csv.gz")):
+        check_header_line(path, where)
         try:
             return pd.read_csv(path, header=None, dtype=object, skip_blank_lines=True)
         except (OSError, ValueError, pd.errors.ParserError, UnicodeDecodeError) as e:

@@ -19,7 +19,7 @@ import pandas as pd
 from testbed.errors import TraceError
 from testbed.traces.align import fit_window, require_aware, seconds_since
 from testbed.traces.base import Trace
-from testbed.traces.fileerrors import missing_column, numeric_column, read_failure
+from testbed.traces.fileerrors import check_header_line, missing_column, numeric_column, read_failure
 
 __all__ = ["load_csv"]
 
@@ -73,6 +73,7 @@ def load_csv(path: str | Path, *, unit: str, start: datetime | None = None,
     """
     path = Path(path)
     where = str(path)
+    check_header_line(path, where)
     try:
         df = pd.read_csv(path)
     except (OSError, ValueError, pd.errors.ParserError, UnicodeDecodeError) as e:

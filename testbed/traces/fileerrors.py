@@ -16,7 +16,11 @@ import pandas as pd
 
 from testbed.errors import TraceError
 
-__all__ = ["missing_column", "numeric_column", "read_failure"]
+__all__ = ["check_header_line", "missing_column", "numeric_column", "read_failure"]
+
+MAX_HEADER_BYTES = 65536
+"""A CSV header longer than this is no trace file (a million-column line would make pandas build a
+million-column frame before any check could run)."""
 
 _FIELDS = re.compile(r"Expected (\d+) fields in line (\d+), saw (\d+)")
 _EOF_STRING = re.compile(r"EOF inside string starting at row (\d+)")
@@ -42,6 +46,19 @@ def read_failure(e: BaseException) -> str:
     if isinstance(e, OSError) and e.strerror:
         return e.strerror
     return f"unreadable ({type(e).__name__})"
+
+
+def check_header_line(path, where: str) -> None:
+    """TraceError unless the file's first line ends within MAX_HEADER_BYTES (plain CSV only)."""
+    if str(path).lower().endswith((".gz", ".bz2", ".xz", ".zip", ".zst")):
+        return
+    try:
+        with open(path, "rb") as f:
+            head = f.read(MAX_HEADER_BYTES + 1)
+    except OSError as e:
+        raise TraceError(where, f"cannot read: {read_failure(e)}") from None
+    if len(head) > MAX_HEADER_BYTES and b"\n" not in head:
+        raise TraceError(where, f"the first line is longer than {MAX_HEADER_BYTES // 1024} kB: not a CSV trace")
 
 
 def missing_column(column: str, have: int) -> str:

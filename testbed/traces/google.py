@@ -33,7 +33,7 @@ import pandas as pd
 from testbed.errors import TraceError
 from testbed.traces.align import fit_window
 from testbed.traces.base import Trace
-from testbed.traces.fileerrors import missing_column, numeric_column, read_failure
+from testbed.traces.fileerrors import check_header_line, missing_column, numeric_column, read_failure
 
 __all__ = ["google_epoch", "google_trace_start", "load_google_power"]
 
@@ -52,6 +52,7 @@ def google_epoch() -> datetime:
 
 
 def _read(path: Path) -> pd.DataFrame:
+    check_header_line(path, str(path))
     try:
         return pd.read_csv(path, compression="infer")
     except (OSError, ValueError, EOFError, pd.errors.ParserError, UnicodeDecodeError) as e:

@@ -117,6 +117,8 @@ def _secrets(folder: Path) -> None:
     (folder / "shadow_link.csv").symlink_to("/etc/shadow")
     os.mkfifo(folder / "trace.fifo")
     _bombs(folder)
+    with open(folder / "wide.csv", "w") as f:  # one 20 MB line: 10 million columns
+        f.write("," * 10_000_000 + "\n0\n")
     with open(folder / "huge.csv", "wb") as f:  # 2 GB, sparse: costs no disk
         f.write(b"timestamp,value\n0,1\n")
         f.truncate(2 * 1024**3)
@@ -172,7 +174,7 @@ class Outcome:
     error: str | None = None
 
 
-ISOLATED = re.compile(r"^(generated/|scenarios/(yaml_alias|secret_(dev|proc|fifo|huge|etc|zip|gzip)|size_|fl_training)|"
+ISOLATED = re.compile(r"^(generated/|path/|scenarios/(yaml_alias|secret_(dev|proc|fifo|huge|etc|zip|gzip|wide)|size_|fl_training)|"
                       r"sweeps/sweep_(alias|grid|too_many|size))")
 """Cases validated by a process of their own: those that attack memory, time or the file system.
 The rest are validated in batches (``validate F1 F2 ...``: one line per problem, each naming its
@@ -208,7 +210,19 @@ def _prepare(tmp: Path) -> list[tuple[Case, Path]]:
         else:
             path.write_text(text)
         out.append((Case(f"generated/{name}", None, expect, needle, False), path))
+    for name, path, needle in _special_paths(tmp):
+        out.append((Case(f"path/{name}", None, 2, needle, False), path))
     return out
+
+
+def _special_paths(tmp: Path) -> list[tuple[str, Path, str]]:
+    """Not files at all, given to validate directly: name, path, text expected in the output."""
+    fifo = tmp / "scenario.fifo"
+    if not fifo.exists():
+        os.mkfifo(fifo)
+    return [("dev_zero", Path("/dev/zero"), "under /dev"), ("proc_environ", Path("/proc/self/environ"), "under /proc"),
+            ("fifo", fifo, "fifo"), ("directory", tmp, "directory"), ("missing", tmp / "nope.yaml", "not found"),
+            ("etc_shadow", Path("/etc/shadow"), "shadow")]
 
 
 def _validate_one(case: Case, path: Path, tmp: Path) -> Outcome:
@@ -273,7 +287,8 @@ def outcomes(tmp_path_factory) -> dict[str, Outcome]:
 
 
 def _case_names() -> list[str]:
-    return [c.name for c in _committed()] + [f"generated/{n}" for n in _generated(Path("/nonexistent"))]
+    return ([c.name for c in _committed()] + [f"generated/{n}" for n in _generated(Path("/nonexistent"))]
+            + [f"path/{n}" for n in ("dev_zero", "proc_environ", "fifo", "directory", "missing", "etc_shadow")])
 
 
 def test_corpus_is_large_and_covers_every_category():
