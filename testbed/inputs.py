@@ -155,6 +155,18 @@ def _bandwidth(sc: Scenario, seed: int) -> tuple[dict[tuple[str, str], Trace], d
     return traces, nominal
 
 
+def require_jobs(inputs: Inputs) -> None:
+    """SpecError if a migration study has no job to run: Poisson arrivals (with this seed) drew none.
+    ``run`` and ``validate`` call it; the inputs themselves are fine for a library user."""
+    sc = inputs.scenario
+    if sc.workloads is not None and not inputs.jobs:
+        from testbed.spec.limits import expected_jobs
+
+        raise SpecError([("workloads.arrivals.jobs_per_day", (
+            f"the arrivals draw no job within the run (seed {inputs.seed}; {expected_jobs(sc):.2g} expected): "
+            "raise jobs_per_day or until_h, or list jobs"))])
+
+
 def build_inputs(sc: Scenario, seed: int | None = None) -> Inputs:
     """``seed`` overrides the scenario's seed (explicit sub-seeds in the file stay fixed)."""
     if seed is not None:
@@ -181,10 +193,4 @@ def build_inputs(sc: Scenario, seed: int | None = None) -> Inputs:
         seed=_sub_seed(fc.bandwidth_error.seed, seed, "forecast-bandwidth"), step_s=sc.step_s,
     )
     jobs = generate_jobs(sc) if sc.workloads is not None else []
-    if sc.workloads is not None and not jobs:  # only Poisson arrivals can draw none: nothing to compare
-        from testbed.spec.limits import expected_jobs
-
-        raise SpecError([("workloads.arrivals.jobs_per_day", (
-            f"the arrivals draw no job within the run (seed {seed}; {expected_jobs(sc):.2g} expected): raise "
-            "jobs_per_day or until_h, or list jobs"))])
     return Inputs(sc, seed, renewable, bw_truth, latency, jobs, windows, bandwidth)

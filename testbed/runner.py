@@ -16,7 +16,7 @@ from testbed.analysis.plots import energy_by_policy, energy_mix, jct_cdf, power_
 from testbed.analysis.summary import energy_by_site, summarize
 from testbed.controller.controller import Controller
 from testbed.errors import SpecError
-from testbed.inputs import Inputs, build_inputs
+from testbed.inputs import Inputs, build_inputs, require_jobs
 from testbed.policies import make_policy
 from testbed.recorder.manifest import build_manifest
 from testbed.netem import state
@@ -117,6 +117,7 @@ def run_scenario(loaded: LoadedScenario, *, out_dir: Path | None = None, substra
                              force=force, argv=argv, plots=plots)
     _check_power_backend(sc, substrate)
     inputs = build_inputs(sc, seed)
+    require_jobs(inputs)  # a Poisson draw with no job: nothing to compare
     out_dir = out_dir or default_out_dir(sc.name, inputs.seed)
     checked = check_out_dir(out_dir, force, protect=(loaded.path,))
     n_steps = int(-(-sc.duration_s // sc.step_s))

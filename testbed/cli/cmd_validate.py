@@ -31,9 +31,9 @@ def is_sweep(data: dict) -> bool:
 
 def _check_inputs(sc) -> None:
     """Build what a run builds before its first step: traces (files opened), forecasts, jobs."""
-    from testbed.inputs import build_inputs
+    from testbed.inputs import build_inputs, require_jobs
 
-    build_inputs(sc)
+    require_jobs(build_inputs(sc))
 
 
 def _check_scenario(path: str) -> str:
