@@ -129,6 +129,20 @@ def _phases(proc, slot, throttle, cores, warmup_s, phase_s, pairs, settle_s) -> 
             for p, a in acc.items()}
 
 
+def _listed_cgroup(run_id: str, tag: str):
+    """As root, list the throttle's cgroup in the run's state file while the bench runs, so that
+    `testbed clean` removes it if the bench is killed (not root: no cgroup, no state file)."""
+    import contextlib
+    import os
+
+    if os.geteuid() != 0:
+        return contextlib.nullcontext()
+    from testbed.netem import state
+    from testbed.power.cgroups import cgroup_name
+
+    return state.listed(run_id, cgroups=[cgroup_name(run_id, tag)])
+
+
 def run(out_dir: Path, *, profile: str | Path = "rtx4090", caps_w: list[float] | None = None,
         n_caps: int = 5, family: str = DEFAULT_FAMILY, quick: bool = False,
         prefer: str | None = None, run_id: str | None = None) -> dict:
@@ -140,7 +154,8 @@ def run(out_dir: Path, *, profile: str | Path = "rtx4090", caps_w: list[float] |
         {"warmup_s": 1.0, "phase_s": 0.6, "pairs": 8, "settle_s": 0.1}
     t_start = time.perf_counter()
     rows = []
-    with make_throttle(run_id or new_run_id(), "bench-power", prefer=prefer) as th:
+    rid = run_id or new_run_id()
+    with _listed_cgroup(rid, "bench-power"), make_throttle(rid, "bench-power", prefer=prefer) as th:
         for cap in caps:
             frac = prof.throughput_frac(cap)
             m = measure(th, frac, family=family, **timing)
