@@ -193,14 +193,15 @@ def _cross_checks(spec: SweepSpec, axes: list[Axis]) -> list[tuple[str, str]]:
     return problems
 
 
-def _size_problems(spec: SweepSpec, axes: list[Axis]) -> list[tuple[str, str]]:
-    """Cells and trials, counted from the axis lengths before anything is expanded."""
+def _size_problems(spec: SweepSpec) -> list[tuple[str, str]]:
+    """Cells and trials, counted from the axis lengths before anything is expanded or compared."""
+    lengths = [len(values) for values in spec.grid.values()]
     cells = max(1, len(spec.variants))
-    for ax in axes:
-        cells *= len(ax.values)
+    for n in lengths:
+        cells *= n
     n_seeds = 1 if spec.seeds is None else (spec.seeds if isinstance(spec.seeds, int) else len(spec.seeds))
     lim = spec.limits
-    shape = " x ".join([str(len(ax.values)) for ax in axes] + ([f"{len(spec.variants)} variants"] if spec.variants else []))
+    shape = " x ".join([str(n) for n in lengths] + ([f"{len(spec.variants)} variants"] if spec.variants else []))
     if cells > lim.max_cells:
         return [("grid", f"{shape or '1'} = {cells:,} cells, over the limit of {lim.max_cells:,}: use fewer values, "
                          "or raise limits.max_cells in the sweep file")]
@@ -219,15 +220,15 @@ def load_sweep_file(path: str | Path) -> SweepFile:
         spec = SweepSpec.model_validate(data)
     except ValidationError as e:
         raise SpecError([(f"{path}: {p}", m) for p, m in problems_from(e, frozenset())]) from None
-    problems: list[tuple[str, str]] = []
+    problems: list[tuple[str, str]] = _size_problems(spec)
+    if problems:
+        raise SpecError([(f"{path}: {where}", msg) for where, msg in problems])
     axes: list[Axis] = []
     for key, values in spec.grid.items():
         axis, probs = _axis(key, values, f"grid[{key}]")
         problems += probs
         if axis is not None:
             axes.append(axis)
-    if not problems:
-        problems += _size_problems(spec, axes)
     if not problems:
         problems += _cross_checks(spec, axes)
     scenario_path = (path.resolve().parent / Path(spec.scenario).expanduser()).resolve()
