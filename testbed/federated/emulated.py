@@ -60,11 +60,11 @@ class BytesSource(Source):
 class NetnsExchange:
     measured = True
 
-    def __init__(self, inputs: Inputs, *, impairment: str = "auto") -> None:
+    def __init__(self, inputs: Inputs, *, impairment: str = "auto", run_id: str | None = None) -> None:
         self.inp = inputs
         self.sc = inputs.scenario
         self.agg = self.sc.federated.aggregator
-        self.run_id = new_run_id()
+        self.run_id = run_id or new_run_id()
         self._impairment = impairment
         self._token = secrets.token_hex(16)
         self._servers: dict[str, TransferServer] = {}

@@ -27,7 +27,9 @@ from testbed.federated.policies import make_selection_policies
 from testbed.federated.policies.static_k import StaticKPolicy
 from testbed.inputs import build_inputs
 from testbed.recorder.manifest import build_manifest
-from testbed.recorder.writer import atomic_dir, check_out_dir, write_json, write_table
+from testbed.netem import state
+from testbed.netem.naming import new_run_id
+from testbed.recorder.writer import atomic_dir, check_out_dir, partial_dir, write_json, write_table
 from testbed.seeding import pick_seed
 from testbed.spec.federated_checks import participants
 from testbed.spec.load import LoadedScenario
@@ -44,12 +46,16 @@ NOTES = [
 ]
 
 
-def _exchange(substrate: str, inputs, stack: contextlib.ExitStack):
-    if substrate == "sim" or not inputs.scenario.federated.emulated_transfers:
+def _emulated(substrate: str, inputs) -> bool:
+    return substrate != "sim" and inputs.scenario.federated.emulated_transfers
+
+
+def _exchange(substrate: str, inputs, stack: contextlib.ExitStack, run_id: str | None):
+    if not _emulated(substrate, inputs):
         return None, {"substrate": "sim", "comm": "modelled: latency + update bytes / bandwidth at the round start"}
     from testbed.federated.emulated import NetnsExchange
 
-    ex = stack.enter_context(NetnsExchange(inputs))
+    ex = stack.enter_context(NetnsExchange(inputs, run_id=run_id))
     return ex, ex.describe
 
 
@@ -65,7 +71,15 @@ def run_federated(loaded: LoadedScenario, *, out_dir: Path | None, substrate: st
         raise SpecError([("power.backend", "the federated study models compute from the power profiles: use 'emulated'")])
     inputs = build_inputs(sc, seed)
     out_dir = out_dir or default_out_dir(sc.name, inputs.seed)
-    check_out_dir(out_dir, force, protect=(loaded.path,))
+    checked = check_out_dir(out_dir, force, protect=(loaded.path,))
+    # emulation: one run id names every live resource, the partial results directory included, all
+    # listed in the run's state file before they exist (so `testbed clean` finds them after a crash)
+    run_id = None
+    if _emulated(substrate, inputs):
+        from testbed.netem.fabric import require_root
+
+        require_root(f"--substrate {substrate}")
+        run_id = new_run_id()
     parts = participants(inputs.scenario)
     data = load_dataset(fl.data.dataset)
     shards = partition(data, parts, scheme=fl.data.partition, alpha=fl.data.dirichlet_alpha,
@@ -76,8 +90,9 @@ def run_federated(loaded: LoadedScenario, *, out_dir: Path | None, substrate: st
     from testbed.nodes.determinism import configure
 
     configure(1)
-    with contextlib.ExitStack() as stack, atomic_dir(out_dir, force, protect=(loaded.path,)) as tmp:
-        exchange, sub_desc = _exchange(substrate, inputs, stack)
+    with contextlib.ExitStack() as stack, state.listed(run_id, partial_dirs=[str(partial_dir(checked.path))]), \
+            atomic_dir(out_dir, force, protect=(loaded.path,)) as tmp:
+        exchange, sub_desc = _exchange(substrate, inputs, stack, run_id)
         for spec, pol in runs:
             model = spec.round_time or fl.round_time
             t0 = time.perf_counter()

@@ -82,31 +82,14 @@ def _stop_pids(pids: list[int], run_id: str, rep: CleanReport) -> None:
 
 
 def _end(procs: list, rep: CleanReport) -> None:
-    """SIGTERM all, wait for all together, SIGKILL what is left (psutil; zombies count as ended)."""
-    import psutil
+    """SIGTERM all, wait for all together, SIGKILL what is left (one mechanism for the whole
+    package: :func:`testbed.netem.processes.stop_processes`; zombies count as ended)."""
+    from testbed.netem.processes import stop_processes
 
-    for p in procs:
-        try:
-            p.terminate()
-        except psutil.NoSuchProcess:
-            pass
-        except psutil.Error as e:
-            rep.errors.append(f"process {p.pid}: {e}")
-    _, alive = psutil.wait_procs(procs, timeout=STOP_TIMEOUT_S)
-    alive = [p for p in alive if _running(p)]
-    for p in alive:
-        try:
-            p.kill()
-        except psutil.NoSuchProcess:
-            pass
-        except psutil.Error as e:
-            rep.errors.append(f"process {p.pid}: {e}")
-    _, still = psutil.wait_procs(alive, timeout=STOP_TIMEOUT_S)
-    for p in procs:
-        if p in still and _running(p):
-            rep.errors.append(f"process {p.pid}: still running after SIGKILL")
-        else:
-            rep.pids.append(p.pid)
+    stopped = stop_processes(procs, timeout_s=STOP_TIMEOUT_S, kill_wait_s=STOP_TIMEOUT_S)
+    survivors = set(stopped.survivors)
+    rep.pids += stopped.already_gone + stopped.terminated + [pid for pid in stopped.killed if pid not in survivors]
+    rep.errors += [f"process {pid}: still running after SIGKILL" for pid in stopped.survivors]
 
 
 def _names(arg: str, path: str) -> bool:
@@ -129,15 +112,6 @@ def _processes_naming(paths: list[str]) -> list:
         except psutil.Error:
             continue
     return found
-
-
-def _running(p) -> bool:
-    import psutil
-
-    try:
-        return p.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
 
 
 def _remove_namespaces(names: list[str], run_id: str, rep: CleanReport) -> None:
