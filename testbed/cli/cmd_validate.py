@@ -29,11 +29,13 @@ def is_sweep(data: dict) -> bool:
     return isinstance(data.get("scenario"), str) and not any(k in data for k in _SCENARIO_KEYS)
 
 
-def _check_inputs(sc) -> None:
+def _check_inputs(sc, jobs: bool = True) -> None:
     """Build what a run builds before its first step: traces (files opened), forecasts, jobs."""
     from testbed.inputs import build_inputs, require_jobs
 
-    require_jobs(build_inputs(sc))
+    inputs = build_inputs(sc)
+    if jobs:
+        require_jobs(inputs)
 
 
 def _check_scenario(path: str) -> str:
@@ -61,7 +63,7 @@ def _check_sweep(path: str) -> str:
             continue
         seen.add(key)
         try:
-            _check_inputs(sc)
+            _check_inputs(sc, jobs=False)  # jobs: per trial seed, in _check_draws
         except SpecError as e:
             raise SpecError([(sweep.problem(f"cell {cell.id}: {w}"), m) for w, m in e.problems]) from None
     return f"sweep of {len(plan.cells)} cells, {len(plan.trials)} trials"
