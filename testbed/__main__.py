@@ -1,5 +1,3 @@
-import sys
+from testbed.cli import console
 
-from testbed.cli import main
-
-sys.exit(main())
+console()

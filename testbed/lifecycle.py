@@ -87,8 +87,11 @@ def _restore(previous: dict[int, object]) -> None:
 
 
 @contextmanager
-def handling_signals() -> Iterator[None]:
-    """For a whole command: first SIGINT/SIGTERM raise, later ones are deferred (see module doc)."""
+def handling_signals(*, exiting: bool = False) -> Iterator[None]:
+    """For a whole command: first SIGINT/SIGTERM raise, later ones are deferred (see module doc).
+    ``exiting``: the process exits right after the command (the console entry point); if a signal
+    ended the command, further SIGINT/SIGTERM are then ignored instead of restored (see
+    :func:`ignore_late_signals`)."""
     if not _on_main_thread() or _P.installed:
         yield
         return
@@ -100,15 +103,21 @@ def handling_signals() -> Iterator[None]:
         yield
     finally:
         _P.installed = False
-        if not _P.unwinding:
-            _restore(previous)
-            _P.pending, _P.noted = [], False
+        if exiting and _P.unwinding:
+            ignore_late_signals()
         else:
-            # ended by a signal: the process is about to exit. Ignore further SIGINT/SIGTERM: Python's
-            # finalization resets handlers it ran to the default action, so a late Ctrl-C would turn
-            # exit status 130 into a death by SIGINT (an ignored signal stays ignored).
-            for s in SIGNALS:
-                signal.signal(s, signal.SIG_IGN)
+            _restore(previous)
+        _P.pending, _P.noted = [], False
+
+
+def ignore_late_signals() -> None:
+    """For a process about to exit after a signal ended its command (the console entry point):
+    ignore further SIGINT/SIGTERM. Python's finalization resets handlers it ran to the default
+    action, so a late Ctrl-C would turn exit status 130 into a death by SIGINT (an ignored signal
+    stays ignored). In-process callers of the CLI (tests, notebooks) keep their handlers."""
+    if _on_main_thread():
+        for s in SIGNALS:
+            signal.signal(s, signal.SIG_IGN)
 
 
 @contextmanager

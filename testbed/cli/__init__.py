@@ -35,13 +35,18 @@ def _os_error(e: OSError) -> str:
     return f"{e.filename}: {what}" if e.filename is not None else what
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, exiting: bool = False) -> int:
     """The first SIGINT/SIGTERM raises (KeyboardInterrupt / SystemExit(143)) so that every context
     manager tears down; later ones wait for the teardown (:mod:`testbed.lifecycle`)."""
     from testbed.lifecycle import handling_signals
 
-    with handling_signals():
+    with handling_signals(exiting=exiting):
         return _main(argv)
+
+
+def console() -> None:
+    """The ``testbed`` executable (and ``python -m testbed``): :func:`main`, then exit with its code."""
+    sys.exit(main(exiting=True))
 
 
 def _main(argv: list[str] | None) -> int:
@@ -68,4 +73,4 @@ def _main(argv: list[str] | None) -> int:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    console()

@@ -209,3 +209,17 @@ def test_a_signal_during_a_clean_teardown_is_honoured_after_it(restore_signals):
                 steps.append("torn down")
         assert e.value.code == 128 + signal.SIGTERM
     assert steps == ["torn down"]
+
+
+def test_in_process_callers_get_their_handlers_back_after_a_signal(restore_signals):
+    """A notebook or test calling the CLI in-process keeps its Ctrl-C after a signal ended a command;
+    only the exiting console process ignores late signals."""
+    before = signal.getsignal(signal.SIGINT)
+    with lifecycle.handling_signals():
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+    assert signal.getsignal(signal.SIGINT) is before
+    with lifecycle.handling_signals(exiting=True):
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+    assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
