@@ -25,6 +25,21 @@ class SpecError(TestbedError):
     def lines(self) -> list[str]:
         return [f"{where}: {msg}" for where, msg in self.problems]
 
+    def in_file(self, path: str) -> "SpecError":
+        """The same problems, each naming ``path`` first (``FILE: field.path: message``); problems
+        that already name it, and command-line flags (``--seed``), are left as they are."""
+        import os
+
+        path = str(path)
+        forms = {path, os.path.normpath(path)}
+
+        def named(where: str) -> str:
+            if where.startswith("--") or any(where == f or where.startswith((f"{f}:", f"{f} ")) for f in forms):
+                return where
+            return f"{path}: {where}"
+
+        return SpecError([(named(w), m) for w, m in self.problems])
+
 
 class TraceError(TestbedError):
     """A trace is malformed (non-monotonic times, NaN, wrong columns, unreadable file)."""

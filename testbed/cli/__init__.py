@@ -58,8 +58,8 @@ def _main(argv: list[str] | None) -> int:
             return e.code if isinstance(e.code, int) else 2
         return int(args.func(args) or 0)
     except SpecError as e:
-        for line in e.lines():
-            print(line, file=sys.stderr)
+        for line in e.lines():  # one convention for every command: `error: ...` on stderr
+            print(f"error: {line}", file=sys.stderr)
         return e.exit_code
     except TestbedError as e:
         print(f"error: {e}", file=sys.stderr)

@@ -42,15 +42,18 @@ def _run(args: argparse.Namespace) -> int:
             raise SpecError([("--seed", f"must be a non-negative integer (got {args.seed!r})")]) from None
         if seed < 0 or seed >= 2**63:
             raise SpecError([("--seed", f"must be a non-negative integer below 2**63 (got {seed})")])
-    loaded = load_scenario(args.scenario)
-    if args.out is not None:
-        from testbed.recorder.out_dir import check_out_dir
+    try:
+        loaded = load_scenario(args.scenario)
+        if args.out is not None:
+            from testbed.recorder.out_dir import check_out_dir
 
-        check_out_dir(args.out, kind="run", force=args.force, protect=(loaded.path,))
-    from testbed.runner import run_scenario
+            check_out_dir(args.out, kind="run", force=args.force, protect=(loaded.path,))
+        from testbed.runner import run_scenario
 
-    out = run_scenario(loaded, out_dir=args.out, substrate=args.substrate, seed=seed,
-                       progress=not args.no_progress, force=args.force, argv=sys.argv)
+        out = run_scenario(loaded, out_dir=args.out, substrate=args.substrate, seed=seed,
+                           progress=not args.no_progress, force=args.force, argv=sys.argv)
+    except SpecError as e:  # a problem of the scenario: name its file first, as `validate` does
+        raise e.in_file(args.scenario) from None
     print((out / "comparison.md").read_text(encoding="utf-8"))
     print(f"results: {out}")
     return 0

@@ -92,20 +92,13 @@ def check_file(path: str) -> tuple[str | None, list[str]]:
     from testbed.errors import SpecError, TestbedError, TraceError
     from testbed.spec.load import read_yaml
 
-    name = str(Path(path))
-
-    def named(where: str, msg: str) -> str:
-        if where == name or where.startswith((f"{name}:", f"{name} ")) or where == path or where.startswith(f"{path}:"):
-            return f"{where}: {msg}"
-        return f"{path}: {where}: {msg}"
-
     try:
         data = read_yaml(Path(path), "scenario file")
         return (_check_sweep(path) if is_sweep(data) else _check_scenario(path)), []
     except SpecError as e:
-        return None, [named(w, m) for w, m in e.problems]
+        return None, e.in_file(path).lines()
     except TraceError as e:
-        return None, [named(e.where, e.message)]
+        return None, SpecError([(e.where, e.message)]).in_file(path).lines()
     except TestbedError as e:
         return None, [f"{path}: {e}"]
     except RecursionError:
@@ -121,7 +114,7 @@ def _validate(args: argparse.Namespace) -> int:
         if problems:
             bad += 1
             for line in problems:
-                print(line, file=sys.stderr)
+                print(f"error: {line}", file=sys.stderr)
         else:
             print(f"{path}: ok ({summary})")
     return 2 if bad else 0

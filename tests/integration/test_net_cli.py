@@ -65,4 +65,4 @@ def test_clean_removes_a_crashed_runs_leftovers(tmp_path):
     assert our_namespaces(run) == []
     assert "nothing to clean" in _tb("clean", "--run", "zzzzzz").stdout or True
     bad = _tb("clean", "--run", "NOT-AN-ID", check=False)
-    assert bad.returncode == 2 and bad.stderr.startswith("--run")
+    assert bad.returncode == 2 and bad.stderr.startswith("error: --run")

@@ -136,14 +136,15 @@ def test_bad_input_is_one_line_naming_the_flag(cli, argv, flag):
     assert code == 2
     assert out == ""
     assert err.splitlines() == [err.strip()]
-    assert err.startswith(f"{flag}: ")
+    assert err.startswith(f"error: {flag}: ")
     assert "Traceback" not in err
 
 
 def test_missing_size_and_bandwidth(cli):
     code, out, err = cli()
     assert code == 2 and out == ""
-    assert [line.split(":")[0] for line in err.splitlines()] == ["--size-gb", "--bandwidth-gbps"]
+    assert [line.split(": ")[1] for line in err.splitlines()] == ["--size-gb", "--bandwidth-gbps"]
+    assert all(line.startswith("error: ") for line in err.splitlines())
     assert "required" in err
 
 
@@ -168,4 +169,4 @@ def test_phase_diagram_with_assessment(cli, tmp_path):
 def test_phase_diagram_bad_path(cli, tmp_path, name):
     code, out, err = cli("--phase-diagram", str(tmp_path / name))
     assert code == 2 and out == ""
-    assert err.startswith("--phase-diagram: ") and len(err.splitlines()) == 1
+    assert err.startswith("error: --phase-diagram: ") and len(err.splitlines()) == 1

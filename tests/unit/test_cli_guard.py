@@ -121,7 +121,7 @@ def test_hostile_values_are_refused_without_traceback(argv, flag, tmp_path, caps
     assert "Traceback" not in err + out
     lines = err.strip().splitlines()
     assert len(lines) >= 1 and flag.replace("{tmp}", str(tmp_path)) in lines[0], err
-    assert lines[0].startswith(("error: ", "--", "TESTS", str(tmp_path))), err  # `error: ...` or `FLAG: ...`
+    assert lines[0].startswith("error: "), err  # one convention: `error: ...`
     assert list(tmp_path.iterdir()) == []  # nothing was written
 
 
@@ -134,7 +134,7 @@ def test_net_up_netem_without_netem_is_a_clean_error(monkeypatch, capsys):
     monkeypatch.setattr(fabric.Fabric, "up", lambda self: made.append(self))
     assert main(["net", "up", str(ROOT / "topologies" / "eu-5.yaml"), "--impairment", "netem"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("--impairment: netem: this kernel has no netem") and "Traceback" not in err
+    assert err.startswith("error: --impairment: netem: this kernel has no netem") and "Traceback" not in err
     assert made == []
 
 

@@ -97,7 +97,7 @@ def test_no_nvml_fails_naming_why(capsys):
 @pytest.mark.parametrize("argv", [["--seconds", "0"], ["--caps", "1"], ["--cap-w", "200", "200"]])
 def test_bad_arguments(argv, capsys):
     assert main(["calibrate", "power", *argv]) == 2
-    assert capsys.readouterr().err.startswith("--")
+    assert capsys.readouterr().err.startswith("error: --")
 
 
 def test_default_caps_span_the_range():

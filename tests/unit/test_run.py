@@ -95,5 +95,5 @@ def test_failed_run_leaves_nothing(tmp_path, monkeypatch):
 def test_bad_run_flags(tmp_path, capsys, args, flag):
     assert main(["run", QUICK, "--out", str(tmp_path / "r"), *args]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith(flag)
+    assert len(err) == 1 and err[0].startswith(f"error: {flag}")
     assert not (tmp_path / "r").exists()

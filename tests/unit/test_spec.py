@@ -33,7 +33,7 @@ def _validate(tmp_path: Path, capsys, data=None, text=None) -> tuple[int, list[s
     f = tmp_path / "s.yaml"
     f.write_text(text if text is not None else yaml.safe_dump(data), encoding="utf-8")
     code = main(["validate", str(f)])
-    err = capsys.readouterr().err.strip().splitlines()
+    err = [line.removeprefix("error: ") for line in capsys.readouterr().err.strip().splitlines()]
     # every line names the file first (``FILE: field.path: message``); the checks below read the rest
     assert all(line.startswith(f"{f}") for line in err), err
     field_line = re.compile(rf"^{re.escape(str(f))}: ([\w.\[\]$-]+: .*)$")
@@ -104,7 +104,7 @@ def test_unparseable_files(tmp_path, capsys, text, expected):
 def test_missing_scenario_file(tmp_path, capsys):
     code = main(["validate", str(tmp_path / "nope.yaml")])
     err = capsys.readouterr().err.strip().splitlines()
-    assert code == 2 and err == [f"{tmp_path / 'nope.yaml'}: scenario file not found"]
+    assert code == 2 and err == [f"error: {tmp_path / 'nope.yaml'}: scenario file not found"]
 
 
 def test_missing_trace_file_is_named(tmp_path, capsys):

@@ -178,7 +178,7 @@ def test_cli_exit_2_one_line_per_problem_and_nothing_written(tmp_path, capsys):
     out = tmp_path / "out"
     assert main(["sweep", str(path), "--out", str(out)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == [f"{path}: cell 001-alpha=2: feasibility.alpha: must be <= 1.0 (got 2)"]
+    assert err == [f"error: {path}: cell 001-alpha=2: feasibility.alpha: must be <= 1.0 (got 2)"]
     assert not out.exists()
     assert main(["sweep", str(path), "--parallel", "0", "--dry-run"]) == 2
     assert "--parallel: must be a positive integer" in capsys.readouterr().err

@@ -225,12 +225,21 @@ def _special_paths(tmp: Path) -> list[tuple[str, Path, str]]:
             ("etc_shadow", Path("/etc/shadow"), "shadow")]
 
 
+def _lines(v: subprocess.CompletedProcess) -> tuple[list[str], list[str]]:
+    """(every report line, the problem lines) with the `error: ` prefix of problems taken off; a
+    problem line without it is kept whole, so the checks on the file name catch it."""
+    problems = [ln.removeprefix("error: ") for ln in v.stderr.splitlines() if ln.strip()]
+    return [ln for ln in v.stdout.splitlines() if ln.strip()] + problems, problems
+
+
 def _validate_one(case: Case, path: Path, tmp: Path) -> Outcome:
     try:
         v = _testbed(["validate", str(path)], cwd=tmp)
     except subprocess.TimeoutExpired:
         return Outcome(case, path, None, [], "", error=f"validate ran past {TIMEOUT_S} s")
-    return Outcome(case, path, v.returncode, [ln for ln in (v.stdout + v.stderr).splitlines() if ln.strip()], v.stderr)
+    assert all(ln.startswith("error: ") for ln in v.stderr.splitlines() if ln.strip()), v.stderr
+    lines, problems = _lines(v)
+    return Outcome(case, path, v.returncode, lines, "\n".join(problems))
 
 
 def _validate_batch(batch: list[tuple[Case, Path]], tmp: Path) -> list[Outcome]:
@@ -238,12 +247,13 @@ def _validate_batch(batch: list[tuple[Case, Path]], tmp: Path) -> list[Outcome]:
         v = _testbed(["validate", *(str(p) for _, p in batch)], cwd=tmp)
     except subprocess.TimeoutExpired:
         return [Outcome(c, p, None, [], "", error=f"batch validate ran past {TIMEOUT_S} s") for c, p in batch]
-    lines = [ln for ln in (v.stdout + v.stderr).splitlines() if ln.strip()]
+    assert all(ln.startswith("error: ") for ln in v.stderr.splitlines() if ln.strip()), v.stderr
+    lines, problems = _lines(v)
     out = []
     for case, path in batch:
         mine = [ln for ln in lines if ln.startswith((f"{path}:", f"{path} "))]
         ok = len(mine) == 1 and ": ok (" in mine[0]
-        err = "\n".join(ln for ln in mine if ln in v.stderr.splitlines())
+        err = "\n".join(ln for ln in mine if ln in problems)
         out.append(Outcome(case, path, 0 if ok else 2, mine, err))
     stray = [ln for ln in lines if not any(ln.startswith(f"{p}:") for _, p in batch)]
     expected_rc = 2 if any(o.returncode for o in out) else 0
