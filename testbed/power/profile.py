@@ -175,10 +175,13 @@ def load_profile(name_or_path: str | Path) -> PowerProfile:
         if not res.is_file():
             raise ProfileError(f"unknown power profile {str(name_or_path)!r}; shipped: {', '.join(builtin_profiles())}")
         text, where = res.read_text(), f"power profile {name_or_path}"
+    from testbed.safe_yaml import YamlProblem, parse_yaml
+
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        raise ProfileError(f"{where}: not YAML ({e})") from None
+        data = parse_yaml(text)  # hardened: duplicate keys, depth, alias bombs; never quotes the text
+    except YamlProblem as e:
+        at = f":{e.line}" if e.line else ""
+        raise ProfileError(f"{where}{at}: {e.message}") from None
     return profile_from_dict(data, where)
 
 

@@ -23,7 +23,7 @@ from testbed.spec.federated_checks import federated_problems
 from testbed.spec.policies import POLICY_NAMES
 from testbed.spec.scenario import Scenario
 from testbed.spec.topology import Topology
-from testbed.spec.yaml_safe import YamlProblem, parse_yaml
+from testbed.safe_yaml import YamlProblem, parse_yaml
 
 _TAGS = frozenset(POLICY_NAMES) | frozenset({"curtailment_windows", "solar", "caiso", "google", "google_synthetic", "csv"})
 
@@ -45,7 +45,7 @@ def read_yaml(path: Path, what: str = "file") -> Any:
     """Parse one YAML file into Python data; every failure is a SpecError naming the file.
 
     Refused: non-regular files, files over MAX_YAML_BYTES, text that is not UTF-8, duplicate
-    keys, deep nesting and alias bombs (``testbed/spec/yaml_safe.py``). No message quotes the
+    keys, deep nesting and alias bombs (``testbed/safe_yaml.py``). No message quotes the
     file's text."""
     if not path.exists() and not path.is_symlink():
         raise SpecError([(str(path), f"{what} not found")])

@@ -95,7 +95,7 @@ def test_profile_file_errors(tmp_path):
     with pytest.raises(ProfileError, match="not found"):
         load_profile(tmp_path / "missing.yaml")
     (tmp_path / "x.yaml").write_text("name: [")
-    with pytest.raises(ProfileError, match="not YAML"):
+    with pytest.raises(ProfileError, match="not valid YAML"):
         load_profile(tmp_path / "x.yaml")
     (tmp_path / "y.yaml").write_text("name: t\nmin_w: 1\n")
     with pytest.raises(ProfileError, match="missing field 'max_w'"):
@@ -146,3 +146,18 @@ def test_plan_site_feeds_transfers_and_idle_first_then_shares_evenly():
     starved = plan_site("a", node, renewable_kw=0.0, grid_topup_kw=0.1, n_running=1, n_idle=0, n_transfer_ends=0,
                         p_sys_kw=1.8)
     assert starved.cap_requested_w == 0.0 and starved.cap_w == node.min_cap_w
+
+
+def test_profile_files_are_read_by_the_hardened_loader(tmp_path):
+    """A profile file gets the scenario's YAML rules: duplicate keys and alias bombs are refused by
+    line, and the error never quotes the file."""
+    (tmp_path / "dup.yaml").write_text("name: secret-name-1\nname: secret-name-2\n")
+    with pytest.raises(ProfileError, match=r"dup.yaml:2: duplicate key") as e:
+        load_profile(tmp_path / "dup.yaml")
+    assert "secret-name" not in str(e.value)
+    bomb = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{c}: &{c} [*{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}]\n"
+        for p, c in zip("abcdefgh", "bcdefghi"))
+    (tmp_path / "bomb.yaml").write_text(bomb)
+    with pytest.raises(ProfileError, match="alias"):
+        load_profile(tmp_path / "bomb.yaml")
