@@ -1,5 +1,6 @@
-"""A flood of idle, unauthenticated TCP connections against a node agent's control port (shared by
-the unit and the integration tests of issue 12's bullet 6)."""
+"""A flood of idle, unauthenticated TCP connections against a node agent's control port or a transfer
+server (any :class:`testbed.netguard.Gate`; shared by the unit and the integration tests of issue
+12's bullet 6)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import socket
 import time
 from typing import Callable
 
-from testbed.agent.wire import CHALLENGE_BYTES, parse_challenge
+from testbed.agent.wire import CHALLENGE as AGENT_CHALLENGE
+from testbed.netguard.challenge import Challenge
 
 
 class Flood:
@@ -18,8 +20,9 @@ class Flood:
     ever sees it. ``seen`` counts what came back."""
 
     def __init__(self, addr: tuple[str, int], n: int, *, batch: int = 200, timeout_s: float = 60.0,
-                 source: str | None = None, socket_factory: Callable[..., socket.socket] = socket.socket):
-        self.addr, self.source, self._factory = addr, source, socket_factory
+                 source: str | None = None, socket_factory: Callable[..., socket.socket] = socket.socket,
+                 challenge: Challenge = AGENT_CHALLENGE):
+        self.addr, self.source, self._factory, self._challenge = addr, source, socket_factory, challenge
         self.socks: list[socket.socket] = []
         self.seen = {"challenged": 0, "closed_unchallenged": 0}
         deadline = time.monotonic() + timeout_s
@@ -81,7 +84,7 @@ class Flood:
                     data = b""
                 if data:
                     got[s] = got.get(s, b"") + data  # type: ignore[index]
-                    if len(got[s]) >= CHALLENGE_BYTES:  # type: ignore[index]
+                    if len(got[s]) >= self._challenge.size:  # type: ignore[index]
                         sel.unregister(s)
                 else:
                     sel.unregister(s)
@@ -90,7 +93,7 @@ class Flood:
         sel.close()
         assert len(got) + closed == len(socks), f"only {len(got) + closed} of a batch of {len(socks)} accepted"
         for data in got.values():
-            parse_challenge(data[:CHALLENGE_BYTES])
+            assert self._challenge.nonce_of(data[:self._challenge.size]) is not None, data
         self.seen["challenged"] += len(got)
         self.seen["closed_unchallenged"] += closed
 

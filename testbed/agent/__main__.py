@@ -31,7 +31,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
 
     from testbed.agent.agent import Agent
-    from testbed.agent.server import ControlServer, raise_fd_limit
+    from testbed.agent.server import ControlServer
+    from testbed.netguard.fdlimit import raise_fd_limit
     from testbed.transfer.server import TransferServer
 
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr,

@@ -28,6 +28,11 @@ Design choices:
 - ``store_bytes``: the server keeps only the leading ``store_bytes`` on disk (a real checkpoint),
   the rest (ballast) is verified and discarded. Fully stored objects have an on-disk digest
   sidecar, so a restarted server resumes them from the ``.part`` file.
+- Hostile peers (the server listens on every site's WAN address): a connection answers an HMAC
+  challenge with the per-run token before anything it sends is parsed, and unauthenticated
+  connections are capped, timed out and cost no thread (:mod:`testbed.netguard`, shared with the
+  agent's control server); HELLOs, chunk frames and resends are bounded; ``announce`` bounds a
+  transfer by what the controller expects.
 - ``socket_factory(family, type)`` creates every socket (listening and client), e.g. inside a
   network namespace with ``testbed.netem.nsexec.in_netns``.
 - Timeouts: a connection on which nothing moves for ``io_timeout_s`` is treated as cut (the server

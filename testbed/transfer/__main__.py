@@ -10,6 +10,7 @@ import signal
 import sys
 import threading
 
+from testbed.netguard.fdlimit import raise_fd_limit
 from testbed.transfer.client import DEFAULT_CHUNK_BYTES, send
 from testbed.transfer.server import TransferServer
 from testbed.transfer.source import BallastSource, ConcatSource, FileSource
@@ -42,6 +43,8 @@ def _serve(args) -> int:
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
+
+    raise_fd_limit()  # a flood then meets the server's own caps, not the process's descriptor limit
 
     def done(result) -> None:
         print(json.dumps({"event": "completed", **result.to_dict()}), flush=True)

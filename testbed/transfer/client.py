@@ -20,7 +20,9 @@ from typing import Callable
 from testbed.transfer.errors import (
     Cancelled, DeadlineExceeded, ProtocolError, RefusedError, TransferError, TransientError,
 )
-from testbed.transfer.protocol import MAX_CHUNK_BYTES, MIN_CHUNK_BYTES, TRANSFER_ID_RE, Hello, recv_json
+from testbed.transfer.protocol import (
+    CHALLENGE, MAX_CHUNK_BYTES, MIN_CHUNK_BYTES, TRANSFER_ID_RE, Hello, recv_exact, recv_json,
+)
 from testbed.transfer.report import TransferReport
 from testbed.transfer.session import Session, Tally
 from testbed.transfer.source import Source
@@ -109,9 +111,9 @@ def send(host: str, port: int, source: Source, *, transfer_id: str, token: str,
         manifest = source.manifest(chunk_bytes)
         report.phases.append(("manifest", t, time.monotonic()))
         report.sha256 = manifest.sha256
-        hello = Hello(token, transfer_id, manifest.size_bytes, chunk_bytes, manifest.n_chunks, manifest.sha256,
+        hello = Hello(transfer_id, manifest.size_bytes, chunk_bytes, manifest.n_chunks, manifest.sha256,
                       manifest.chunks_sha256, store_bytes)
-        _retry_loop(host, port, source, manifest, hello, report, tally, stopper, opts)
+        _retry_loop(host, port, source, manifest, token, hello, report, tally, stopper, opts)
         report.status = "completed"
     except Cancelled as e:
         report.status, report.error = "cancelled", str(e)
@@ -122,11 +124,11 @@ def send(host: str, port: int, source: Source, *, transfer_id: str, token: str,
     return report
 
 
-def _retry_loop(host, port, source, manifest, hello, report, tally, stopper, opts: _Options) -> None:
+def _retry_loop(host, port, source, manifest, token, hello, report, tally, stopper, opts: _Options) -> None:
     failures, best_resume, delay = 0, 0, opts.backoff_s
     while True:
         try:
-            _one_connection(host, port, source, manifest, hello, report, tally, stopper, opts)
+            _one_connection(host, port, source, manifest, token, hello, report, tally, stopper, opts)
             return
         except (OSError, TransientError) as e:
             if report.resume_points and report.resume_points[-1] > best_resume:  # that connection made progress
@@ -144,14 +146,14 @@ def _retry_loop(host, port, source, manifest, hello, report, tally, stopper, opt
             delay = min(delay * 2, opts.backoff_max_s)
 
 
-def _one_connection(host, port, source, manifest, hello, report, tally, stopper, opts: _Options) -> None:
-    """Connect, HELLO, stream until FINAL OK; record phases. Raises on anything else."""
+def _one_connection(host, port, source, manifest, token, hello, report, tally, stopper, opts: _Options) -> None:
+    """Connect, authenticate, HELLO, stream until FINAL OK; record phases. Raises on anything else."""
     sock = None
     try:
         t_c = time.monotonic()
         try:
             sock = _connect(host, port, opts.factory, stopper.bound(opts.connect_timeout_s))
-            resume_from = _handshake(sock, hello, stopper.bound(opts.io_timeout_s))
+            resume_from = _handshake(sock, token, hello, stopper.bound(opts.io_timeout_s))
         finally:
             report.phases.append(("connect", t_c, time.monotonic()))
         if report.sessions == 0:
@@ -187,18 +189,30 @@ def _connect(host: str, port: int, factory: SocketFactory, timeout_s: float) -> 
     return sock
 
 
-def _handshake(sock: socket.socket, hello: Hello, timeout_s: float) -> int:
+def _handshake(sock: socket.socket, token: str, hello: Hello, timeout_s: float) -> int:
+    """Answer the server's challenge, then HELLO; the resume point. A closed connection (e.g. one the
+    server dropped under a flood) is an ``OSError``: the caller reconnects."""
     sock.settimeout(timeout_s)
+    nonce = CHALLENGE.nonce_of(recv_exact(sock, CHALLENGE.size))
+    if nonce is None:
+        raise ProtocolError("the peer is not a testbed transfer server of this version (protocol mismatch)")
+    sock.sendall(CHALLENGE.mac(token, nonce))
+    _check_answer(recv_json(sock, "auth"), hello)
     sock.sendall(hello.encode())
-    reply = recv_json(sock, "reply")
-    if not isinstance(reply, dict):
-        raise ProtocolError("reply: not a JSON object")
-    if not reply.get("ok"):
-        raise RefusedError(f"server refused transfer {hello.transfer_id}: {reply.get('error')}")
+    reply = _check_answer(recv_json(sock, "reply"), hello)
     resume_from = reply.get("resume_from")
     if not isinstance(resume_from, int) or not 0 <= resume_from <= hello.n_chunks:
         raise ProtocolError(f"reply.resume_from: invalid {resume_from!r}")
     return resume_from
+
+
+def _check_answer(reply: object, hello: Hello) -> dict:
+    if not isinstance(reply, dict):
+        raise ProtocolError("reply: not a JSON object")
+    if not reply.get("ok"):
+        why = f"server refused transfer {hello.transfer_id}: {reply.get('error')}"
+        raise TransientError(why) if reply.get("transient") is True else RefusedError(why)
+    return reply
 
 
 def _finish_report(report: TransferReport, tally: Tally, t0: float) -> None:

@@ -4,10 +4,13 @@ The connection thread receives a chunk into a pooled buffer and checks its SHA-2
 thread appends it to the transfer state (file write, whole-object hash). The two SHA-256 passes
 run in parallel (hashlib releases the GIL), which roughly doubles the receiving ceiling on a
 multi-core host. A small buffer pool gives back-pressure: the receiver waits when commits lag.
+Buffers are anonymous mappings: a page costs memory only once received bytes land in it, so a
+declared chunk size allocates nothing by itself.
 """
 
 from __future__ import annotations
 
+import mmap
 import queue
 import threading
 
@@ -28,7 +31,7 @@ class Committer:
         self.max_held_bytes = max_held_bytes
         self._free: queue.Queue[memoryview] = queue.Queue()
         for _ in range(POOL_BUFFERS):
-            self._free.put(memoryview(bytearray(chunk_bytes)))
+            self._free.put(memoryview(mmap.mmap(-1, chunk_bytes)))
         self._work: queue.Queue = queue.Queue()
         self.error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="tb-xfer-commit", daemon=True)

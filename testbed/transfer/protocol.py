@@ -1,9 +1,20 @@
-"""Wire format (version 1). All integers are big-endian.
+"""Wire format (version 2). All integers are big-endian.
 
-Client -> server, once per connection::
+Authentication comes first, before the server parses anything a peer sends (the handshake and
+the bounds on unauthenticated connections are :mod:`testbed.netguard`'s, shared with the agent's
+control server)::
 
-    HELLO   b"TBX1" | u32 len | JSON {version, token, transfer_id, size_bytes, chunk_bytes,
+    server -> client   CHALLENGE  b"TBXC" | 16-byte random nonce
+    client -> server   ANSWER     32 bytes: HMAC-SHA256(token, CONTEXT + nonce)  (the token never crosses)
+    server -> client   u32 len | JSON {"ok": true, "authenticated": true}
+                       u32 len | JSON {"ok": false, "error": "...", "transient": bool}  (then it closes)
+
+Client -> server, once per connection, after that::
+
+    HELLO   b"TBX2" | u32 len | JSON {version, transfer_id, size_bytes, chunk_bytes,
                                       n_chunks, sha256, chunks_sha256, store_bytes}
+
+(at most ``MAX_HELLO_BYTES`` of flat JSON: a longer length or any nesting is refused unread).
 
 Server -> client::
 
@@ -33,15 +44,19 @@ import socket
 import struct
 from dataclasses import asdict, dataclass
 
+from testbed.netguard.challenge import Challenge
+from testbed.netguard.jsondepth import json_depth_exceeds
 from testbed.transfer.errors import ProtocolError
 
-VERSION = 1
-MAGIC = b"TBX1"
+VERSION = 2
+MAGIC = b"TBX2"
+CHALLENGE = Challenge(b"TBXC", b"testbed-transfer-v2:")
 LEN = struct.Struct("!I")
 CHUNK_HEADER = struct.Struct("!cQI32s")
 SERVER_MSG = struct.Struct("!cQ")
 MSG_CHUNK, MSG_ACK, MSG_NAK, MSG_PROGRESS, MSG_FINAL = b"C", b"A", b"N", b"P", b"F"
 MAX_JSON_BYTES = 64 * 1024
+MAX_HELLO_BYTES = 4 * 1024  # a HELLO is ~400 bytes of flat JSON
 MIN_CHUNK_BYTES = 4 * 1024
 MAX_CHUNK_BYTES = 256 * 1024 * 1024
 TRANSFER_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -50,7 +65,6 @@ _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
 @dataclass(frozen=True)
 class Hello:
-    token: str
     transfer_id: str
     size_bytes: int
     chunk_bytes: int
@@ -75,7 +89,7 @@ class Hello:
         if d.get("version") != VERSION:
             raise ProtocolError(f"hello.version: expected {VERSION}, got {d.get('version')!r}")
         fields = {}
-        for name, kind in (("token", str), ("transfer_id", str), ("sha256", str), ("chunks_sha256", str),
+        for name, kind in (("transfer_id", str), ("sha256", str), ("chunks_sha256", str),
                            ("size_bytes", int), ("chunk_bytes", int), ("n_chunks", int), ("store_bytes", int)):
             v = d.get(name)
             if not isinstance(v, kind) or isinstance(v, bool):
@@ -121,16 +135,27 @@ def recv_into_exact(sock: socket.socket, view: memoryview) -> None:
         got += k
 
 
-def recv_json(sock: socket.socket, what: str) -> object:
+def recv_json(sock: socket.socket, what: str, max_bytes: int = MAX_JSON_BYTES) -> object:
+    """One ``u32 len | JSON`` message; a length over ``max_bytes`` is refused before anything is read."""
     (n,) = LEN.unpack(recv_exact(sock, LEN.size))
-    return decode_json(recv_exact(sock, checked_json_len(n, what)), what)
+    return decode_json(recv_exact(sock, checked_json_len(n, what, max_bytes)), what)
 
 
 def read_hello(sock: socket.socket) -> Hello:
+    """The HELLO of an authenticated client: magic, then at most ``MAX_HELLO_BYTES`` of flat JSON."""
     magic = recv_exact(sock, len(MAGIC))
     if magic != MAGIC:
-        raise ProtocolError(f"hello: bad magic {magic!r} (not a testbed transfer client?)")
-    return Hello.from_dict(recv_json(sock, "hello"))
+        raise ProtocolError(f"hello: bad magic {magic!r} (not a testbed transfer client of version {VERSION}?)")
+    (n,) = LEN.unpack(recv_exact(sock, LEN.size))
+    raw = recv_exact(sock, checked_json_len(n, "hello", MAX_HELLO_BYTES))
+    if json_depth_exceeds(raw, 1):
+        raise ProtocolError("hello: nested JSON (a HELLO is one flat object)")
+    return Hello.from_dict(decode_json(raw, "hello"))
+
+
+def encode_refusal(message: str, *, transient: bool = False) -> bytes:
+    """The server's answer to a connection it will not serve (then it closes)."""
+    return encode_json_msg({"ok": False, "error": message, "transient": transient})
 
 
 def encode_json_msg(obj: dict) -> bytes:
@@ -146,11 +171,14 @@ def encode_final(obj: dict) -> bytes:
 def decode_json(raw: bytes, what: str) -> object:
     try:
         return json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+    except (ValueError, RecursionError) as e:  # UnicodeDecodeError, JSONDecodeError, too many digits
         raise ProtocolError(f"{what}: invalid JSON ({e})") from e
 
 
-def checked_json_len(n: int, what: str) -> int:
-    if n > MAX_JSON_BYTES:
-        raise ProtocolError(f"{what}: JSON of {n} bytes exceeds {MAX_JSON_BYTES}")
+def checked_json_len(n: int, what: str, max_bytes: int = MAX_JSON_BYTES) -> int:
+    if n > max_bytes:
+        raise ProtocolError(f"{what}: JSON of {n} bytes exceeds {max_bytes}")
     return n
+
+
+AUTH_OK = encode_json_msg({"ok": True, "authenticated": True})  # the server's answer to a correct response

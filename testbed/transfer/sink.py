@@ -52,15 +52,19 @@ class FileSink:
         flags = os.O_RDWR | os.O_CREAT | (0 if _resume else os.O_TRUNC)
         self._fd: int | None = os.open(self.part_path, flags, 0o644)
         self._side = None
-        if self._keep_sidecar:
-            self._side = open(self.sidecar_path, "r+b" if _resume else "wb")  # noqa: SIM115 (owned, closed in close())
-            if not _resume:
-                self._side.write(_sidecar_header(hello))
-                self._side.flush()
-        else:
-            _unlink(self.sidecar_path)
-        if not _resume:
-            os.ftruncate(self._fd, hello.store_bytes)
+        try:
+            if self._keep_sidecar:
+                self._side = open(self.sidecar_path, "r+b" if _resume else "wb")  # noqa: SIM115 (closed in close())
+                if not _resume:
+                    self._side.write(_sidecar_header(hello))
+                    self._side.flush()
+            else:
+                _unlink(self.sidecar_path)
+        except BaseException:
+            self.close()
+            raise
+        # no preallocation: the file grows with verified chunks only (written in order), so a declared
+        # size costs no disk, not even a sparse extent, until bytes are verified
 
     def write_chunk(self, index: int, data: memoryview, digest: bytes) -> None:
         """Called for chunk ``index`` once it is the next in order and verified."""

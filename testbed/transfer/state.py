@@ -96,7 +96,7 @@ class Registry:
             if state is None:
                 state = self._new_state(hello)
                 self._states[hello.transfer_id] = state
-            state.hello = hello  # same identity; the token may differ
+            state.hello = hello  # same identity
             state.owner, state.abort_owner = owner, abort_owner
             return state
 

@@ -13,7 +13,7 @@ SHA = "ab" * 32
 
 
 def _hello(**kw) -> Hello:
-    d = dict(token="t", transfer_id="job-1.ckpt", size_bytes=10_000, chunk_bytes=4096, n_chunks=3, sha256=SHA,
+    d = dict(transfer_id="job-1.ckpt", size_bytes=10_000, chunk_bytes=4096, n_chunks=3, sha256=SHA,
              chunks_sha256=SHA, store_bytes=0)
     d.update(kw)
     return Hello(**d)
@@ -39,7 +39,7 @@ def test_invalid_hello_fields_are_named(field, value):
 def test_wrong_version_and_types_are_refused():
     d = json.loads(_hello().encode()[8:])
     with pytest.raises(ProtocolError, match="hello.version"):
-        Hello.from_dict({**d, "version": 2})
+        Hello.from_dict({**d, "version": 1})  # version 1 sent the token in clear
     with pytest.raises(ProtocolError, match="hello.size_bytes"):
         Hello.from_dict({**d, "size_bytes": "10"})
     with pytest.raises(ProtocolError, match="hello.store_bytes"):
