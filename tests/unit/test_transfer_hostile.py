@@ -386,3 +386,64 @@ def test_accept_loop_survives_errors(server, ckpt):
     st = srv.stats()
     assert st["out_of_fds"] == 5 and st["accept_errors"] == 1 and st["loop_errors"] == 1
     assert _FlakyListener.failures == []
+
+
+class _ServeProcess:
+    """``python -m testbed.transfer serve`` on 127.0.0.1, optionally with a tiny open-file limit."""
+
+    def __init__(self, store, log_path, nofile: int | None = None) -> None:
+        import subprocess
+        import sys
+
+        def limit() -> None:
+            if nofile is not None:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+
+        self.log_path = log_path
+        with open(log_path, "wb") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "testbed.transfer", "serve", "--host", "127.0.0.1", "--port", "0",
+                 "--token", TOKEN, "--dir", str(store), "--no-fsync"],
+                stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL, text=True, preexec_fn=limit)
+        self.port = json.loads(self.proc.stdout.readline())["port"]
+
+    def open_fds(self) -> int:
+        return len(os.listdir(f"/proc/{self.proc.pid}/fd"))
+
+    def stop(self) -> None:
+        import subprocess
+
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc.stdout.close()
+
+
+def test_server_process_out_of_file_descriptors_keeps_accepting(tmp_path, store, ckpt):
+    """A real server process whose open-file limit (soft and hard) is a few above what it needs: a
+    flood makes accept() fail with EMFILE; it frees unauthenticated connections, logs it, and a
+    transfer still completes and verifies."""
+    _raise_own_fd_limit(1000)
+    probe = _ServeProcess(store, tmp_path / "probe.log")
+    need = probe.open_fds()
+    probe.stop()
+    srv = _ServeProcess(store, tmp_path / "serve.log", nofile=need + 12)
+    flood = Flood(("127.0.0.1", srv.port), 300, challenge=CHALLENGE)
+    try:
+        assert srv.open_fds() <= need + 12
+        r = send("127.0.0.1", srv.port, BallastSource(5 << 20, seed=3), transfer_id="starved", token=TOKEN,
+                 chunk_bytes=CHUNK, connect_timeout_s=20)
+        assert r.status == "completed", r.error
+        assert srv.proc.poll() is None
+    finally:
+        flood.close()
+    r = send("127.0.0.1", srv.port, FileSource(ckpt), transfer_id="stored", token=TOKEN, chunk_bytes=CHUNK)
+    assert r.status == "completed", r.error
+    assert (store / "stored").read_bytes() == ckpt.read_bytes()
+    srv.stop()
+    log = srv.log_path.read_text()
+    assert "accept: EMFILE" in log and "Traceback" not in log
