@@ -101,7 +101,8 @@ class NetnsExchange:
         self.fabric = Fabric(plan, purpose="federated")
         self.fabric.up()
         for s in plan.sites:
-            srv = TransferServer(s.addr, PORT, token=self._token, socket_factory=socket_factory(self.fabric.site_ns(s.name)))
+            srv = TransferServer(s.addr, PORT, token=self._token, require_announced=True,
+                                 socket_factory=socket_factory(self.fabric.site_ns(s.name)))
             srv.start()
             self._servers[s.name] = srv
 
@@ -132,6 +133,7 @@ class NetnsExchange:
     def _send(self, src: str, dst: str, source: Source, tid: str) -> float:
         chunk = min(1 << 20, max(16 << 10, source.size_bytes // 8))
         source.manifest(chunk)
+        self._servers[dst].announce(tid, source.size_bytes)  # the receiver takes no more
         rep = send(self.fabric.site_addr(dst), PORT, source, transfer_id=tid, token=self._token, chunk_bytes=chunk,
                    socket_factory=socket_factory(self.fabric.site_ns(src)))
         if not rep.ok:
