@@ -24,6 +24,10 @@ import math
 import dataclasses
 from dataclasses import dataclass, field
 from statistics import NormalDist
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the scenario's model (a lower layer), for annotations only
+    from testbed.spec.policies import FeasibilityModel
 
 # TCP goodput / configured rate with a 1500-byte MTU: 1448 payload bytes (20 IP + 20 TCP + 12
 # timestamp option bytes of header) per 1514-byte Ethernet frame.  Measured on this testbed's
@@ -106,6 +110,20 @@ class FeasibilityParams:
         frac = self.robust_degradation_frac
         _require(_finite(frac) and 0 <= frac < 1, "robust_degradation_frac", "must be in [0, 1)")
         _require(isinstance(self.corrections, Corrections), "corrections", "must be a Corrections")
+
+    @classmethod
+    def from_model(cls, model: FeasibilityModel, *, rtt_ms: float, p_sys_kw: float, p_node_kw: float) -> FeasibilityParams:
+        """The parameters of a scenario's model (its ``alpha``, ``t_load_s``, ``t_downtime_s``,
+        ``robust_degradation_frac`` and the names of the corrections that are on) for one move:
+        the link's ``rtt_ms`` (used by the slow-start correction) and the powers at its ends."""
+        return cls(
+            alpha=model.alpha, t_load_s=model.t_load_s, t_downtime_s=model.t_downtime_s, p_sys_kw=p_sys_kw,
+            p_node_kw=p_node_kw, robust_degradation_frac=model.robust_degradation_frac,
+            corrections=Corrections(
+                protocol_efficiency=TCP_EFFICIENCY_MTU1500 if "protocol_efficiency" in model.corrections else None,
+                rtt_ms=rtt_ms if "slow_start" in model.corrections else None,
+            ),
+        )
 
 
 # ---------------------------------------------------------------------------- transfer time
@@ -312,37 +330,76 @@ def risk_adjusted_window_s(window_forecast_s: float, noise_frac: float, epsilon:
     return window_s
 
 
-# ---------------------------------------------------------------------------- one assessment
+# ---------------------------------------------------------------------------- one prediction
 
 
 @dataclass(frozen=True)
-class Assessment:
-    """Everything the model says about one migration (inputs, Eq. 1 terms, Eq. 2, classes, risk)."""
+class Prediction:
+    """Everything the model says about one migration from one set of forecasts: the inputs, the
+    Eq. 1 terms, Eq. 2, and the verdicts of both rules side by side.
+
+    ``nominal_*``: deterministic Eq. 1 on the forecasts, ``total_s < alpha * window_s``.
+    ``risk_*`` (None without ``epsilon``): Eq. 1 against the risk-adjusted window (and, with
+    bandwidth noise, the risk-adjusted total). ``feasible``, ``budget_s``, ``margin_s`` and
+    ``feasibility_class`` are always the verdict of the rule the prediction was made under:
+    the risk budget's when ``epsilon`` is set, else the nominal one."""
 
     size_gb: float
-    bandwidth_gbps: float
-    window_s: float  # the window as given (the forecast when a risk budget is used)
+    bandwidth_gbps: float  # the forecast
+    window_s: float  # the forecast window
     alpha: float
+    epsilon: float | None  # the risk budget; None: the nominal rule decides
+    corrections: list[str]  # the corrections to 8 S / B that are on
+    # Eq. 1's left-hand side at the forecasts (the point prediction)
     transfer_s: float
     load_s: float
     downtime_s: float
     total_s: float
-    budget_s: float  # alpha * window, or alpha * risk_window_s with a risk budget
-    margin_s: float  # budget - total; > 0 iff feasible
-    feasible: bool
-    feasibility_class: str
     paper_class: str
+    # Eq. 2
     e_cost_kwh: float
     breakeven_min: float
-    epsilon: float | None
-    p_window_ok: float | None  # P(W_true >= total / alpha), with a risk budget only
-    risk_window_s: float | None  # the (1 - epsilon)-quantile of the true window
-    corrections: list[str]
-    risk_total_s: float | None = None  # total at the bandwidth's risk quantile (bandwidth noise only)
+    # deterministic Eq. 1 on the forecast window
+    nominal_budget_s: float  # alpha * window_s
+    nominal_margin_s: float  # nominal_budget_s - total_s; > 0 iff nominal_feasible
+    nominal_feasible: bool
+    nominal_class: str
+    # the risk budget (all None without epsilon)
+    risk_window_s: float | None = None  # the (1 - epsilon)-quantile of the true window (epsilon/2 with bandwidth noise)
+    risk_total_s: float | None = None  # total at the bandwidth's epsilon/2 quantile; total_s without bandwidth noise
+    risk_budget_s: float | None = None  # alpha * risk_window_s
+    risk_margin_s: float | None = None  # risk_budget_s - risk_total_s; > 0 iff risk_feasible
+    risk_feasible: bool | None = None
+    risk_class: str | None = None  # the classes against risk_budget_s
+    p_window_ok: float | None = None  # P(W_true >= risk_total_s / alpha) under the forecast error model
+
+    @property
+    def feasible(self) -> bool:
+        """The verdict of the prediction's rule (the risk budget's with ``epsilon``)."""
+        return self.nominal_feasible if self.risk_feasible is None else self.risk_feasible
+
+    @property
+    def budget_s(self) -> float:
+        """The budget of the prediction's rule (``alpha`` x the risk-adjusted window with ``epsilon``)."""
+        return self.nominal_budget_s if self.risk_budget_s is None else self.risk_budget_s
+
+    @property
+    def margin_s(self) -> float:
+        """``budget_s`` minus the total the rule compares with it; > 0 iff ``feasible``."""
+        return self.nominal_margin_s if self.risk_margin_s is None else self.risk_margin_s
+
+    @property
+    def feasibility_class(self) -> str:
+        """Our class (A/B/C) under the prediction's rule."""
+        return self.nominal_class if self.risk_class is None else self.risk_class
 
     def to_dict(self) -> dict:
-        """JSON-ready dict, keys in field order."""
-        return dataclasses.asdict(self)
+        """JSON-ready dict: the fields in order, then the rule's verdict (``budget_s``, ``margin_s``,
+        ``feasible``, ``feasibility_class``)."""
+        d = dataclasses.asdict(self)
+        d.update(budget_s=self.budget_s, margin_s=self.margin_s, feasible=self.feasible,
+                 feasibility_class=self.feasibility_class)
+        return d
 
 
 def assess(
@@ -355,63 +412,59 @@ def assess(
     window_noise_frac: float = 0.0,
     window_bias_frac: float = 0.0,
     bandwidth_noise_frac: float = 0.0,
-) -> Assessment:
-    """Assess one migration.
-
-    Without ``epsilon``: deterministic Eq. 1 (``total < alpha * window``).  With ``epsilon``: Eq. 1
-    against the risk-adjusted window, ``total < alpha * risk_adjusted_window_s(...)``, which is
-    ``P(W_true >= total / alpha) >= 1 - epsilon`` up to the (measure-zero) boundary and reduces to
-    the deterministic rule exactly when noise and bias are 0.  Classes use the same budget.
+) -> Prediction:
+    """Predict one migration: deterministic Eq. 1 (``total < alpha * window``) always; with
+    ``epsilon`` also Eq. 1 against the risk-adjusted window, ``total < alpha * risk_adjusted_window_s(...)``,
+    which is ``P(W_true >= total / alpha) >= 1 - epsilon`` up to the (measure-zero) boundary and
+    reduces to the deterministic rule exactly when noise and bias are 0. Classes use the same budgets.
 
     ``bandwidth_noise_frac`` (with ``epsilon``): the bandwidth is uncertain too, log-normal with
     that sigma around the forecast. The budget is then split by the union bound: the window at its
     ``(1 - epsilon/2)`` quantile and the transfer at the bandwidth's ``epsilon/2`` quantile
     (``B * exp(-sigma_b * z_{1-epsilon/2})``), so both hold together with probability
     >= 1 - epsilon. ``transfer_s`` / ``total_s`` stay the point predictions (what Eq. 1 says);
-    the verdict ``feasible`` uses the risk-adjusted total, and ``risk_total_s`` records it."""
+    ``risk_total_s`` is the total the risk verdict uses."""
     _require(_finite(window_s) and window_s >= 0, "window_s", "must be >= 0")  # 0: no window open
     _require(_finite(bandwidth_noise_frac) and bandwidth_noise_frac >= 0, "bandwidth_noise_frac", "must be >= 0")
-    risk_window_s = p_window_ok = risk_total = None
-    effective_window_s = window_s
-    eps_window = epsilon
-    if epsilon is not None and bandwidth_noise_frac > 0:
-        eps_window = epsilon / 2.0
-    if epsilon is not None:
-        risk_window_s = risk_adjusted_window_s(window_s, window_noise_frac, eps_window, window_bias_frac)
-        effective_window_s = risk_window_s
-    elif window_noise_frac != 0 or window_bias_frac != 0 or bandwidth_noise_frac != 0:
+    if epsilon is None and (window_noise_frac != 0 or window_bias_frac != 0 or bandwidth_noise_frac != 0):
         raise ValueError("epsilon: required when window_noise_frac, window_bias_frac or bandwidth_noise_frac is set")
     transfer = transfer_time_s(size_gb, bandwidth_gbps, params.corrections)
     total = transfer + params.t_load_s + params.t_downtime_s
-    limit = budget_s(effective_window_s, params.alpha)
-    verdict_total = total
-    if epsilon is not None and bandwidth_noise_frac > 0:
-        z = _STD_NORMAL.inv_cdf(1.0 - epsilon / 2.0)
-        risk_bw = bandwidth_gbps * math.exp(-bandwidth_noise_frac * z)
-        risk_total = transfer_time_s(size_gb, risk_bw, params.corrections) + params.t_load_s + params.t_downtime_s
-        verdict_total = risk_total
-    if epsilon is not None:
-        p_window_ok = prob_window_at_least(verdict_total / params.alpha, window_s, window_noise_frac, window_bias_frac)
+    nominal_budget = budget_s(window_s, params.alpha)
     e_cost = energy_cost_kwh(params.p_sys_kw, transfer)
-    return Assessment(
+    risk: dict = {}
+    if epsilon is not None:
+        eps_window = epsilon / 2.0 if bandwidth_noise_frac > 0 else epsilon
+        risk_window = risk_adjusted_window_s(window_s, window_noise_frac, eps_window, window_bias_frac)
+        risk_budget = budget_s(risk_window, params.alpha)
+        risk_total = total
+        if bandwidth_noise_frac > 0:
+            z = _STD_NORMAL.inv_cdf(1.0 - epsilon / 2.0)
+            risk_bw = bandwidth_gbps * math.exp(-bandwidth_noise_frac * z)
+            risk_total = transfer_time_s(size_gb, risk_bw, params.corrections) + params.t_load_s + params.t_downtime_s
+        risk = dict(
+            risk_window_s=risk_window, risk_total_s=risk_total, risk_budget_s=risk_budget,
+            risk_margin_s=risk_budget - risk_total, risk_feasible=risk_total < risk_budget,
+            risk_class=feasibility_class(size_gb, bandwidth_gbps, risk_window, params),
+            p_window_ok=prob_window_at_least(risk_total / params.alpha, window_s, window_noise_frac, window_bias_frac),
+        )
+    return Prediction(
         size_gb=float(size_gb),
         bandwidth_gbps=float(bandwidth_gbps),
         window_s=float(window_s),
         alpha=params.alpha,
+        epsilon=epsilon,
+        corrections=params.corrections.names(),
         transfer_s=transfer,
         load_s=params.t_load_s,
         downtime_s=params.t_downtime_s,
         total_s=total,
-        budget_s=limit,
-        margin_s=limit - verdict_total,
-        feasible=verdict_total < limit,
-        feasibility_class=feasibility_class(size_gb, bandwidth_gbps, effective_window_s, params),
         paper_class=paper_class(transfer),
         e_cost_kwh=e_cost,
         breakeven_min=breakeven_min(e_cost, params.p_node_kw),
-        epsilon=epsilon,
-        p_window_ok=p_window_ok,
-        risk_window_s=risk_window_s,
-        corrections=params.corrections.names(),
-        risk_total_s=risk_total,
+        nominal_budget_s=nominal_budget,
+        nominal_margin_s=nominal_budget - total,
+        nominal_feasible=total < nominal_budget,
+        nominal_class=feasibility_class(size_gb, bandwidth_gbps, window_s, params),
+        **risk,
     )

@@ -12,8 +12,8 @@ import math
 from pathlib import Path
 
 from testbed.errors import SpecError
-from testbed.feasibility import (MIN_EPSILON, TCP_EFFICIENCY_MTU1500, Assessment, Corrections, FeasibilityInputError,
-                                 FeasibilityParams, assess)
+from testbed.feasibility import (MIN_EPSILON, TCP_EFFICIENCY_MTU1500, Corrections, FeasibilityInputError,
+                                 FeasibilityParams, Prediction, assess)
 
 # (flag, default, check, message) for every numeric flag; ``None`` default: not given.
 _NUMBERS = (
@@ -144,7 +144,7 @@ def _params(args: argparse.Namespace, v: dict[str, float | None]) -> Feasibility
     )
 
 
-def _report(a: Assessment) -> dict:
+def _report(a: Prediction) -> dict:
     """The printed keys, in order (units in the names)."""
     out = {
         "size_gb": a.size_gb,
