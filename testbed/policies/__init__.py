@@ -1,30 +1,28 @@
-"""Policies, one per file. ``make_policy`` turns a scenario's policy entry into an instance."""
+"""Policies, one per file, each registered by its own ``@register_policy``. ``make_policy`` turns a
+scenario's policy entry into an instance."""
 
 from __future__ import annotations
 
-from testbed.policies.base import Move, Policy
-from testbed.policies.energy_only import EnergyOnlyPolicy
-from testbed.policies.feasibility_aware import FeasibilityAwarePolicy
-from testbed.policies.no_filter import NoFilterPolicy
-from testbed.policies.static import StaticPolicy
+from testbed.errors import SpecError
+from testbed.controller.policy_api import Move, Policy
+from testbed.policies.registry import POLICIES, PolicyEntry, register_policy
+from testbed.registry import UnknownNameError
 from testbed.spec.policies import policy_label
 from testbed.spec.scenario import Scenario
 
+# the built-in policies: importing a file registers it
+from testbed.policies import energy_only, feasibility_aware, no_filter, static  # noqa: E402,F401  isort: skip
+
 
 def make_policy(spec, scenario: Scenario) -> Policy:
+    try:
+        entry = POLICIES.get(spec.name)
+    except UnknownNameError as e:  # a spec model registered without an implementation
+        raise SpecError([("policies", f"{e}: no implementation is registered for it")]) from None
     label = policy_label(spec)
-    if spec.name == "static":
-        policy: Policy = StaticPolicy(label, scenario)
-    elif spec.name == "energy_only":
-        policy = EnergyOnlyPolicy(label, scenario)
-    elif spec.name == "feasibility_aware":
-        policy = FeasibilityAwarePolicy(label, scenario, spec)
-    elif spec.name == "no_filter":
-        policy = NoFilterPolicy(label, scenario, spec)
-    else:  # pragma: no cover (the spec rejects it first)
-        raise ValueError(f"unknown policy {spec.name!r}")
-    policy.topup_kw = spec.grid_topup_kw
+    policy: Policy = entry.build(label, scenario, spec) if entry.spec_arg else entry.build(label, scenario)
+    policy.topup_kw = getattr(spec, "grid_topup_kw", None)
     return policy
 
 
-__all__ = ["Move", "Policy", "make_policy"]
+__all__ = ["POLICIES", "Move", "Policy", "PolicyEntry", "make_policy", "register_policy"]

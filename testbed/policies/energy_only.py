@@ -7,10 +7,13 @@ whatever the checkpoint size, bandwidth or remaining window.
 
 from __future__ import annotations
 
-from testbed.policies.base import Move, Policy, grid_jobs_by_remaining
-from testbed.policies.placement import greenest
+from testbed.controller.policy_api import Candidate, Move, Policy
+from testbed.policies.placement import greenest, grid_jobs_by_remaining
+from testbed.policies.registry import register_policy
+from testbed.spec.policies import EnergyOnly
 
 
+@register_policy(EnergyOnly, spec_arg=False)
 class EnergyOnlyPolicy(Policy):
     name = "energy_only"
 
@@ -27,7 +30,7 @@ class EnergyOnlyPolicy(Policy):
                     if d != src and view.bandwidth_forecast_gbps(src, d) is not None
                     and view.free_nodes(d) > 0 and view.surplus_kw(d) >= view.p_active_kw(d)
                 ]
-                info = [{"dst": d, "surplus_kw": round(view.surplus_kw(d), 4)} for d in cands]
+                info = [Candidate(d, scores=(("surplus_kw", round(view.surplus_kw(d), 4)),)) for d in cands]
                 if not cands:
                     records.append(self.record(view, "stay", job.id, src, None, "on grid; no free site with renewable surplus"))
                     continue

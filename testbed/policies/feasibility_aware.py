@@ -24,11 +24,14 @@ by more than ``min_gain``.
 
 from __future__ import annotations
 
-from testbed.controller.predict import params_from, predict
-from testbed.policies.base import Move, Policy, grid_jobs_by_remaining
-from testbed.policies.placement import origin_or_least_loaded
+from testbed.controller.policy_api import Candidate, Move, Policy
+from testbed.feasibility import FeasibilityParams, assess
+from testbed.policies.placement import grid_jobs_by_remaining, origin_or_least_loaded
+from testbed.policies.registry import register_policy
+from testbed.spec.policies import FeasibilityAware
 
 
+@register_policy(FeasibilityAware)
 class FeasibilityAwarePolicy(Policy):
     name = "feasibility_aware"
     use_filter = True
@@ -39,7 +42,9 @@ class FeasibilityAwarePolicy(Policy):
         noise_pct = spec.assumed_window_noise_pct
         if noise_pct is None:
             noise_pct = scenario.traces.forecast.window.noise_pct
-        self.noise_frac = noise_pct / 100.0
+        # the risk budget's forecast error model (none without a risk budget: Eq. 1 on the forecasts)
+        self.window_noise_frac = noise_pct / 100.0 if spec.epsilon is not None else 0.0
+        self.bandwidth_noise_frac = spec.assumed_bandwidth_noise_pct / 100.0
 
     @staticmethod
     def _availability(view, site: str) -> float:
@@ -60,7 +65,7 @@ class FeasibilityAwarePolicy(Policy):
         why = f"highest R(d) = {score(best)[0]:.3f}, then longest forecast window ({score(best)[1] / 3600:.2f} h)"
         return best, self.record(view, "place", job.id, None, best, why)
 
-    def _candidates(self, view, job, src: str) -> list[dict]:
+    def _candidates(self, view, job, src: str) -> list[Candidate]:
         out = []
         p_sys = self.scenario.power.p_sys_kw
         for dst in view.sites:
@@ -70,22 +75,17 @@ class FeasibilityAwarePolicy(Policy):
             window_s = view.window_forecast_s(dst)
             if window_s <= 0:
                 continue
-            params = params_from(self.spec, rtt_ms=view.rtt_ms(src, dst), p_sys_kw=p_sys, p_node_kw=view.p_active_kw(dst))
-            pred = predict(job.checkpoint_gb, bw, window_s, params, epsilon=self.spec.epsilon, noise_frac=self.noise_frac,
-                           bandwidth_noise_frac=self.spec.assumed_bandwidth_noise_pct / 100.0)
+            params = FeasibilityParams.from_model(self.spec, rtt_ms=view.rtt_ms(src, dst), p_sys_kw=p_sys,
+                                                  p_node_kw=view.p_active_kw(dst))
+            pred = assess(job.checkpoint_gb, bw, window_s, params, epsilon=self.spec.epsilon,
+                          window_noise_frac=self.window_noise_frac, bandwidth_noise_frac=self.bandwidth_noise_frac)
             remaining_s = job.work_left_gpu_h / view.speed(dst) * 3600.0
-            time_ok = pred.risk_feasible if self.spec.epsilon is not None else pred.feasible
             energy_ok = pred.breakeven_min * 60.0 < min(window_s, remaining_s)
             r = self._availability(view, dst)
             slow_h = max(0.0, remaining_s - window_s) / 3600.0 * (1.0 / view.grid_only_speed(dst, 1) - 1.0)
             lag_h = pred.total_s / 3600.0 + slow_h
-            out.append({
-                "dst": dst, "bandwidth_gbps": round(bw, 6), "window_s": round(window_s, 3),
-                "total_s": round(pred.total_s, 3), "budget_s": round(pred.budget_s, 3),
-                "eq1_ok": bool(time_ok), "eq2_ok": bool(energy_ok), "class": pred.feasibility_class,
-                "R": round(r, 6), "L_h": round(lag_h, 6), "U": self.spec.gamma * r - self.spec.beta * lag_h,
-                "_pred": pred,
-            })
+            scores = (("R", round(r, 6)), ("L_h", round(lag_h, 6)), ("U", self.spec.gamma * r - self.spec.beta * lag_h))
+            out.append(Candidate(dst, pred, eq1_ok=pred.feasible, eq2_ok=energy_ok, scores=scores))
         return out
 
     def decide(self, view):
@@ -93,28 +93,29 @@ class FeasibilityAwarePolicy(Policy):
         for src in view.sites:
             for job in grid_jobs_by_remaining(view, src):
                 cands = self._candidates(view, job, src)
-                public = [{k: v for k, v in c.items() if k != "_pred"} for c in cands]
-                passing = [c for c in cands if c["eq1_ok"] and c["eq2_ok"]]
+                passing = [c for c in cands if c.passes_filter]
                 eligible = passing if self.use_filter else cands
                 if not cands:
                     records.append(self.record(view, "stay", job.id, src, None, "on grid; no free site with renewable surplus"))
                     continue
                 if not eligible:
-                    worst = min(cands, key=lambda c: c["budget_s"] - c["total_s"])
+                    worst = min((c.row() for c in cands), key=lambda row: row["budget_s"] - row["total_s"])  # as recorded
                     why = (f"all {len(cands)} candidate(s) fail the filter "
                            f"(e.g. {worst['dst']}: {worst['total_s']:.0f} s vs budget {worst['budget_s']:.0f} s)")
-                    records.append(self.record(view, "stay", job.id, src, None, why, public, 0))
+                    records.append(self.record(view, "stay", job.id, src, None, why, cands, 0))
                     continue
-                best = max(eligible, key=lambda c: (c["U"], -view.sites.index(c["dst"])))
+                best = max(eligible, key=lambda c: (c.score("U"), -view.sites.index(c.dst)))
+                u_best = best.score("U")
                 u_stay = -self.spec.beta * job.remaining_s / 3600.0 * (1.0 / view.grid_only_speed(src) - 1.0)
-                if best["U"] - u_stay <= self.spec.min_gain:
-                    why = (f"best utility {best['U']:.3f} at {best['dst']} does not beat staying "
+                if u_best - u_stay <= self.spec.min_gain:
+                    why = (f"best utility {u_best:.3f} at {best.dst} does not beat staying "
                            f"({u_stay:.3f}) by {self.spec.min_gain}")
-                    records.append(self.record(view, "stay", job.id, src, None, why, public, len(passing)))
+                    records.append(self.record(view, "stay", job.id, src, None, why, cands, len(passing)))
                     continue
-                filt = "filter passed" if best in passing else "filter OFF (Eq. 1 would reject)"
-                why = f"U={best['U']:.3f} at {best['dst']} (R={best['R']:.2f}, L={best['L_h'] * 60:.1f} min); {filt}"
-                view.plan_move(job.id, src, best["dst"])
-                moves.append(Move(job.id, src, best["dst"], why, best["_pred"]))
-                records.append(self.record(view, "migrate", job.id, src, best["dst"], why, public, len(passing)))
+                filt = "filter passed" if best.passes_filter else "filter OFF (Eq. 1 would reject)"
+                why = (f"U={u_best:.3f} at {best.dst} (R={best.score('R'):.2f}, L={best.score('L_h') * 60:.1f} min); "
+                       f"{filt}")
+                view.plan_move(job.id, src, best.dst)
+                moves.append(Move(job.id, src, best.dst, why, best.prediction))
+                records.append(self.record(view, "migrate", job.id, src, best.dst, why, cands, len(passing)))
         return moves, records

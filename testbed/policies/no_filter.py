@@ -4,8 +4,11 @@ not get to veto, so the recorded outcomes test Eq. 1 independently (the review's
 from __future__ import annotations
 
 from testbed.policies.feasibility_aware import FeasibilityAwarePolicy
+from testbed.policies.registry import register_policy
+from testbed.spec.policies import NoFilter
 
 
+@register_policy(NoFilter)
 class NoFilterPolicy(FeasibilityAwarePolicy):
     name = "no_filter"
     use_filter = False

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from testbed.policies.base import Policy
+from testbed.controller.policy_api import Policy
 from testbed.policies.placement import origin_or_least_loaded
+from testbed.policies.registry import register_policy
+from testbed.spec.policies import Static
 
 
+@register_policy(Static, spec_arg=False)
 class StaticPolicy(Policy):
     name = "static"
 

@@ -13,7 +13,9 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from testbed.registry import Registry
 from testbed.spec.topology import FloatPair, Strict
+from testbed.spec.union import register_model
 
 RoundTime = Literal["straggler", "pooled"]
 
@@ -71,16 +73,27 @@ class Federated(Strict):
         return self
 
 
+SELECTION_POLICY_SPECS: Registry[type[Strict]] = Registry("selection policy")
+"""Site-selection policies (the PowerTrip study) by name; a new one registers its model with ``@selection_policy``."""
+
+
+def selection_policy(model: type[Strict]) -> type[Strict]:
+    """Class decorator: register a selection-policy model (a ``SelectionPolicyBase`` with ``name: Literal[...]``)."""
+    return register_model(SELECTION_POLICY_SPECS, "name", model)
+
+
 class _FlBase(Strict):
     label: str | None = Field(None, pattern=r"^[A-Za-z0-9_.-]{1,64}$", description="Output name (default: name).")
     round_time: RoundTime | None = Field(None, description="Override federated.round_time for this policy.")
 
 
+@selection_policy
 class RandomK(_FlBase):
     name: Literal["random"]
     k: int = Field(ge=1, description="Sites drawn uniformly (seeded) among the usable ones, each round.")
 
 
+@selection_policy
 class StaticK(_FlBase):
     name: Literal["static_k"]
     k: int | list[int] = Field(description="Fixed number of sites (top-k by the power-to-cost score each round). "
@@ -94,12 +107,14 @@ class StaticK(_FlBase):
         return self
 
 
+@selection_policy
 class FixedRadius(_FlBase):
     name: Literal["fixed_radius"]
     radius_miles: float = Field(1000.0, gt=0, description="Every usable site within this great-circle distance "
                                 "of the aggregator.")
 
 
+@selection_policy
 class Centralized(_FlBase):
     name: Literal["centralized"]
     site: str | None = Field(None, description="The one site that trains on all the data (default: the aggregator).")
@@ -107,6 +122,7 @@ class Centralized(_FlBase):
                               "(default: the site's own); its power trace still limits how many run.")
 
 
+@selection_policy
 class PowerTrip(_FlBase):
     name: Literal["powertrip"]
     k_init: int = Field(5, ge=1, description="Sites in the first round (the high-score core).")
@@ -123,5 +139,5 @@ class PowerTrip(_FlBase):
                                                    "last measured gain for every k (no k dependence).")
 
 
-FL_POLICY_NAMES = ("random", "static_k", "fixed_radius", "centralized", "powertrip")
-FlPolicySpec = RandomK | StaticK | FixedRadius | Centralized | PowerTrip
+SelectionPolicyBase = _FlBase
+"""The base of a selection policy's model: ``label`` and ``round_time`` come with it."""

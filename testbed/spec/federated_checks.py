@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from testbed.spec.federated import FL_POLICY_NAMES
+from testbed.spec.federated import SELECTION_POLICY_SPECS
 
 
 def federated_problems(sc) -> list[tuple[str, str]]:
@@ -12,13 +12,13 @@ def federated_problems(sc) -> list[tuple[str, str]]:
     fl = sc.federated
     if fl is None:
         for i, p in enumerate(sc.policies):
-            if p.name in FL_POLICY_NAMES:
+            if p.name in SELECTION_POLICY_SPECS:
                 problems.append((f"policies[{i}]", f"{p.name!r} selects federated sites: it needs a 'federated:' block"))
         return problems
     for i, p in enumerate(sc.policies):
-        if p.name not in FL_POLICY_NAMES:
+        if p.name not in SELECTION_POLICY_SPECS:
             problems.append((f"policies[{i}]", f"{p.name!r} is a migration policy; a federated scenario takes "
-                                               f"{', '.join(FL_POLICY_NAMES)}"))
+                                               f"{', '.join(SELECTION_POLICY_SPECS.names())}"))
     if fl.max_hours > sc.duration_h:
         problems.append(("federated.max_hours", f"must be <= duration_h ({sc.duration_h:g}): traces end there"))
     names = {s.name for s in sc.sites}

@@ -20,12 +20,17 @@ from testbed.spec.errors_format import problems_from
 from testbed.spec.files import archive_problem, input_file_problem
 from testbed.spec.limits import size_problems
 from testbed.spec.federated_checks import federated_problems
-from testbed.spec.policies import POLICY_NAMES
+from testbed.spec.policies import POLICY_UNION
 from testbed.spec.scenario import Scenario
 from testbed.spec.topology import Topology
+from testbed.spec.trace_sources import RENEWABLE_UNION
 from testbed.safe_yaml import YamlProblem, parse_yaml
 
-_TAGS = frozenset(POLICY_NAMES) | frozenset({"curtailment_windows", "solar", "caiso", "google", "google_synthetic", "csv"})
+
+def _tags() -> frozenset[str]:
+    """Discriminator values pydantic puts in error paths (left out of the field path shown): every
+    registered policy name and trace kind, read when the error is reported."""
+    return POLICY_UNION.tags() | RENEWABLE_UNION.tags()
 
 
 @dataclass(frozen=True)
@@ -106,7 +111,7 @@ def _merge_topology(data: dict, base_dir: Path) -> tuple[dict, Path | None]:
         topo = Topology.model_validate(raw)
     except ValidationError as e:
         # values are not quoted: the topology file may not be the user's own
-        raise SpecError([(f"{path}: {p}", m) for p, m in problems_from(e, _TAGS, quote_values=False)]) from None
+        raise SpecError([(f"{path}: {p}", m) for p, m in problems_from(e, _tags(), quote_values=False)]) from None
     merged = dict(data)
     merged["sites"] = [s.model_dump() for s in topo.sites]
     merged["links"] = [link.model_dump() for link in topo.links]
@@ -263,7 +268,7 @@ def scenario_from_dict(data: dict, base_dir: Path | None = None) -> Scenario:
     try:
         sc = Scenario.model_validate(data)
     except ValidationError as e:
-        raise SpecError(problems_from(e, _TAGS)) from e
+        raise SpecError(problems_from(e, _tags())) from e
     problems, resolved = _cross_checks(sc, base_dir)
     if problems:
         raise SpecError(problems)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
-from testbed.spec.federated import FL_POLICY_NAMES, Centralized, FixedRadius, PowerTrip, RandomK, StaticK
+from testbed.registry import Registry
+from testbed.spec.federated import SELECTION_POLICY_SPECS
 from testbed.spec.topology import Strict
+from testbed.spec.union import RegistryUnion, register_model
 
 Correction = Literal["protocol_efficiency", "slow_start"]
 
@@ -22,6 +24,15 @@ class FeasibilityModel(Strict):
     corrections: list[Correction] = Field(default_factory=list)
 
 
+MIGRATION_POLICY_SPECS: Registry[type[Strict]] = Registry("migration policy")
+"""Migration policies by name; a new one registers its model with ``@migration_policy``."""
+
+
+def migration_policy(model: type[Strict]) -> type[Strict]:
+    """Class decorator: register a migration-policy model (a ``MigrationPolicyBase`` with ``name: Literal[...]``)."""
+    return register_model(MIGRATION_POLICY_SPECS, "name", model)
+
+
 class _Base(Strict):
     label: str | None = Field(None, pattern=r"^[A-Za-z0-9_.-]{1,64}$", description="Output name (default: name).")
     grid_topup_kw: float | None = Field(
@@ -31,14 +42,17 @@ class _Base(Strict):
     )
 
 
+@migration_policy
 class Static(_Base):
     name: Literal["static"]
 
 
+@migration_policy
 class EnergyOnly(_Base):
     name: Literal["energy_only"]
 
 
+@migration_policy
 class FeasibilityAware(_Base, FeasibilityModel):
     name: Literal["feasibility_aware"]
     epsilon: float | None = Field(None, gt=0, le=0.5, description="Risk budget in (0, 0.5]; None = deterministic Eq. 1.")
@@ -62,16 +76,24 @@ class FeasibilityAware(_Base, FeasibilityModel):
         return self
 
 
+@migration_policy
 class NoFilter(FeasibilityAware):
     """feasibility_aware with the Eq. 1 filter disabled: the independent test of Eq. 1."""
 
     name: Literal["no_filter"]  # type: ignore[assignment]
 
 
-PolicySpec = Annotated[Union[Static, EnergyOnly, FeasibilityAware, NoFilter,
-                             RandomK, StaticK, FixedRadius, Centralized, PowerTrip], Field(discriminator="name")]
-MIGRATION_POLICY_NAMES = ("static", "energy_only", "feasibility_aware", "no_filter")
-POLICY_NAMES = MIGRATION_POLICY_NAMES + FL_POLICY_NAMES  # the second group: federated scenarios (PowerTrip study)
+MigrationPolicyBase = _Base
+"""The base of a migration policy's model: ``label`` and ``grid_topup_kw`` come with it."""
+
+POLICY_UNION = RegistryUnion("name", MIGRATION_POLICY_SPECS, SELECTION_POLICY_SPECS)
+PolicySpec = Annotated[Any, POLICY_UNION]
+"""A scenario's policy entry: any registered migration or selection (federated, PowerTrip study) policy."""
+
+
+def policy_names() -> tuple[str, ...]:
+    """Every registered policy name, migration policies first."""
+    return MIGRATION_POLICY_SPECS.names() + SELECTION_POLICY_SPECS.names()
 
 
 def policy_label(p) -> str:

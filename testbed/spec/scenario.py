@@ -9,9 +9,11 @@ from pydantic import Field, field_validator, model_validator
 
 from testbed.spec.federated import Federated
 from testbed.spec.limits import Limits
-from testbed.spec.policies import FeasibilityModel, PolicySpec, policy_label
+from testbed.spec.federated import SELECTION_POLICY_SPECS
+from testbed.spec.policies import MIGRATION_POLICY_SPECS, FeasibilityModel, PolicySpec, policy_label
 from testbed.spec.topology import BUILTIN_NODE_TYPES, Link, NodeType, Site, Strict
-from testbed.spec.trace_sources import Traces
+from testbed.spec.trace_sources import RENEWABLE_SOURCE_SPECS, Traces
+from testbed.spec.union import rebuild_on_change
 from testbed.spec.workloads import Workloads
 
 
@@ -137,3 +139,7 @@ class Scenario(Strict):
             if {link.a, link.b} == {a, b}:
                 return link
         return None
+
+
+# a policy or trace kind registered after this point (a plug-in module) joins the unions here
+rebuild_on_change([Scenario], MIGRATION_POLICY_SPECS, SELECTION_POLICY_SPECS, RENEWABLE_SOURCE_SPECS)

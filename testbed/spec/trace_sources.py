@@ -2,13 +2,25 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
+from testbed.registry import Registry
 from testbed.spec.topology import FloatPair, Strict
+from testbed.spec.union import RegistryUnion, rebuild_on_change, register_model
+
+RENEWABLE_SOURCE_SPECS: Registry[type[Strict]] = Registry("trace kind")
+"""Renewable trace kinds by ``kind``; a new one registers its model with ``@renewable_source`` (and its
+builder in ``testbed.traces.kinds``)."""
 
 
+def renewable_source(model: type[Strict]) -> type[Strict]:
+    """Class decorator: register a renewable trace source model (a ``Strict`` model with ``kind: Literal[...]``)."""
+    return register_model(RENEWABLE_SOURCE_SPECS, "kind", model)
+
+
+@renewable_source
 class CurtailmentWindows(Strict):
     """Seeded synthetic renewable-surplus windows (CAISO-calibrated by default: mean 2.5 h)."""
 
@@ -33,6 +45,7 @@ class CloudModel(Strict):
     corr_h: float = Field(2.0, gt=0)
 
 
+@renewable_source
 class Solar(Strict):
     """PV power from pvlib clear-sky irradiance at the site's location times a seeded cloud process."""
 
@@ -42,6 +55,7 @@ class Solar(Strict):
     clouds: CloudModel = CloudModel()
 
 
+@renewable_source
 class Caiso(Strict):
     """CAISO 'Production and Curtailments' workbook (.xlsx) or the same table as CSV."""
 
@@ -51,6 +65,7 @@ class Caiso(Strict):
     scale_to_kw: float | None = Field(None, gt=0, description="Map the series maximum to this many kW (default: MW -> kW).")
 
 
+@renewable_source
 class GooglePower(Strict):
     """Google 2019 power-trace CSV (measured_power_util / production_power_util, 5-minute)."""
 
@@ -64,6 +79,7 @@ class GooglePower(Strict):
     start_offset_h: float = Field(0.0, ge=0)
 
 
+@renewable_source
 class GoogleSynthetic(Strict):
     """Seeded synthetic Google-2019-like PDU utilisation per site (testbed/traces/google_synthetic.py)."""
 
@@ -89,6 +105,7 @@ class GoogleSynthetic(Strict):
         return self
 
 
+@renewable_source
 class CsvSeries(Strict):
     """Plain ``timestamp,value`` CSV (seconds from scenario start, or ISO-8601 datetimes)."""
 
@@ -100,9 +117,9 @@ class CsvSeries(Strict):
     value_column: str = "value"
 
 
-RenewableSource = Annotated[
-    Union[CurtailmentWindows, Solar, Caiso, GooglePower, GoogleSynthetic, CsvSeries], Field(discriminator="kind")
-]
+RENEWABLE_UNION = RegistryUnion("kind", RENEWABLE_SOURCE_SPECS)
+RenewableSource = Annotated[Any, RENEWABLE_UNION]
+"""One site's renewable trace source: any registered kind."""
 
 
 class BandwidthVariance(Strict):
@@ -146,3 +163,6 @@ class Traces(Strict):
     )
     bandwidth: BandwidthTraces = BandwidthTraces()
     forecast: Forecasts = Forecasts()
+
+
+rebuild_on_change([Traces], RENEWABLE_SOURCE_SPECS)

@@ -27,6 +27,11 @@ class SelectionPolicy(ABC):
         self.label = label
         self.spec = spec
 
+    @classmethod
+    def from_spec(cls, label: str, spec, aggregator: str) -> list["SelectionPolicy"]:
+        """The policies one scenario entry runs (one by default; ``static_k`` with a list of k, one per k)."""
+        return [cls(label, spec)]
+
     @abstractmethod
     def select(self, view: RoundView) -> Selection: ...
 

@@ -8,14 +8,21 @@ training set.
 from __future__ import annotations
 
 from testbed.federated.policies.base import Selection, SelectionPolicy
+from testbed.federated.policies.registry import register_selection_policy
 from testbed.federated.view import RoundView
+from testbed.spec.federated import Centralized
 
 
+@register_selection_policy(Centralized)
 class CentralizedPolicy(SelectionPolicy):
     def __init__(self, label: str, spec, default_site: str) -> None:
         super().__init__(label, spec)
         self.site = spec.site or default_site
         self.nodes = spec.nodes  # None: the site's own hardware
+
+    @classmethod
+    def from_spec(cls, label: str, spec, aggregator: str) -> list[SelectionPolicy]:
+        return [cls(label, spec, aggregator)]
 
     def select(self, view: RoundView) -> Selection:
         return Selection([], centralized=self.site, note=f"all data at {self.site}")

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from testbed.federated.policies.base import Selection, SelectionPolicy
+from testbed.federated.policies.registry import register_selection_policy
 from testbed.federated.view import RoundView
+from testbed.spec.federated import FixedRadius
 
 
+@register_selection_policy(FixedRadius)
 class FixedRadiusPolicy(SelectionPolicy):
     def select(self, view: RoundView) -> Selection:
         r = self.spec.radius_miles

@@ -16,11 +16,14 @@ only trade round time).
 from __future__ import annotations
 
 from testbed.federated.policies.base import Selection, SelectionPolicy
+from testbed.federated.policies.registry import register_selection_policy
 from testbed.federated.projection import GainModel
 from testbed.federated.score import ranked
 from testbed.federated.view import RoundView
+from testbed.spec.federated import PowerTrip
 
 
+@register_selection_policy(PowerTrip)
 class PowerTripPolicy(SelectionPolicy):
     def __init__(self, label: str, spec) -> None:
         super().__init__(label, spec)

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from testbed.federated.policies.base import Selection, SelectionPolicy
+from testbed.federated.policies.registry import register_selection_policy
 from testbed.federated.view import RoundView
+from testbed.spec.federated import RandomK
 
 
+@register_selection_policy(RandomK)
 class RandomPolicy(SelectionPolicy):
     def select(self, view: RoundView) -> Selection:
         usable = [s.name for s in view.usable]

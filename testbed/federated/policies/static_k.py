@@ -8,14 +8,23 @@ k, and the results report the best one post hoc (what the paper calls the static
 from __future__ import annotations
 
 from testbed.federated.policies.base import Selection, SelectionPolicy
+from testbed.federated.policies.registry import register_selection_policy
 from testbed.federated.score import ranked
 from testbed.federated.view import RoundView
+from testbed.spec.federated import StaticK
 
 
+@register_selection_policy(StaticK)
 class StaticKPolicy(SelectionPolicy):
     def __init__(self, label: str, spec, k: int) -> None:
         super().__init__(label, spec)
         self.k = k
+
+    @classmethod
+    def from_spec(cls, label: str, spec, aggregator: str) -> list[SelectionPolicy]:
+        if isinstance(spec.k, list):
+            return [cls(f"{label}-k{k}", spec, k) for k in spec.k]
+        return [cls(label, spec, spec.k)]
 
     def select(self, view: RoundView) -> Selection:
         top = ranked(view)[: self.k]

@@ -1,0 +1,89 @@
+"""Named registries: how a policy, a trace kind or a substrate joins the testbed.
+
+A new one registers itself in its own file (``REGISTRY.add(name, thing)``, or as a decorator);
+whatever lists them (the scenario's unions and JSON schema, the CLI's choices, the sweep's
+choices, the builders) asks the registry instead of keeping a tuple of names. This module sits
+at the bottom of the import order and imports nothing of testbed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+
+class UnknownNameError(LookupError):
+    """A name no entry of the registry carries; ``str()`` is the one-line message."""
+
+    def __init__(self, what: str, name: object, known: tuple[str, ...]):
+        self.what, self.name, self.known = what, name, known
+        super().__init__(f"unknown {what} {name!r} (known: {', '.join(known) or 'none registered'})")
+
+    def __str__(self) -> str:
+        return self.args[0]
+
+
+class DuplicateNameError(ValueError):
+    """Two different entries registered under one name (a programming error, raised at import)."""
+
+
+class Registry(Generic[T]):
+    """Entries by name, in registration order. ``what`` names the concept in messages
+    (``unknown policy 'x' (known: a, b)``). Registering the same entry twice under one name is a
+    no-op (a module imported twice, e.g. as a test fixture); a different entry is refused.
+    Listeners run after each new entry (the scenario model rebuilds its unions)."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self._entries: dict[str, T] = {}
+        self._listeners: list[Callable[[], None]] = []
+
+    def add(self, name: str, entry: T) -> T:
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"a {self.what} needs a non-empty string name, got {name!r}")
+        old = self._entries.get(name)
+        if old is not None:
+            if old is entry or old == entry:
+                return entry
+            raise DuplicateNameError(f"{self.what} {name!r} is registered twice ({old!r} and {entry!r})")
+        self._entries[name] = entry
+        for listener in list(self._listeners):
+            listener()
+        return entry
+
+    def register(self, name: str) -> Callable[[T], T]:
+        """Decorator form of ``add``."""
+        def deco(entry: T) -> T:
+            return self.add(name, entry)
+
+        return deco
+
+    def get(self, name: str) -> T:
+        try:
+            return self._entries[name]
+        except (KeyError, TypeError):
+            raise UnknownNameError(self.what, name, self.names()) from None
+
+    def names(self) -> tuple[str, ...]:
+        return tuple(self._entries)
+
+    def items(self) -> tuple[tuple[str, T], ...]:
+        return tuple(self._entries.items())
+
+    def on_change(self, listener: Callable[[], None]) -> None:
+        """Call ``listener()`` after every new entry."""
+        self._listeners.append(listener)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._entries
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(tuple(self._entries))
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __repr__(self) -> str:
+        return f"Registry({self.what!r}: {', '.join(self._entries)})"
