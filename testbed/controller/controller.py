@@ -13,12 +13,11 @@ from collections import deque
 from collections.abc import Callable
 
 from testbed.controller.cluster import Cluster, InFlight, SiteState
-from testbed.controller.predict import params_from, predict
 from testbed.controller.recorder import PolicyRecorder
 from testbed.controller.records import MigrationRecord
-from testbed.controller.view import ClusterView
+from testbed.controller.policy_api import ClusterView, Move, Policy
+from testbed.feasibility import FeasibilityParams, assess
 from testbed.inputs import Inputs
-from testbed.policies.base import Move, Policy
 from testbed.power.budget import SitePowerPlan, plan_site
 from testbed.substrate.base import JobCap, MigrationOrder, MigrationOutcome, Substrate
 
@@ -45,13 +44,13 @@ class Controller:
         job = self.cluster.jobs[move.job_id]
         pred = move.prediction
         if pred is None:  # policies without a model: record the scenario's reference prediction
-            params = params_from(
+            params = FeasibilityParams.from_model(
                 sc.feasibility, rtt_ms=2 * inp.latency_ms[(move.src, move.dst)], p_sys_kw=sc.power.p_sys_kw,
                 p_node_kw=sc.node_type_of(move.dst).p_active_kw,
             )
             window = inp.windows.forecast_remaining_s(move.dst, now_s)
             bw = inp.bandwidth.forecast_gbps(move.src, move.dst, now_s)
-            pred = predict(job.spec.checkpoint_gb, bw, max(window, 1e-9), params)
+            pred = assess(job.spec.checkpoint_gb, bw, max(window, 1e-9), params)
         true_window = inp.windows.true_remaining_s(move.dst, now_s)
         return MigrationRecord(
             policy=self.policy.label, job_id=move.job_id, family=job.spec.family, src=move.src, dst=move.dst,

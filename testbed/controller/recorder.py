@@ -5,10 +5,13 @@ Writing files is the results layer's job (:mod:`testbed.results`); this only kee
 
 from __future__ import annotations
 
+from dataclasses import fields
+
 import pandas as pd
 
 from testbed.controller.cluster import Cluster, SiteEnergy, Status
-from testbed.controller.records import DecisionRecord, MigrationRecord
+from testbed.controller.policy_api import DecisionRecord
+from testbed.controller.records import MIGRATION_COLUMNS, MigrationRecord
 from testbed.substrate.base import CapReport, JobCap
 
 
@@ -84,7 +87,7 @@ class PolicyRecorder:
     def tables(self) -> dict[str, pd.DataFrame]:
         return {
             "timeseries": pd.DataFrame(self._steps),
-            "migrations": pd.DataFrame(self._migrations, columns=_MIGRATION_COLUMNS if not self._migrations else None),
+            "migrations": pd.DataFrame(self._migrations, columns=MIGRATION_COLUMNS if not self._migrations else None),
             "decisions": pd.DataFrame(self._decisions, columns=_DECISION_COLUMNS if not self._decisions else None),
             "jobs": pd.DataFrame(self._jobs),
             "power": pd.DataFrame(self._power, columns=_POWER_COLUMNS if not self._power else None),
@@ -95,13 +98,4 @@ _POWER_COLUMNS = [
     "t_s", "site", "job_id", "cap_requested_w", "cap_w", "cap_enforced_w", "throughput_frac_model",
     "throughput_frac_enforced", "gpu_draw_model_w", "gpu_power_measured_w", "backend", "throttle", "detail",
 ]
-_DECISION_COLUMNS = ["t_s", "policy", "kind", "job_id", "src", "dst", "reason", "n_candidates", "n_feasible", "candidates"]
-_MIGRATION_COLUMNS = [
-    "policy", "job_id", "family", "src", "dst", "size_gb", "t_decision_s", "reason", "true_window_s", "true_budget_s",
-    "status", "actual_checkpoint_s", "actual_checkpoint_bytes", "actual_transfer_s", "actual_load_s", "actual_downtime_s", "actual_total_s", "actual_goodput_gbps",
-    "completed_in_window", "within_budget", "overran", "detail",
-    "predicted_bandwidth_gbps", "predicted_window_s", "predicted_transfer_s", "predicted_load_s",
-    "predicted_downtime_s", "predicted_total_s", "predicted_budget_s", "predicted_feasible",
-    "predicted_feasibility_class", "predicted_paper_class", "predicted_e_cost_kwh", "predicted_breakeven_min",
-    "p_window_ok", "predicted_risk_feasible", "predicted_alpha", "predicted_corrections",
-]
+_DECISION_COLUMNS = [f.name for f in fields(DecisionRecord)]

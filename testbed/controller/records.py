@@ -1,31 +1,41 @@
-"""Rows the controller records. Predictions and measurements sit side by side, so that
-validating the feasibility model is a join, not a re-computation."""
+"""The controller's record of one migration. Prediction and measurement sit side by side, so
+that validating the feasibility model is a join, not a re-computation."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, fields
+
+from testbed.feasibility import Prediction
 
 
-@dataclass
-class Prediction:
-    """What the model said at decision time, from the forecasts the controller had."""
+# column of migrations.parquet: the Prediction attribute it holds. ``predicted_*`` are the
+# deterministic Eq. 1 terms and verdict on the forecasts; the risk budget's are ``p_window_ok`` and
+# ``predicted_risk_feasible`` (null without one).
+_PREDICTION_COLUMNS = {
+    "predicted_bandwidth_gbps": "bandwidth_gbps",
+    "predicted_window_s": "window_s",
+    "predicted_transfer_s": "transfer_s",
+    "predicted_load_s": "load_s",
+    "predicted_downtime_s": "downtime_s",
+    "predicted_total_s": "total_s",
+    "predicted_budget_s": "nominal_budget_s",
+    "predicted_feasible": "nominal_feasible",
+    "predicted_feasibility_class": "nominal_class",
+    "predicted_paper_class": "paper_class",
+    "predicted_e_cost_kwh": "e_cost_kwh",
+    "predicted_breakeven_min": "breakeven_min",
+    "p_window_ok": "p_window_ok",
+    "predicted_risk_feasible": "risk_feasible",
+    "predicted_alpha": "alpha",
+    "predicted_corrections": "corrections",  # joined with ","
+}
 
-    bandwidth_gbps: float
-    window_s: float
-    transfer_s: float
-    load_s: float
-    downtime_s: float
-    total_s: float
-    budget_s: float
-    feasible: bool
-    feasibility_class: str
-    paper_class: str
-    e_cost_kwh: float
-    breakeven_min: float
-    p_window_ok: float | None
-    risk_feasible: bool | None
-    alpha: float
-    corrections: str
+
+def prediction_columns(p: Prediction) -> dict:
+    """A prediction as ``migrations.parquet`` columns."""
+    row = {column: getattr(p, attr) for column, attr in _PREDICTION_COLUMNS.items()}
+    row["predicted_corrections"] = ",".join(p.corrections)
+    return row
 
 
 @dataclass
@@ -57,30 +67,11 @@ class MigrationRecord:
     detail: str = ""
 
     def row(self) -> dict:
-        d = asdict(self)
-        pred = d.pop("predicted")
-        d.update({f"predicted_{k}" if not k.startswith("p_") else k: v for k, v in pred.items()})
+        """One row of ``migrations.parquet``: the record's fields, then the prediction's columns."""
+        d = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "predicted"}
+        d.update(prediction_columns(self.predicted))
         return d
 
 
-@dataclass
-class DecisionRecord:
-    """One evaluation by a policy: inputs, predicted times per candidate, choice and reason."""
-
-    t_s: float
-    policy: str
-    kind: str  # place | migrate | stay
-    job_id: str
-    src: str | None
-    dst: str | None
-    reason: str
-    n_candidates: int = 0
-    n_feasible: int = 0
-    candidates: list[dict] = field(default_factory=list)
-
-    def row(self) -> dict:
-        import json
-
-        d = asdict(self)
-        d["candidates"] = json.dumps(self.candidates, sort_keys=True, separators=(",", ":"))
-        return d
+MIGRATION_COLUMNS = [f.name for f in fields(MigrationRecord) if f.name != "predicted"] + list(_PREDICTION_COLUMNS)
+"""The columns of ``migrations.parquet``, in order."""

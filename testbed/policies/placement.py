@@ -1,8 +1,8 @@
-"""Where an arriving job is queued: two strategies shared by the policies."""
+"""Choices shared by the policies: where an arriving job is queued, and which running jobs to consider moving."""
 
 from __future__ import annotations
 
-from testbed.controller.view import ClusterView
+from testbed.controller.policy_api import ClusterView, JobView
 from testbed.workload import JobSpec
 
 
@@ -24,3 +24,8 @@ def greenest(job: JobSpec, view: ClusterView) -> tuple[str, str]:
         return site, f"no free site with renewable surplus; {why}"
     best = max(free, key=lambda s: (view.surplus_kw(s), -view.sites.index(s)))
     return best, f"largest renewable surplus ({view.surplus_kw(best):.2f} kW)"
+
+
+def grid_jobs_by_remaining(view: ClusterView, site: str) -> list[JobView]:
+    """Jobs running on grid power at a site, the most remaining work first (most to gain)."""
+    return sorted(view.jobs_on_grid(site), key=lambda j: (-j.remaining_s, j.id))
