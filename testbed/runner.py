@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import sys
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 import pandas as pd
@@ -19,6 +18,7 @@ from testbed.errors import SpecError
 from testbed.inputs import Inputs, build_inputs, require_jobs
 from testbed.policies import make_policy
 from testbed.recorder.manifest import build_manifest
+from testbed.recorder.out_dir import default_out_dir
 from testbed.netem import state
 from testbed.netem.naming import new_run_id
 from testbed.recorder.writer import atomic_dir, check_out_dir, partial_dir, write_json, write_table
@@ -68,11 +68,6 @@ NOTES = [
     "in reality); outside window: actual time > the true window itself.",
     "overhead frac: time jobs spent paused in migration / (running + migrating time).",
 ]
-
-
-def default_out_dir(name: str, seed: int) -> Path:
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    return Path("results") / f"{name}-s{seed}-{stamp}"
 
 
 def _traces_table(inp: Inputs) -> pd.DataFrame:

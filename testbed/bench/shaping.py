@@ -232,9 +232,9 @@ def topology_row(path: Path, impairment: str) -> dict:
     """Fabric.up/down of a topology in this process (what a run does)."""
     from pyroute2 import netns
 
-    from testbed.cli.cmd_net import _topology_links
+    from testbed.netem.links import file_links
 
-    sites, links = _topology_links(str(path))
+    sites, links = file_links(path)
     plan = plan_fabric(new_run_id(), sites, links, impairment)  # type: ignore[arg-type]
     fab = Fabric(plan, purpose="run")
     t0 = time.perf_counter()
@@ -376,7 +376,7 @@ def us100_comparison(impairment: str, repeat: int = 1) -> dict:
 
 def run(out_dir: Path, *, quick: bool = False, only: str | None = None) -> dict:
     """All measurements, or ``only="us100"``: just the us-100 up/down next to Mininet's."""
-    from testbed.netem.probe import qdisc_available
+    from testbed.doctor.qdisc import qdisc_available
 
     if only not in (None, "us100"):
         raise ValueError(f"unknown part {only!r} (known: us100)")

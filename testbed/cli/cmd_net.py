@@ -28,33 +28,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     dn.set_defaults(func=_down)
 
 
-def _topology_links(path: str):
-    """Sites and links at real (unscaled) values from a scenario or a topology file."""
-    from testbed.netem.plan import LinkInput
-    from testbed.spec.load import read_yaml, scenario_from_dict
-    from testbed.spec.topology import Topology, link_latency_ms
-    from pathlib import Path
-    from pydantic import ValidationError
-
-    from testbed.errors import SpecError
-    from testbed.spec.errors_format import problems_from
-
-    data = read_yaml(Path(path), "file")
-    if "traces" in data:
-        sc = scenario_from_dict(data, Path(path).resolve().parent)
-        sites, links = sc.sites, sc.links
-    else:
-        try:
-            topo = Topology.model_validate(data)
-        except ValidationError as e:
-            raise SpecError([(f"{path}: {w}", m) for w, m in problems_from(e, frozenset())]) from e
-        sites, links = topo.sites, topo.links
-    by_name = {s.name: s for s in sites}
-    inputs = [LinkInput(lk.a, lk.b, lk.bandwidth_gbps * 1000, (lk.bandwidth_b_to_a_gbps or lk.bandwidth_gbps) * 1000,
-                        link_latency_ms(lk, by_name), lk.jitter_ms, lk.loss_pct) for lk in links]
-    return [s.name for s in sites], inputs
-
-
 def _pick_run(run: str | None) -> str:
     from testbed.errors import SpecError
     from testbed.netem import state
@@ -75,15 +48,19 @@ def _up(args: argparse.Namespace) -> int:
     from testbed.netem.plan import plan_fabric, unreachable
 
     require_root("testbed net up")
-    sites, links = _topology_links(args.file)
+    from pathlib import Path
+
+    from testbed.netem.links import file_links
+
+    sites, links = file_links(Path(args.file))
     impairment = args.impairment
     if impairment == "auto":  # as testbed.substrate.netns.substrate.detect_impairment, without its imports (~1 s)
-        from testbed.netem.probe import qdisc_available
+        from testbed.doctor.qdisc import qdisc_available
 
         impairment = "netem" if qdisc_available("netem") else "relay"
     elif impairment == "netem":
         from testbed.errors import SpecError
-        from testbed.netem.probe import qdisc_available
+        from testbed.doctor.qdisc import qdisc_available
 
         if not qdisc_available("netem"):
             raise SpecError([("--impairment", "netem: this kernel has no netem qdisc (sch_netem); use --impairment "

@@ -27,6 +27,7 @@ from testbed.federated.policies import make_selection_policies
 from testbed.federated.policies.static_k import StaticKPolicy
 from testbed.inputs import build_inputs
 from testbed.recorder.manifest import build_manifest
+from testbed.recorder.out_dir import default_out_dir
 from testbed.netem import state
 from testbed.netem.naming import new_run_id
 from testbed.recorder.writer import atomic_dir, check_out_dir, partial_dir, write_json, write_table
@@ -61,8 +62,6 @@ def _exchange(substrate: str, inputs, stack: contextlib.ExitStack, run_id: str |
 
 def run_federated(loaded: LoadedScenario, *, out_dir: Path | None, substrate: str, seed: int | None,
                   progress: bool, force: bool, argv: list[str] | None, plots: bool = True) -> Path:
-    from testbed.runner import default_out_dir
-
     sc = loaded.scenario
     fl = sc.federated
     if substrate not in ("sim", "netns"):

@@ -249,9 +249,9 @@ def _remove_partial_dirs(paths: list[str], rep: CleanReport) -> None:
 
 
 def _engine_dir(run_id: str) -> str:
-    from testbed.runtime.dockerd import DEFAULT_BASE_DIR
+    from testbed.netem.hostdirs import DEFAULT_BASE_DIR, engine_dir
 
-    return os.path.join(os.path.realpath(DEFAULT_BASE_DIR), f"docker-{run_id}")
+    return str(engine_dir(run_id, os.path.realpath(DEFAULT_BASE_DIR)))
 
 
 def _stop_dir_users(st: dict, run_id: str, rep: CleanReport) -> None:
@@ -270,7 +270,7 @@ def _resolved(path: str) -> str:
 
 
 def _remove_engine_dirs(paths: list[str], run_id: str, rep: CleanReport) -> None:
-    from testbed.runtime.dockerd import unmount_under
+    from testbed.netem.hostdirs import unmount_under
 
     want = _engine_dir(run_id)
     for path in paths:

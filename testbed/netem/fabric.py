@@ -67,7 +67,7 @@ class Fabric:
         self._relays: dict = {}  # link key -> psutil.Process of its relay (our child)
         # named now, created (after it is recorded) by up()
         self._tmp = os.path.join(tempfile.gettempdir(), f"tb-{plan.run_id}-{secrets.token_hex(4)}")
-        self._rtt_ms = {link.key: 2 * link.delay_ms for link in plan.links}
+        self._rtt_ms = {link.key: link.rtt_ms for link in plan.links}
         self._index: dict[tuple[str, str], int] = {}  # (namespace, ifname) -> ifindex
         self._fresh_ifs: set[str] = set()  # interfaces this fabric created (they carry no address yet)
         self._up_ifs: set[str] = set()  # ... of which these were created up
@@ -210,7 +210,7 @@ class Fabric:
     def _shape(self, n, index: int, link: LinkPlan, side: str) -> None:
         """Install the sender-side shaping of one WAN interface."""
         rate = link.rate_ab_mbit if side == "a" else link.rate_ba_mbit
-        add_shaping(n, index, tbf_params(rate, 2 * link.delay_ms), self._netem(link))
+        add_shaping(n, index, tbf_params(rate, link.rtt_ms), self._netem(link))
 
     def _configure_namespaces(self) -> None:
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from testbed.netem.naming import check_run_id, if_name, ns_name
+from testbed.spec.topology import rtt_ms
 
 SITE_NET = ipaddress.IPv4Address("10.200.0.0")
 LINK_NET = ipaddress.IPv4Address("10.201.0.0")
@@ -49,6 +50,11 @@ class LinkPlan:
     @property
     def impaired(self) -> bool:
         return self.delay_ms > 0 or self.jitter_ms > 0 or self.loss_pct > 0
+
+    @property
+    def rtt_ms(self) -> float:
+        """Wall-clock round trip: the one-way delay each way."""
+        return rtt_ms(self.delay_ms)
 
 
 @dataclass(frozen=True)

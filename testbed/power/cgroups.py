@@ -13,7 +13,7 @@ import re
 import time
 from pathlib import Path
 
-from testbed.netem.naming import check_run_id
+from testbed.run_id import check_run_id
 from testbed.power.errors import PowerError
 
 _TAG_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")

@@ -33,6 +33,7 @@ import json
 import os
 import stat
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable
 
@@ -43,6 +44,14 @@ MARKERS: dict[str, tuple[str, str]] = {
     "sweep": ("sweep.json", "testbed-sweep/"),
     "report": ("report.json", "testbed-report/"),
 }
+
+
+def default_out_dir(name: str, seed: int) -> Path:
+    """``results/<name>-s<seed>-<UTC stamp>``: where a run writes when no --out is given."""
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return Path("results") / f"{name}-s{seed}-{stamp}"
+
+
 _WHAT = {"run": "a run's results", "sweep": "a sweep", "report": "a report"}
 _MARKER_MAX_BYTES = 64 * 1024 * 1024  # a run manifest holds the resolved scenario: large, never this large
 

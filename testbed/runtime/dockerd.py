@@ -23,7 +23,6 @@ cached rootfs tarball (``image.py``, ~2-3 s to import).
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import fcntl
 import hashlib
@@ -34,17 +33,15 @@ import subprocess
 import time
 from pathlib import Path
 
+from testbed.netem.hostdirs import DEFAULT_BASE_DIR, engine_dir, unmount_under
 from testbed.netem.naming import check_run_id
 from testbed.netem.state import pid_cmdline
 from testbed.runtime.errors import DockerCommandError, RuntimeUnavailable
 
-DEFAULT_BASE_DIR = Path(os.environ.get("TESTBED_DOCKER_DIR", "/var/lib/testbed"))
 INSTALL_HINT = "install Debian's docker.io (`apt-get install -y docker.io`; scripts/setup.sh does it as root)"
 RUN_LABEL = "testbed.run"
 SOCKET_PATH_MAX = 107
 SHIM_SOCKET_DIRS = (Path("/run/containerd/s"), Path("/run/containerd"))  # fixed by containerd 1.6
-MNT_DETACH = 2
-_libc = ctypes.CDLL(None, use_errno=True)
 
 
 def find_tools() -> dict[str, str]:
@@ -60,21 +57,6 @@ def find_tools() -> dict[str, str]:
     return found
 
 
-def unmount_under(path: Path) -> list[str]:
-    """Detach every mount at or below ``path`` (deepest first). Returns the mount points."""
-    root = str(Path(path).resolve())
-    points = []
-    for line in Path("/proc/self/mountinfo").read_text().splitlines():
-        point = line.split()[4].encode().decode("unicode_escape")
-        if point == root or point.startswith(root + "/"):
-            points.append(point)
-    for point in sorted(set(points), key=len, reverse=True):
-        if _libc.umount2(point.encode(), MNT_DETACH) != 0:
-            err = ctypes.get_errno()
-            raise OSError(err, f"umount {point}: {os.strerror(err)}")
-    return points
-
-
 class DockerEngine:
     """``with DockerEngine(run_id) as eng: eng.run("ps")`` — a private dockerd for one run.
 
@@ -85,7 +67,7 @@ class DockerEngine:
     def __init__(self, run_id: str, *, data_root: str | Path | None = None, base_dir: str | Path = DEFAULT_BASE_DIR,
                  start_timeout_s: float = 60.0, stop_timeout_s: float = 20.0):
         self.run_id = check_run_id(run_id)
-        self.run_dir = Path(base_dir) / f"docker-{run_id}"
+        self.run_dir = engine_dir(run_id, base_dir)
         self.exec_root = self.run_dir / "exec"
         self.socket = self.run_dir / "docker.sock"
         self.pidfile = self.run_dir / "dockerd.pid"

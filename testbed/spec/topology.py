@@ -5,7 +5,9 @@ A topology only *records* sites and links; substrates replay it.
 
 from __future__ import annotations
 
-from typing import Annotated
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Sequence
 
 from testbed.spec.geo import fibre_latency_ms, great_circle_km
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, model_validator
@@ -130,8 +132,84 @@ def link_latency_ms(link: Link, sites: dict[str, Site]) -> float:
     return fibre_latency_ms(great_circle_km(a.lat_deg, a.lon_deg, b.lat_deg, b.lon_deg))
 
 
+def rtt_ms(latency_ms: float) -> float:
+    """Round-trip time over a path with one-way latency ``latency_ms`` each way (RTT = 2 x latency):
+    the one place this is computed."""
+    return 2.0 * latency_ms
+
+
+@dataclass(frozen=True)
+class DirectedLink:
+    """One direction of a link, src -> dst, in the YAML's names and units: what a fabric shapes.
+
+    A scenario's links give two each (:func:`directed_links`); an emulated run scales them to wall
+    clock (``testbed.netem.scaling``) and one builder makes the fabric's links from them
+    (``testbed.netem.links.fabric_links``)."""
+
+    src: str
+    dst: str
+    bandwidth_gbps: float
+    latency_ms: float = 0.0  # one way
+    jitter_ms: float = 0.0
+    loss_pct: float = 0.0
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.src, self.dst)
+
+    @property
+    def rtt_ms(self) -> float:
+        return rtt_ms(self.latency_ms)
+
+
+def directed_links(sites: Sequence[Site], links: Sequence[Link]) -> list[DirectedLink]:
+    """Both directions of every link (a -> b, then b -> a), in link order: bandwidth per direction
+    (``bandwidth_b_to_a_gbps`` for b -> a, default ``bandwidth_gbps``), the link's one-way latency
+    (given, else from the distance of its ends), jitter and loss."""
+    by_name = {s.name: s for s in sites}
+    out = []
+    for link in links:
+        latency = link_latency_ms(link, by_name)
+        for src, dst in ((link.a, link.b), (link.b, link.a)):
+            out.append(DirectedLink(src, dst, link.rate_gbps(src, dst), latency, link.jitter_ms, link.loss_pct))
+    return out
+
+
 class Topology(Strict):
     name: str = ""
     description: str = ""
     sites: list[Site] = Field(min_length=1)
     links: list[Link] = Field(default_factory=list)
+
+
+def read_topology(path: Path) -> Topology:
+    """The one reader of topology files: parsed by the hardened loader, validated; every problem a
+    SpecError ``FILE: field: message`` (values not quoted: the file may not be the user's own)."""
+    from testbed.spec.load import read_yaml
+
+    return _topology_from(read_yaml(path, "topology file"), path)
+
+
+def _topology_from(raw: object, path: Path) -> Topology:
+    from pydantic import ValidationError
+
+    from testbed.errors import SpecError
+    from testbed.spec.errors_format import problems_from
+
+    try:
+        return Topology.model_validate(raw)
+    except ValidationError as e:
+        raise SpecError([(f"{path}: {p}", m) for p, m in problems_from(e, frozenset(), quote_values=False)]) from None
+
+
+def read_sites_and_links(path: Path) -> tuple[list[Site], list[Link]]:
+    """Sites and links of a scenario file (it has ``traces``; loaded in full, its topology file merged)
+    or of a topology file: what ``testbed net up`` and ``testbed bench`` build."""
+    from testbed.spec.load import read_yaml, scenario_from_dict
+
+    data = read_yaml(path, "file")
+    if "traces" in data:
+        sc = scenario_from_dict(data, path.resolve().parent)
+        return list(sc.sites), list(sc.links)
+    topo = _topology_from(data, path)
+    return list(topo.sites), list(topo.links)

@@ -18,7 +18,7 @@ import yaml
 
 from testbed.errors import SpecError
 from testbed.spec.load import LoadedScenario, read_yaml, resolve_file, scenario_from_dict
-from testbed.spec.topology import Topology
+from testbed.spec.topology import read_topology
 from testbed.sweep.override import OverrideError, set_path, substitute
 from testbed.sweep.spec import SweepFile, canonical
 
@@ -104,7 +104,7 @@ def _merge_topology(data: dict, base_dir: Path) -> dict:
     path = resolve_file(name, base_dir) if isinstance(name, str) else None
     if path is None:
         return data
-    topo = Topology.model_validate(read_yaml(path, "topology file"))
+    topo = read_topology(path)
     merged = {k: v for k, v in data.items() if k != "topology"}
     merged["sites"] = [s.model_dump(mode="json", exclude_defaults=True) for s in topo.sites]
     merged["links"] = [link.model_dump(mode="json", exclude_defaults=True) for link in topo.links]

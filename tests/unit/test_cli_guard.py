@@ -126,7 +126,8 @@ def test_hostile_values_are_refused_without_traceback(argv, flag, tmp_path, caps
 
 
 def test_net_up_netem_without_netem_is_a_clean_error(monkeypatch, capsys):
-    from testbed.netem import fabric, probe
+    from testbed.doctor import qdisc as probe
+    from testbed.netem import fabric
 
     monkeypatch.setattr(fabric, "require_root", lambda what: None)
     monkeypatch.setattr(probe, "qdisc_available", lambda kind: False)

@@ -14,7 +14,7 @@ from testbed.netem.qdisc import MIN_BURST_BYTES, netem_params, tbf_params
 from testbed.spec import scenario_from_dict
 from testbed.substrate.netns.clock import EmulationClock
 from testbed.substrate.netns.replay import change_points
-from testbed.substrate.netns.scaling import choose_scaling
+from testbed.netem.scaling import choose_scaling
 from testbed.traces import Trace
 from tests.conftest import small_scenario_dict
 

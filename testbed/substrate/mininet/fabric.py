@@ -109,7 +109,7 @@ class MininetFabric(Fabric):
         self._start_relays()
 
     def _link_params(self, link: LinkPlan, side: str) -> dict:
-        params: dict = {"bw": link.rate_ab_mbit if side == "a" else link.rate_ba_mbit, "rtt_ms": 2 * link.delay_ms}
+        params: dict = {"bw": link.rate_ab_mbit if side == "a" else link.rate_ba_mbit, "rtt_ms": link.rtt_ms}
         if self.plan.impairment == "netem" and link.impaired:
             params.update(delay=f"{link.delay_ms}ms", loss=link.loss_pct or None)
             if link.jitter_ms:

@@ -25,37 +25,32 @@ from testbed.netem.fabric import Fabric
 from testbed.netem.naming import new_run_id
 from testbed.netem.nsexec import socket_factory
 from testbed.netem.plan import LinkInput, plan_fabric, unreachable
-from testbed.spec.topology import link_latency_ms
+from testbed.spec.topology import DirectedLink, directed_links
 from testbed.substrate.base import CapReport, JobCap, MigrationOrder, MigrationOutcome, Substrate
 from testbed.substrate.netns.clock import EmulationClock
 from testbed.substrate.netns.replay import LinkReplayer, change_points
-from testbed.substrate.netns.scaling import CAPACITY_MBIT_DIRECT, CAPACITY_MBIT_RELAY, Scaling, choose_scaling
+from testbed.netem.links import fabric_links
+from testbed.netem.scaling import CAPACITY_MBIT_DIRECT, CAPACITY_MBIT_RELAY, Scaling, choose_scaling
 
 TRANSFER_PORT = 7000
 
 
 def detect_impairment() -> str:
     """netem where the kernel has it, else the userspace delay relay."""
-    from testbed.netem.probe import qdisc_available
+    from testbed.doctor.qdisc import qdisc_available
 
     return "netem" if qdisc_available("netem") else "relay"
 
 
-def link_inputs(inputs: Inputs, scaling: Scaling) -> list[LinkInput]:
+def link_inputs(inputs: Inputs, scaling: Scaling, links: list[DirectedLink] | None = None,
+                impaired: bool = True) -> list[LinkInput]:
     """Every scenario link at its scaled rate (each direction, from the bandwidth trace at t = 0),
-    scaled latency and jitter, and loss: what the fabric is built from."""
+    scaled latency and jitter, and loss: what the fabric is built from (``links``: the directed
+    links the scaling was computed from; default the scenario's)."""
     sc = inputs.scenario
-    sites = {s.name: s for s in sc.sites}
-    return [
-        LinkInput(
-            a=link.a, b=link.b,
-            rate_ab_mbit=scaling.rate_mbit(inputs.bandwidth_gbps[(link.a, link.b)].at(0.0)),
-            rate_ba_mbit=scaling.rate_mbit(inputs.bandwidth_gbps[(link.b, link.a)].at(0.0)),
-            delay_ms=scaling.delay_ms(link_latency_ms(link, sites)),
-            jitter_ms=scaling.delay_ms(link.jitter_ms), loss_pct=link.loss_pct,
-        )
-        for link in sc.links
-    ]
+    links = directed_links(sc.sites, sc.links) if links is None else links
+    start = {key: trace.at(0.0) for key, trace in inputs.bandwidth_gbps.items()}
+    return fabric_links(links, scaling, start_gbps=start, impaired=impaired)
 
 
 class EmulatedSubstrate(Substrate):
@@ -108,10 +103,9 @@ class EmulatedSubstrate(Substrate):
             raise SpecError([("emulation.require_latency", "links ask for latency/jitter/loss but impairment "
                               "'none' was requested; allow the relay or netem, or set require_latency: false")])
         capacity = self._capacity or (CAPACITY_MBIT_RELAY if impairment == "relay" else CAPACITY_MBIT_DIRECT)
-        self.scaling = choose_scaling(sc, capacity_mbit=capacity)
-        links = link_inputs(self._in, self.scaling)
-        if impairment == "none":
-            links = [LinkInput(li.a, li.b, li.rate_ab_mbit, li.rate_ba_mbit) for li in links]
+        directed = directed_links(sc.sites, sc.links)
+        self.scaling = choose_scaling(sc, capacity_mbit=capacity, links=directed)
+        links = link_inputs(self._in, self.scaling, directed, impaired=impairment != "none")
         plan = plan_fabric(self.run_id, [s.name for s in sc.sites], links, impairment)  # type: ignore[arg-type]
         missing = unreachable(plan)
         if missing:

@@ -1,4 +1,7 @@
-"""Run-time probes of what this kernel can do (thin wrappers over ``testbed doctor``'s probes)."""
+"""Run-time question to the probes: can a ``kind`` qdisc really be added here?
+
+Substrates, ``testbed net`` and ``testbed bench`` ask it to pick netem or the delay relay.
+"""
 
 from __future__ import annotations
 

@@ -11,10 +11,12 @@ shaping capacity.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
 from testbed.errors import SpecError
 from testbed.netem.qdisc import MIN_RATE_MBIT
 from testbed.spec.scenario import Scenario
+from testbed.spec.topology import DirectedLink, directed_links
 
 # Wall-clock goodput this machine shapes accurately (DESIGN.md: tbf accurate to 5 Gbit/s; the
 # Python delay relay carries ~730 Mbit/s). Conservative defaults; `testbed bench shaping` measures.
@@ -50,9 +52,13 @@ class Scaling:
                 "latency_scale": 1.0 / self.time_scale, "rate_scale": self.byte_scale * self.time_scale}
 
 
-def choose_scaling(sc: Scenario, *, capacity_mbit: float) -> Scaling:
+def choose_scaling(sc: Scenario, *, capacity_mbit: float, links: Sequence[DirectedLink] | None = None) -> Scaling:
+    """The run's scaling from the directed links it shapes (default: the scenario's, both directions),
+    so that the fastest link is the fastest one the fabric is built from."""
     t = sc.emulation.time_scale
-    fastest_gbps = max((max(link.bandwidth_gbps, link.bandwidth_b_to_a_gbps or 0.0) for link in sc.links), default=0.0)
+    if links is None:
+        links = directed_links(sc.sites, sc.links)
+    fastest_gbps = max((link.bandwidth_gbps for link in links), default=0.0)
     need_mbit = fastest_gbps * 1000.0 * t
     if sc.emulation.byte_scale == "auto":
         b = min(1.0, capacity_mbit / need_mbit) if need_mbit > 0 else 1.0

@@ -1,0 +1,65 @@
+"""The one link builder: a fabric's links from directed links.
+
+Every live fabric — an emulated run, ``testbed net up``, ``testbed bench`` and the federated
+exchange — gets its links from :func:`fabric_links`, given the directed links of the scenario or
+topology (:func:`testbed.spec.topology.directed_links`, YAML names and units) and, for an
+emulated run, its :class:`~testbed.netem.scaling.Scaling` (computed from the same directed links).
+The names carry through: ``bandwidth_gbps`` (YAML, scenario time) becomes the wall-clock rate in
+Mbit/s that tc enforces (``LinkInput.rate_ab_mbit`` / ``rate_ba_mbit``, the tbf ``rate``),
+``latency_ms`` the one-way wall-clock delay (``delay_ms``, netem's ``delay`` or the relay's).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from testbed.netem.plan import LinkInput
+from testbed.netem.scaling import Scaling
+from testbed.spec.topology import DirectedLink
+
+
+def fabric_links(links: Sequence[DirectedLink], scaling: Scaling | None = None, *,
+                 start_gbps: Mapping[tuple[str, str], float] | None = None,
+                 impaired: bool = True) -> list[LinkInput]:
+    """One :class:`LinkInput` per site pair, in the order of its first direction in ``links``
+    (both directions must be given). Rates: ``start_gbps[(src, dst)]`` where given (a run's
+    bandwidth traces at t = 0), else the link's ``bandwidth_gbps``; through ``scaling`` (wall
+    clock) when given, else as they are. ``impaired=False``: rates only (no latency, jitter, loss)."""
+    by_key = {link.key: link for link in links}
+    out: list[LinkInput] = []
+    seen: set[frozenset[str]] = set()
+    for ab in links:
+        pair = frozenset(ab.key)
+        if pair in seen:
+            continue
+        seen.add(pair)
+        try:
+            ba = by_key[(ab.dst, ab.src)]
+        except KeyError:
+            raise ValueError(f"link {ab.src}-{ab.dst}: no direction {ab.dst} -> {ab.src} given") from None
+        rate_ab, rate_ba = (_rate_mbit(d, scaling, start_gbps) for d in (ab, ba))
+        if not impaired:
+            out.append(LinkInput(ab.src, ab.dst, rate_ab, rate_ba))
+            continue
+        out.append(LinkInput(ab.src, ab.dst, rate_ab, rate_ba, delay_ms=_wall_ms(ab.latency_ms, scaling),
+                             jitter_ms=_wall_ms(ab.jitter_ms, scaling), loss_pct=ab.loss_pct))
+    return out
+
+
+def _rate_mbit(link: DirectedLink, scaling: Scaling | None, start_gbps: Mapping[tuple[str, str], float] | None) -> float:
+    gbps = start_gbps[link.key] if start_gbps is not None else link.bandwidth_gbps
+    return scaling.rate_mbit(gbps) if scaling is not None else gbps * 1000
+
+
+def _wall_ms(ms: float, scaling: Scaling | None) -> float:
+    return scaling.delay_ms(ms) if scaling is not None else ms
+
+
+def file_links(path: Path) -> tuple[list[str], list[LinkInput]]:
+    """Site names and fabric links at real (unscaled) values of a scenario or topology file: what
+    ``testbed net up`` and ``testbed bench`` build."""
+    from testbed.spec.topology import directed_links, read_sites_and_links
+
+    sites, links = read_sites_and_links(path)
+    return [s.name for s in sites], fabric_links(directed_links(sites, links))

@@ -1,0 +1,78 @@
+"""The directed-link value object and the one link builder: pure, no privileges."""
+
+from __future__ import annotations
+
+import pytest
+
+from testbed.errors import SpecError
+from testbed.netem.links import fabric_links, file_links
+from testbed.netem.scaling import Scaling, choose_scaling
+from testbed.spec import scenario_from_dict
+from testbed.spec.topology import DirectedLink, Link, Site, directed_links, link_latency_ms, read_topology, rtt_ms
+from tests.conftest import ROOT, small_scenario_dict
+
+SITES = [Site(name="a", lat_deg=45.0, lon_deg=9.0), Site(name="b", lat_deg=48.0, lon_deg=2.0),
+         Site(name="c", lat_deg=52.0, lon_deg=13.0)]
+
+
+def test_rtt_is_twice_the_one_way_latency():
+    assert rtt_ms(12.5) == 25.0 and rtt_ms(0.0) == 0.0
+    link = DirectedLink("a", "b", bandwidth_gbps=10.0, latency_ms=7.0)
+    assert link.rtt_ms == 14.0 and link.key == ("a", "b")
+
+
+def test_directed_links_give_both_directions_with_their_own_rates():
+    links = [Link(a="a", b="b", bandwidth_gbps=10, bandwidth_b_to_a_gbps=2, latency_ms=5, jitter_ms=1, loss_pct=0.5),
+             Link(a="b", b="c", bandwidth_gbps=3)]
+    got = directed_links(SITES, links)
+    assert [d.key for d in got] == [("a", "b"), ("b", "a"), ("b", "c"), ("c", "b")]
+    ab, ba, bc, cb = got
+    assert (ab.bandwidth_gbps, ba.bandwidth_gbps) == (10, 2)
+    assert ab.latency_ms == ba.latency_ms == 5 and ab.jitter_ms == 1 and ba.loss_pct == 0.5
+    assert bc.bandwidth_gbps == cb.bandwidth_gbps == 3
+    # no latency given: the distance of the ends, the same as every other consumer computes
+    assert bc.latency_ms == link_latency_ms(links[1], {s.name: s for s in SITES}) > 0
+
+
+def test_fabric_links_pair_directions_and_scale_the_same_inputs():
+    links = [Link(a="a", b="b", bandwidth_gbps=10, bandwidth_b_to_a_gbps=2, latency_ms=40, jitter_ms=4, loss_pct=1)]
+    directed = directed_links(SITES, links)
+    real = fabric_links(directed)  # unscaled: what `testbed net up` builds
+    assert len(real) == 1
+    li = real[0]
+    assert (li.a, li.b, li.rate_ab_mbit, li.rate_ba_mbit) == ("a", "b", 10_000, 2_000)
+    assert (li.delay_ms, li.jitter_ms, li.loss_pct) == (40, 4, 1)
+    s = Scaling(time_scale=100.0, byte_scale=0.01, capacity_mbit=1e9, byte_scale_source="scenario")
+    wall = fabric_links(directed, s)[0]
+    assert wall.rate_ab_mbit == pytest.approx(10_000) and wall.rate_ba_mbit == pytest.approx(2_000)
+    assert wall.delay_ms == pytest.approx(0.4) and wall.jitter_ms == pytest.approx(0.04) and wall.loss_pct == 1
+    # a run's t = 0 trace values replace the nominal rates; impaired=False keeps only the rates
+    start = fabric_links(directed, s, start_gbps={("a", "b"): 5.0, ("b", "a"): 1.0}, impaired=False)[0]
+    assert start.rate_ab_mbit == pytest.approx(5_000) and start.rate_ba_mbit == pytest.approx(1_000)
+    assert (start.delay_ms, start.jitter_ms, start.loss_pct) == (0, 0, 0)
+    with pytest.raises(ValueError, match="no direction b -> a"):
+        fabric_links(directed[:1])
+
+
+def test_scaling_comes_from_the_links_that_are_shaped():
+    sc = scenario_from_dict(small_scenario_dict(emulation={"time_scale": 100}))
+    directed = directed_links(sc.sites, sc.links)
+    assert choose_scaling(sc, capacity_mbit=500, links=directed) == choose_scaling(sc, capacity_mbit=500)
+    # the fastest link the fabric is built from sets byte_scale: twice as fast, half the scale
+    faster = [DirectedLink(d.src, d.dst, d.bandwidth_gbps * 2, d.latency_ms) for d in directed]
+    s1, s2 = choose_scaling(sc, capacity_mbit=500, links=directed), choose_scaling(sc, capacity_mbit=500, links=faster)
+    assert s2.byte_scale == pytest.approx(s1.byte_scale / 2)
+    fastest = max(li.rate_ab_mbit for li in fabric_links(faster, s2))
+    assert fastest == pytest.approx(500)  # exactly the capacity the scale was chosen for
+
+
+def test_topology_files_are_read_by_one_function(tmp_path):
+    topo = read_topology(ROOT / "topologies" / "eu-5.yaml")
+    names, links = file_links(ROOT / "topologies" / "eu-5.yaml")
+    assert names == [s.name for s in topo.sites] and len(links) == len(topo.links)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\nsites:\n  - {name: a, lat_deg: 100, lon_deg: 0}\n")
+    with pytest.raises(SpecError) as e:
+        read_topology(bad)
+    where, _ = e.value.problems[0]
+    assert where.startswith(f"{bad}: sites") and "lat_deg" in where
