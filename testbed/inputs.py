@@ -6,26 +6,15 @@ inputs feed every policy and every substrate.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
-from pathlib import Path
 
 from testbed.errors import SpecError, TraceError
-from testbed.seeding import derive_seed
+from testbed.registry import UnknownNameError
 from testbed.spec.scenario import Scenario
 from testbed.spec.topology import link_latency_ms
-from testbed.spec.trace_sources import Caiso, CsvSeries, CurtailmentWindows, GooglePower, GoogleSynthetic, Solar
-from testbed.traces import (
-    DegradationEvent,
-    Trace,
-    bandwidth_trace,
-    curtailment_windows,
-    load_caiso,
-    load_csv,
-    load_google_power,
-    solar_power,
-)
+from testbed.traces import DegradationEvent, Trace, TraceContext, bandwidth_trace, build_renewable
 from testbed.traces.forecast import BandwidthForecaster, WindowForecaster
+from testbed.traces.kinds import sub_seed as _sub_seed
 from testbed.workload import JobSpec, generate_jobs
 
 PAD_S = 86400.0
@@ -48,60 +37,12 @@ class Inputs:
         return [s.name for s in self.scenario.sites]
 
 
-def _sub_seed(explicit: int | None, base: int, *keys: object) -> int:
-    return derive_seed(explicit, *keys) if explicit is not None else derive_seed(base, *keys)
-
-
 def _renewable(sc: Scenario, seed: int, site_name: str) -> Trace:
+    """One site's renewable trace, from the builder its source's kind registered (testbed.traces.kinds)."""
     src = sc.traces.renewable.get(site_name) or sc.traces.renewable["default"]
-    site = sc.site(site_name)
-    horizon, step, name = sc.duration_s + PAD_S, sc.step_s, f"renewable:{site_name}"
-    if isinstance(src, CurtailmentWindows):
-        start_hour_utc = sc.start.hour + sc.start.minute / 60.0
-        extra = 0.0 if src.offset_h == "auto" else float(src.offset_h)
-        # window centres follow the site's solar noon, expressed in scenario hours-of-day
-        offset_h = extra - site.local_offset_h - start_hour_utc
-        if abs(offset_h) > 24.0:  # e.g. UTC+14 and a 23:00 start: the same hour of day, a day earlier
-            offset_h = math.fmod(offset_h, 24.0)
-        return curtailment_windows(
-            duration_s=horizon, step_s=step, seed=_sub_seed(src.seed, seed, "renewable", site_name),
-            mean_window_h=src.mean_window_h, windows_per_day=src.windows_per_day, capacity_kw=src.capacity_kw,
-            base_frac=src.base_frac, offset_h=offset_h, overlap=src.overlap, name=name,
-        )
-    if isinstance(src, Solar):
-        return solar_power(
-            duration_s=horizon, step_s=step, start=sc.start, lat_deg=site.lat_deg, lon_deg=site.lon_deg,
-            capacity_kw=src.capacity_kw, cloud_seed=_sub_seed(src.clouds.seed, seed, "clouds", site_name),
-            mean_cover=src.clouds.mean_cover, cloud_corr_h=src.clouds.corr_h,
-            performance_ratio=src.performance_ratio, name=name,
-        )
-    if isinstance(src, Caiso):
-        return load_caiso(
-            Path(src.file), start=sc.start, duration_s=sc.duration_s, step_s=step, column=src.column,
-            scale_to_kw=src.scale_to_kw, name=name,
-        )
-    if isinstance(src, GooglePower):
-        return load_google_power(
-            Path(src.file), column=src.column, cell=src.cell, pdu=src.pdu, capacity_kw=src.capacity_kw,
-            start_offset_s=src.start_offset_h * 3600.0, duration_s=sc.duration_s, step_s=step, mode=src.mode,
-            name=name,
-        )
-    if isinstance(src, GoogleSynthetic):
-        from testbed.traces.google_synthetic import google_like_power
-
-        cap = src.capacity_kw or src.capacity_per_active * site.nodes * sc.node_type_of(site_name).p_active_kw
-        return google_like_power(
-            duration_s=horizon, seed=_sub_seed(src.seed, seed, "google_synthetic", site_name), capacity_kw=cap,
-            local_offset_h=site.local_offset_h, start_hour_utc=sc.start.hour + sc.start.minute / 60.0,
-            mean_util=src.mean_util, diurnal_amp=src.diurnal_amp, peak_h=src.peak_h, noise_sd=src.noise_sd,
-            corr_h=src.corr_h, mode=src.mode, name=name,
-        )
-    if isinstance(src, CsvSeries):
-        return load_csv(
-            Path(src.file), unit=src.unit, start=sc.start, time_column=src.time_column,
-            value_column=src.value_column, scale=src.scale, duration_s=sc.duration_s, step_s=step, name=name,
-        )
-    raise TypeError(f"unhandled renewable source {type(src).__name__}")  # pragma: no cover
+    ctx = TraceContext(scenario=sc, site_name=site_name, seed=seed, horizon_s=sc.duration_s + PAD_S,
+                       step_s=sc.step_s, name=f"renewable:{site_name}")
+    return build_renewable(src, ctx)
 
 
 def _renewables(sc: Scenario, seed: int) -> dict[str, Trace]:
@@ -113,6 +54,10 @@ def _renewables(sc: Scenario, seed: int) -> dict[str, Trace]:
         key = s.name if s.name in sc.traces.renewable else "default"
         try:
             out[s.name] = _renewable(sc, seed, s.name)
+        except UnknownNameError as e:  # a trace kind whose model registered without a builder
+            problem = (f"traces.renewable.{key}.kind", f"{e}: no builder is registered for it")
+            if problem not in problems:
+                problems.append(problem)
         except ValueError as e:  # a generator's own check on its parameters (the model's bounds let it through)
             problem = (f"traces.renewable.{key}", str(e))
             if problem not in problems:

@@ -31,10 +31,12 @@ import numpy as np
 import pandas as pd
 
 from testbed.errors import TraceError
+from testbed.spec.trace_sources import Caiso
 from testbed.traces.align import fit_window, seconds_since
 from testbed.traces.base import Trace
 from testbed.traces.caiso_time import CAISO_TZ, interval_starts_utc
 from testbed.traces.fileerrors import check_header_line, numeric_column, read_failure
+from testbed.traces.kinds import TraceContext, register_trace_kind
 
 __all__ = ["load_caiso", "read_caiso_table"]
 
@@ -219,3 +221,12 @@ def _production_series(starts: pd.DatetimeIndex, mw: np.ndarray, start: datetime
         raise TraceError(where, f"Production: gap of {steps[i]:g} s after t={t[i]:g} s "
                                 f"(max_gap_s={max_gap_s:g})")
     return t, values, float(t[-1] + INTERVAL_S)
+
+
+@register_trace_kind(Caiso)
+def _build(src: Caiso, ctx: TraceContext) -> Trace:
+    sc = ctx.scenario
+    return load_caiso(
+        Path(src.file), start=sc.start, duration_s=sc.duration_s, step_s=ctx.step_s, column=src.column,
+        scale_to_kw=src.scale_to_kw, name=ctx.name,
+    )

@@ -17,9 +17,11 @@ import numpy as np
 import pandas as pd
 
 from testbed.errors import TraceError
+from testbed.spec.trace_sources import CsvSeries
 from testbed.traces.align import fit_window, require_aware, seconds_since
 from testbed.traces.base import Trace
 from testbed.traces.fileerrors import check_header_line, missing_column, numeric_column, read_failure
+from testbed.traces.kinds import TraceContext, register_trace_kind
 
 __all__ = ["load_csv"]
 
@@ -92,3 +94,12 @@ def load_csv(path: str | Path, *, unit: str, start: datetime | None = None,
     except TraceError as e:
         raise TraceError(where, e.message) from e
     return fit_window(trace, duration_s=duration_s, step_s=step_s, where=where, start=start)
+
+
+@register_trace_kind(CsvSeries)
+def _build(src: CsvSeries, ctx: TraceContext) -> Trace:
+    sc = ctx.scenario
+    return load_csv(
+        Path(src.file), unit=src.unit, start=sc.start, time_column=src.time_column,
+        value_column=src.value_column, scale=src.scale, duration_s=sc.duration_s, step_s=ctx.step_s, name=ctx.name,
+    )

@@ -31,9 +31,11 @@ import numpy as np
 import pandas as pd
 
 from testbed.errors import TraceError
+from testbed.spec.trace_sources import GooglePower
 from testbed.traces.align import fit_window
 from testbed.traces.base import Trace
 from testbed.traces.fileerrors import check_header_line, missing_column, numeric_column, read_failure
+from testbed.traces.kinds import TraceContext, register_trace_kind
 
 __all__ = ["google_epoch", "google_trace_start", "load_google_power"]
 
@@ -114,3 +116,12 @@ def load_google_power(path: str | Path, *, column: str = "measured_power_util", 
         raise TraceError(where, e.message) from e
     start = google_trace_start() + timedelta(seconds=float(start_offset_s))
     return fit_window(trace, duration_s=duration_s, step_s=step_s, where=where, start=start)
+
+
+@register_trace_kind(GooglePower)
+def _build(src: GooglePower, ctx: TraceContext) -> Trace:
+    return load_google_power(
+        Path(src.file), column=src.column, cell=src.cell, pdu=src.pdu, capacity_kw=src.capacity_kw,
+        start_offset_s=src.start_offset_h * 3600.0, duration_s=ctx.scenario.duration_s, step_s=ctx.step_s,
+        mode=src.mode, name=ctx.name,
+    )

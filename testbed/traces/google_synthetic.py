@@ -20,8 +20,10 @@ import math
 
 import numpy as np
 
+from testbed.spec.trace_sources import GoogleSynthetic
 from testbed.traces.ar1 import ar1_standard
 from testbed.traces.base import Trace
+from testbed.traces.kinds import TraceContext, register_trace_kind
 
 __all__ = ["google_like_power"]
 
@@ -50,3 +52,15 @@ def google_like_power(*, duration_s: float, seed: int, capacity_kw: float, local
     values = capacity_kw * ((1.0 - util) if mode == "available" else util)
     meta = {"generator": "google_like_power", "seed": int(seed), "mean_util": float(level), "mode": mode}
     return Trace(times, values, unit="kW", name=name, end_s=float(n * STEP_S), meta=meta)
+
+
+@register_trace_kind(GoogleSynthetic)
+def _build(src: GoogleSynthetic, ctx: TraceContext) -> Trace:
+    sc, site = ctx.scenario, ctx.site
+    cap = src.capacity_kw or src.capacity_per_active * site.nodes * sc.node_type_of(ctx.site_name).p_active_kw
+    return google_like_power(
+        duration_s=ctx.horizon_s, seed=ctx.sub_seed(src.seed, "google_synthetic", ctx.site_name), capacity_kw=cap,
+        local_offset_h=site.local_offset_h, start_hour_utc=sc.start.hour + sc.start.minute / 60.0,
+        mean_util=src.mean_util, diurnal_amp=src.diurnal_amp, peak_h=src.peak_h, noise_sd=src.noise_sd,
+        corr_h=src.corr_h, mode=src.mode, name=ctx.name,
+    )

@@ -27,8 +27,10 @@ import numpy as np
 import pandas as pd
 
 from testbed.errors import TraceError
+from testbed.spec.trace_sources import Solar
 from testbed.traces.ar1 import ar1_standard
 from testbed.traces.base import Trace
+from testbed.traces.kinds import TraceContext, register_trace_kind
 
 __all__ = ["clear_sky_ghi", "cloud_cover", "solar_noon_s", "solar_power"]
 
@@ -111,3 +113,14 @@ def solar_noon_s(start: datetime, lon_deg: float, day: int = 0) -> float:
     start_utc = pd.Timestamp(start).tz_convert("UTC")
     noon = start_utc.normalize() + pd.Timedelta(days=day, hours=12.0 - lon_deg / 15.0)
     return float((noon - start_utc).total_seconds())
+
+
+@register_trace_kind(Solar)
+def _build(src: Solar, ctx: TraceContext) -> Trace:
+    site = ctx.site
+    return solar_power(
+        duration_s=ctx.horizon_s, step_s=ctx.step_s, start=ctx.scenario.start, lat_deg=site.lat_deg,
+        lon_deg=site.lon_deg, capacity_kw=src.capacity_kw,
+        cloud_seed=ctx.sub_seed(src.clouds.seed, "clouds", ctx.site_name), mean_cover=src.clouds.mean_cover,
+        cloud_corr_h=src.clouds.corr_h, performance_ratio=src.performance_ratio, name=ctx.name,
+    )

@@ -35,7 +35,9 @@ from typing import NamedTuple
 
 import numpy as np
 
+from testbed.spec.trace_sources import CurtailmentWindows
 from testbed.traces.base import Trace
+from testbed.traces.kinds import TraceContext, register_trace_kind
 
 __all__ = ["Window", "auto_offsets_h", "curtailment_windows", "draw_windows", "merge_windows"]
 
@@ -173,3 +175,19 @@ def auto_offsets_h(n_sites: int, *, span_h: float = 6.0) -> list[float]:
     if n_sites == 1:
         return [0.0]
     return [float(x) for x in np.linspace(-span_h / 2.0, span_h / 2.0, n_sites)]
+
+
+@register_trace_kind(CurtailmentWindows)
+def _build(src: CurtailmentWindows, ctx: TraceContext) -> Trace:
+    sc = ctx.scenario
+    start_hour_utc = sc.start.hour + sc.start.minute / 60.0
+    extra = 0.0 if src.offset_h == "auto" else float(src.offset_h)
+    # window centres follow the site's solar noon, expressed in scenario hours-of-day
+    offset_h = extra - ctx.site.local_offset_h - start_hour_utc
+    if abs(offset_h) > 24.0:  # e.g. UTC+14 and a 23:00 start: the same hour of day, a day earlier
+        offset_h = math.fmod(offset_h, 24.0)
+    return curtailment_windows(
+        duration_s=ctx.horizon_s, step_s=ctx.step_s, seed=ctx.sub_seed(src.seed, "renewable", ctx.site_name),
+        mean_window_h=src.mean_window_h, windows_per_day=src.windows_per_day, capacity_kw=src.capacity_kw,
+        base_frac=src.base_frac, offset_h=offset_h, overlap=src.overlap, name=ctx.name,
+    )
