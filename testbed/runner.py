@@ -24,15 +24,13 @@ from testbed.netem.naming import new_run_id
 from testbed.recorder.writer import atomic_dir, check_out_dir, partial_dir, write_json, write_table
 from testbed.spec.load import LoadedScenario
 from testbed.spec.policies import policy_label
-from testbed.substrate.sim import SimSubstrate
-
-SUBSTRATES = ("sim", "netns", "mininet")
+from testbed.substrate import AUTO, SUBSTRATES, make_substrate, unknown_substrate
 
 
 def choose_substrate(requested: str, sc) -> tuple[str, str]:
     """``auto``: netns where the machine allows (root, namespaces, and torch if the scenario wants
     real agents), else sim. Returns (substrate, why)."""
-    if requested != "auto":
+    if requested != AUTO:
         return requested, "as requested"
     import importlib.util
     import os
@@ -47,18 +45,6 @@ def choose_substrate(requested: str, sc) -> tuple[str, str]:
         return "sim", "the scenario asks for real training agents but torch is not installed"
     return "netns", "root and network namespaces available: sites are namespaces, links are shaped, bytes are real"
 
-
-def make_substrate(name: str, inputs: Inputs, run_id: str | None = None):
-    """One substrate instance per policy run: each gets fresh, isolated resources (named by ``run_id``)."""
-    if name == "netns":
-        from testbed.substrate.netns.substrate import NetnsSubstrate
-
-        return NetnsSubstrate(inputs, run_id=run_id)
-    if name == "mininet":
-        from testbed.substrate.mininet import MininetSubstrate
-
-        return MininetSubstrate(inputs, run_id=run_id)
-    return SimSubstrate(inputs)
 
 NOTES = [
     "non-renewable kWh: energy drawn beyond the site's renewable power in each step (compute, transfers at "
@@ -102,8 +88,9 @@ def run_scenario(loaded: LoadedScenario, *, out_dir: Path | None = None, substra
     """``plots=False`` skips the figures (sweeps: most of a short trial's time is matplotlib)."""
     sc = loaded.scenario
     substrate, why = choose_substrate(substrate, sc)
-    if substrate not in SUBSTRATES:
-        raise SpecError([("--substrate", f"unknown substrate {substrate!r} (known: auto, {', '.join(SUBSTRATES)})")])
+    problem = unknown_substrate(substrate)
+    if problem is not None:
+        raise SpecError([("--substrate", problem)])
     print(f"substrate: {substrate} ({why})", file=sys.stderr)
     if sc.federated is not None:  # the PowerTrip study: site selection for FedAvg (testbed/federated/)
         from testbed.federated.run import run_federated
@@ -124,7 +111,7 @@ def run_scenario(loaded: LoadedScenario, *, out_dir: Path | None = None, substra
     sub_desc: dict = {}
     # emulation: one run id names every live resource, listed in its state file before it exists
     # (the partial results directory included) so that `testbed clean` finds them after a crash
-    run_id = new_run_id() if substrate != "sim" else None
+    run_id = new_run_id() if SUBSTRATES.get(substrate).live else None
     if run_id:
         from testbed.netem.fabric import require_root
 

@@ -7,16 +7,15 @@ import sys
 from pathlib import Path
 
 from testbed.errors import SpecError
-
-SUBSTRATES = ("auto", "sim", "netns", "mininet")
+from testbed.substrate import SUBSTRATES, substrate_choices
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("run", help="run a scenario (all its policies) and write results/RUN_ID/")
     p.add_argument("scenario", help="scenario YAML file")
+    kinds = " | ".join(f"{name} ({SUBSTRATES.get(name).help})" for name in SUBSTRATES)
     p.add_argument("--substrate", default="sim",
-                   help="sim (analytic; default) | netns (namespaces + tc, root) | mininet (Mininet-built, root) | "
-                        "auto (netns where the machine allows, else sim; says which and why)")
+                   help=f"{kinds} | auto (netns where the machine allows, else sim; says which and why)")
     p.add_argument("--out", type=Path, default=None, help="results directory (default results/NAME-sSEED-TIME)")
     p.add_argument("--seed", default=None, help="override the scenario's seed")
     p.add_argument("--force", action="store_true", help="replace --out if it holds earlier testbed results (nothing else is ever replaced)")
@@ -29,11 +28,12 @@ def _run(args: argparse.Namespace) -> int:
     # matplotlib, the substrates): a bad scenario or --out is refused at once.
     from testbed.spec import load_scenario
 
-    if args.substrate not in SUBSTRATES:
+    known = substrate_choices()
+    if args.substrate not in known:
         from testbed.cli.parser import did_you_mean
 
-        raise SpecError([("--substrate", f"unknown substrate {args.substrate!r}{did_you_mean(args.substrate, SUBSTRATES)} "
-                                         f"(known: {', '.join(SUBSTRATES)})")])
+        raise SpecError([("--substrate", f"unknown substrate {args.substrate!r}{did_you_mean(args.substrate, known)} "
+                                         f"(known: {', '.join(known)})")])
     seed = None
     if args.seed is not None:
         try:

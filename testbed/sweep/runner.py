@@ -29,11 +29,11 @@ from pathlib import Path
 import pandas as pd
 
 from testbed.recorder.manifest import git_state, package_versions
+from testbed.substrate import SUBSTRATES
 from testbed.sweep.aggregate import write_outputs
 from testbed.sweep.plan import SweepPlan, Trial
 from testbed.sweep.trial import TrialJob, unpack
 
-EMULATION = ("netns", "mininet")
 EMULATION_CPUS_PER_TRIAL = 2   # a relay, a transfer server and a client per trial: keep them off each other's core
 OUR_FILES = ("sweep.yaml", "sweep.json", "trials.csv", "results.parquet", "results.csv", "table.csv", "table.md")
 TRIAL_FORMAT = "testbed-sweep-trial/1"
@@ -56,7 +56,7 @@ def parallel_for(plan: SweepPlan, requested: int | None, n_todo: int) -> tuple[i
     trials shape links and move real bytes on this host's CPUs: one at a time unless asked, and
     never more than CPUs / 2, so that trials do not slow each other's transfers."""
     cpus = os.cpu_count() or 1
-    if plan.substrate in EMULATION:
+    if SUBSTRATES.get(plan.substrate).live:
         cap = max(1, cpus // EMULATION_CPUS_PER_TRIAL)
         n = requested or plan.sweep.spec.parallel or 1
         if n > cap:
@@ -213,7 +213,7 @@ def run_sweep(plan: SweepPlan, out: Path, *, parallel: int | None = None, ray_ad
         if jobs and ray_address:
             from testbed.sweep.ray_backend import run_ray
 
-            per_trial = EMULATION_CPUS_PER_TRIAL if plan.substrate in EMULATION else 1
+            per_trial = EMULATION_CPUS_PER_TRIAL if SUBSTRATES.get(plan.substrate).live else 1
             run_ray(jobs, ray_address, num_cpus=n_par * per_trial, cpus_per_trial=per_trial,
                     max_in_flight=parallel, on_result=on_result)
         elif jobs:

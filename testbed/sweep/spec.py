@@ -3,7 +3,7 @@
 ```yaml
 name: alpha-vs-degradation            # optional; default: the file's stem
 scenario: ../scenarios/quickstart.yaml  # relative to this file
-substrate: sim                        # sim | netns | mininet | auto
+substrate: sim                        # sim | netns | mininet | auto (any registered substrate)
 seeds: 3                              # a count (0, 1, 2) or a list [1, 5, 9]; default: the scenario's seed
 parallel: 2                           # default local workers (--parallel overrides)
 grid:                                 # cartesian product over the axes, in this order
@@ -28,7 +28,7 @@ from collections import Counter
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import Field, ValidationError, field_validator
 
@@ -36,9 +36,9 @@ from testbed.errors import SpecError
 from testbed.spec.errors_format import problems_from
 from testbed.spec.load import read_yaml
 from testbed.spec.topology import Strict
+from testbed.substrate import substrate_choices
 from testbed.sweep.override import PARAM, check_path, references
 
-SUBSTRATE_CHOICES = ("sim", "netns", "mininet", "auto")
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 
 
@@ -58,13 +58,22 @@ class SweepSpec(Strict):
     name: str | None = Field(None, pattern=_NAME)
     description: str = ""
     scenario: str = Field(min_length=1, description="Scenario file, relative to the sweep file.")
-    substrate: Literal["sim", "netns", "mininet", "auto"] = "sim"
+    substrate: str = Field("sim", json_schema_extra=lambda schema: schema.update(enum=list(substrate_choices())),
+                           description="A registered substrate (testbed.substrate.registry) or auto.")
     seeds: int | list[int] | None = Field(None, description="A count N (seeds 0..N-1) or a list of seeds.")
     grid: dict[str, list[Any]] = Field(default_factory=dict, description="path (or 'path, path' or $name) -> values")
     variants: list[Variant] = Field(default_factory=list)
     metrics: list[str] | None = Field(None, min_length=1)
     parallel: int | None = Field(None, ge=1, le=1024)
     limits: SweepLimits = Field(default_factory=SweepLimits, description="Raise for a sweep that is big on purpose.")
+
+    @field_validator("substrate")
+    @classmethod
+    def _registered_substrate(cls, v: str) -> str:
+        known = substrate_choices()
+        if v not in known:
+            raise ValueError(f"must be one of {', '.join(map(repr, known))} (got {v!r})")
+        return v
 
     @field_validator("seeds")
     @classmethod

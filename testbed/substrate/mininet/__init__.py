@@ -1,5 +1,25 @@
 """The mininet substrate: the netns substrate's controller path over a Mininet-built fabric."""
 
-from testbed.substrate.mininet.substrate import MininetSubstrate
+from __future__ import annotations
+
+from testbed.substrate.registry import SubstrateKind, register_substrate
+
+
+def _make(inputs, run_id):
+    from testbed.substrate.mininet.substrate import MininetSubstrate
+
+    return MininetSubstrate(inputs, run_id=run_id)
+
+
+register_substrate(SubstrateKind("mininet", "Mininet-built, root", make=_make, live=True))
+
+
+def __getattr__(name: str):
+    if name == "MininetSubstrate":  # imported when asked for: listing substrates stays cheap
+        from testbed.substrate.mininet.substrate import MininetSubstrate
+
+        return MininetSubstrate
+    raise AttributeError(name)
+
 
 __all__ = ["MininetSubstrate"]

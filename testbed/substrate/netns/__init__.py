@@ -1,0 +1,14 @@
+"""The netns substrate: sites are network namespaces, links are shaped veth pairs, bytes are real."""
+
+from __future__ import annotations
+
+from testbed.substrate.registry import SubstrateKind, register_substrate
+
+
+def _make(inputs, run_id):
+    from testbed.substrate.netns.substrate import NetnsSubstrate
+
+    return NetnsSubstrate(inputs, run_id=run_id)
+
+
+register_substrate(SubstrateKind("netns", "namespaces + tc, root", make=_make, live=True))
