@@ -39,6 +39,7 @@ class FeasibilityAwarePolicy(Policy):
     def __init__(self, label, scenario, spec):
         super().__init__(label, scenario)
         self.spec = spec
+        self.model = spec.feasibility_model(scenario.feasibility)  # its own parameters, else the scenario's
         noise_pct = spec.assumed_window_noise_pct
         if noise_pct is None:
             noise_pct = scenario.traces.forecast.window.noise_pct
@@ -75,7 +76,7 @@ class FeasibilityAwarePolicy(Policy):
             window_s = view.window_forecast_s(dst)
             if window_s <= 0:
                 continue
-            params = FeasibilityParams.from_model(self.spec, rtt_ms=view.rtt_ms(src, dst), p_sys_kw=p_sys,
+            params = FeasibilityParams.from_model(self.model, rtt_ms=view.rtt_ms(src, dst), p_sys_kw=p_sys,
                                                   p_node_kw=view.p_active_kw(dst))
             pred = assess(job.checkpoint_gb, bw, window_s, params, epsilon=self.spec.epsilon,
                           window_noise_frac=self.window_noise_frac, bandwidth_noise_frac=self.bandwidth_noise_frac)

@@ -15,13 +15,37 @@ Correction = Literal["protocol_efficiency", "slow_start"]
 
 
 class FeasibilityModel(Strict):
-    """Parameters of Eq. 1 / Eq. 2 (seed 2511.16182). Corrections are off by default."""
+    """Parameters of Eq. 1 / Eq. 2 (seed 2511.16182). Corrections are off by default. The scenario's is the
+    reference recorded for policies without a model, and the default of every policy's own parameters."""
 
     alpha: float = Field(0.1, gt=0, le=1)
     t_load_s: float = Field(10.3, ge=0)
     t_downtime_s: float = Field(0.4, ge=0)
     robust_degradation_frac: float = Field(0.5, ge=0, lt=1, description="Class A = still feasible at this bandwidth loss.")
     corrections: list[Correction] = Field(default_factory=list)
+
+
+class FeasibilityOverrides(Strict):
+    """A policy's own Eq. 1 / Eq. 2 parameters. Each one it leaves unset is the scenario's
+    ``feasibility`` model's, so one value there (e.g. ``feasibility.alpha``) moves every policy."""
+
+    alpha: float | None = Field(None, gt=0, le=1, description="Default: the scenario's feasibility.alpha.")
+    t_load_s: float | None = Field(None, ge=0, description="Default: the scenario's feasibility.t_load_s.")
+    t_downtime_s: float | None = Field(None, ge=0, description="Default: the scenario's feasibility.t_downtime_s.")
+    robust_degradation_frac: float | None = Field(
+        None, ge=0, lt=1, description="Default: the scenario's feasibility.robust_degradation_frac.")
+    corrections: list[Correction] | None = Field(None, description="Default: the scenario's feasibility.corrections.")
+
+    def feasibility_model(self, scenario_model: FeasibilityModel) -> FeasibilityModel:
+        """The model this policy predicts with: its own parameters where set, else the scenario's."""
+        own = {k: getattr(self, k) for k in FeasibilityModel.model_fields if getattr(self, k) is not None}
+        return scenario_model.model_copy(update=own)
+
+    def with_scenario_model(self, scenario_model: FeasibilityModel):
+        """This entry with its unset parameters filled in from the scenario's model (as the scenario
+        resolves it, so that the resolved scenario shows the model each policy predicts with)."""
+        unset = {k: getattr(scenario_model, k) for k in FeasibilityModel.model_fields if getattr(self, k) is None}
+        return self.model_copy(update=unset) if unset else self
 
 
 MIGRATION_POLICY_SPECS: Registry[type[Strict]] = Registry("migration policy")
@@ -53,7 +77,7 @@ class EnergyOnly(_Base):
 
 
 @migration_policy
-class FeasibilityAware(_Base, FeasibilityModel):
+class FeasibilityAware(_Base, FeasibilityOverrides):
     name: Literal["feasibility_aware"]
     epsilon: float | None = Field(None, gt=0, le=0.5, description="Risk budget in (0, 0.5]; None = deterministic Eq. 1.")
     assumed_window_noise_pct: float | None = Field(

@@ -5,12 +5,13 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from testbed.spec.federated import Federated
 from testbed.spec.limits import Limits
 from testbed.spec.federated import SELECTION_POLICY_SPECS
-from testbed.spec.policies import MIGRATION_POLICY_SPECS, FeasibilityModel, PolicySpec, policy_label
+from testbed.spec.policies import (MIGRATION_POLICY_SPECS, FeasibilityModel, FeasibilityOverrides, PolicySpec,
+                                   policy_label)
 from testbed.spec.topology import BUILTIN_NODE_TYPES, Link, NodeType, Site, Strict
 from testbed.spec.trace_sources import RENEWABLE_SOURCE_SPECS, Traces
 from testbed.spec.union import rebuild_on_change
@@ -99,6 +100,15 @@ class Scenario(Strict):
         if isinstance(v, list):
             return [{"name": p} if isinstance(p, str) else p for p in v]
         return v
+
+    @field_validator("policies")
+    @classmethod
+    def _policy_models_default_to_the_scenarios(cls, v: list, info: ValidationInfo) -> list:
+        """One model: a policy's unset Eq. 1 / Eq. 2 parameters are the scenario's ``feasibility``."""
+        model = info.data.get("feasibility")
+        if not isinstance(model, FeasibilityModel):  # invalid: its own error says why
+            return v
+        return [p.with_scenario_model(model) if isinstance(p, FeasibilityOverrides) else p for p in v]
 
     @model_validator(mode="after")
     def _one_study(self) -> "Scenario":
