@@ -28,7 +28,9 @@ from pathlib import Path
 from testbed.netem.fabric import Fabric
 from testbed.netem.naming import new_run_id
 from testbed.netem.nsexec import in_netns, socket_factory, spawn
-from testbed.netem.plan import LinkInput, plan_fabric
+from testbed.netem.links import fabric_links
+from testbed.netem.plan import plan_fabric
+from testbed.link import DirectedLink
 
 IDEAL = 1448 / 1514
 TOPOLOGY_RATIO_TARGET = 2.0  # us-100 up + down within 2x of Mininet's 100 hosts with tc links
@@ -39,8 +41,10 @@ _ROOT = Path(__file__).resolve().parents[2]
 
 
 def _pair(rate_mbit: float, delay_ms: float = 0.0, impairment: str = "none") -> Fabric:
-    return Fabric(plan_fabric(new_run_id(), ["a", "b"], [LinkInput("a", "b", rate_mbit, rate_mbit, delay_ms)],
-                              impairment), purpose="run")  # type: ignore[arg-type]
+    """Two sites joined by one symmetric link of ``rate_mbit`` and one-way ``delay_ms`` (wall clock)."""
+    links = [DirectedLink(src, dst, bandwidth_gbps=rate_mbit / 1000, latency_ms=delay_ms) for src, dst in ("ab", "ba")]
+    return Fabric(plan_fabric(new_run_id(), ["a", "b"], fabric_links(links), impairment),  # type: ignore[arg-type]
+                  purpose="run")
 
 
 def _transfer_goodput(fab: Fabric, n_bytes: int) -> float:
@@ -376,11 +380,11 @@ def us100_comparison(impairment: str, repeat: int = 1) -> dict:
 
 def run(out_dir: Path, *, quick: bool = False, only: str | None = None) -> dict:
     """All measurements, or ``only="us100"``: just the us-100 up/down next to Mininet's."""
-    from testbed.doctor.qdisc import qdisc_available
+    from testbed.doctor.qdisc import detect_impairment
 
     if only not in (None, "us100"):
         raise ValueError(f"unknown part {only!r} (known: us100)")
-    impairment = "netem" if qdisc_available("netem") else "relay"
+    impairment = detect_impairment()
     result: dict = {"impairment": impairment}
     if only is None:
         result["goodput"] = goodput_rows(seconds=2.0 if quick else 4.0)

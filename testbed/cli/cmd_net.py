@@ -54,10 +54,10 @@ def _up(args: argparse.Namespace) -> int:
 
     sites, links = file_links(Path(args.file))
     impairment = args.impairment
-    if impairment == "auto":  # as testbed.substrate.netns.substrate.detect_impairment, without its imports (~1 s)
-        from testbed.doctor.qdisc import qdisc_available
+    if impairment == "auto":
+        from testbed.doctor.qdisc import detect_impairment
 
-        impairment = "netem" if qdisc_available("netem") else "relay"
+        impairment = detect_impairment()
     elif impairment == "netem":
         from testbed.errors import SpecError
         from testbed.doctor.qdisc import qdisc_available

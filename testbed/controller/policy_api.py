@@ -21,6 +21,7 @@ from testbed.controller.cluster import Cluster, Status
 from testbed.feasibility import Prediction
 from testbed.inputs import Inputs
 from testbed.spec.scenario import Scenario
+from testbed.link import rtt_ms as round_trip_ms
 from testbed.workload import JobSpec
 
 
@@ -107,7 +108,7 @@ class ClusterView:
         return self._in.bandwidth.forecast_gbps(src, dst, self.now_s)
 
     def rtt_ms(self, src: str, dst: str) -> float:
-        return 2.0 * self._in.latency_ms[(src, dst)]
+        return round_trip_ms(self._in.latency_ms[(src, dst)])
 
     # -- jobs ------------------------------------------------------------------------------
     def _job_view(self, job_id: str) -> JobView:

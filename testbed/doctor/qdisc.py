@@ -14,3 +14,9 @@ def qdisc_available(kind: str) -> bool:
     from testbed.doctor import probe
 
     return probe(f"qdisc_{kind}").available
+
+
+def detect_impairment() -> str:
+    """How latency, jitter and loss are emulated here: netem where the kernel has it, else the
+    userspace delay relay (what ``--impairment auto`` means everywhere)."""
+    return "netem" if qdisc_available("netem") else "relay"

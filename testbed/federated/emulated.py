@@ -24,6 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from testbed.federated.roundtime import SiteTime
 from testbed.inputs import Inputs
 from testbed.netem.fabric import Fabric
+from testbed.netem.links import scenario_links
 from testbed.netem.naming import new_run_id
 from testbed.netem.nsexec import socket_factory
 from testbed.netem.plan import plan_fabric
@@ -87,7 +88,7 @@ class NetnsExchange:
         self.close()
 
     def open(self) -> None:
-        from testbed.substrate.netns.substrate import detect_impairment, link_inputs
+        from testbed.doctor.qdisc import detect_impairment
 
         impairment = detect_impairment() if self._impairment == "auto" else self._impairment
         capacity = CAPACITY_MBIT_RELAY if impairment == "relay" else CAPACITY_MBIT_DIRECT
@@ -96,7 +97,7 @@ class NetnsExchange:
         n_links = max(1, len(self.sc.links))
         directed = directed_links(self.sc.sites, self.sc.links)
         self.scaling = choose_scaling(self.sc, capacity_mbit=max(10.0, capacity * 4 / n_links), links=directed)
-        links = link_inputs(self.inp, self.scaling, directed)
+        links = scenario_links(self.inp, self.scaling, directed)
         for li in links:
             self._rates[(li.a, li.b)], self._rates[(li.b, li.a)] = li.rate_ab_mbit, li.rate_ba_mbit
         plan = plan_fabric(self.run_id, [s.name for s in self.sc.sites], links, impairment)  # type: ignore[arg-type]

@@ -12,11 +12,15 @@ Mbit/s that tc enforces (``LinkInput.rate_ab_mbit`` / ``rate_ba_mbit``, the tbf 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 from testbed.netem.plan import LinkInput
 from testbed.netem.scaling import Scaling
-from testbed.spec.topology import DirectedLink
+from testbed.link import DirectedLink
+from testbed.spec.topology import directed_links
+
+if TYPE_CHECKING:  # pragma: no cover
+    from testbed.inputs import Inputs
 
 
 def fabric_links(links: Sequence[DirectedLink], scaling: Scaling | None = None, *,
@@ -47,6 +51,18 @@ def fabric_links(links: Sequence[DirectedLink], scaling: Scaling | None = None, 
     return out
 
 
+def scenario_links(inputs: "Inputs", scaling: Scaling, links: Sequence[DirectedLink] | None = None,
+                   impaired: bool = True) -> list[LinkInput]:
+    """An emulated run's fabric links (the migration study's substrates and the federated exchange):
+    every scenario link at its scaled rate (each direction, from the bandwidth trace at t = 0), scaled
+    latency and jitter, and loss. ``links``: the directed links the scaling was computed from
+    (default: the scenario's)."""
+    sc = inputs.scenario
+    links = directed_links(sc.sites, sc.links) if links is None else links
+    start = {key: trace.at(0.0) for key, trace in inputs.bandwidth_gbps.items()}
+    return fabric_links(links, scaling, start_gbps=start, impaired=impaired)
+
+
 def _rate_mbit(link: DirectedLink, scaling: Scaling | None, start_gbps: Mapping[tuple[str, str], float] | None) -> float:
     gbps = start_gbps[link.key] if start_gbps is not None else link.bandwidth_gbps
     return scaling.rate_mbit(gbps) if scaling is not None else gbps * 1000
@@ -59,7 +75,7 @@ def _wall_ms(ms: float, scaling: Scaling | None) -> float:
 def file_links(path: Path) -> tuple[list[str], list[LinkInput]]:
     """Site names and fabric links at real (unscaled) values of a scenario or topology file: what
     ``testbed net up`` and ``testbed bench`` build."""
-    from testbed.spec.topology import directed_links, read_sites_and_links
+    from testbed.spec.topology import read_sites_and_links
 
     sites, links = read_sites_and_links(path)
     return [s.name for s in sites], fabric_links(directed_links(sites, links))

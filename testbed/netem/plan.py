@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from testbed.netem.naming import check_run_id, if_name, ns_name
-from testbed.spec.topology import rtt_ms
+from testbed.link import rtt_ms
 
 SITE_NET = ipaddress.IPv4Address("10.200.0.0")
 LINK_NET = ipaddress.IPv4Address("10.201.0.0")

@@ -15,6 +15,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from testbed.link import rtt_ms
+
 MIN_BURST_BYTES = 256 * 1024
 BURST_S = 0.004  # burst covers 4 ms at line rate (hrtimer-friendly at 10 Gbit/s)
 MIN_QUEUE_S = 0.05
@@ -65,7 +67,7 @@ def netem_params(delay_ms: float, jitter_ms: float, loss_pct: float, rate_mbit: 
     if delay_ms < 0 or jitter_ms < 0 or not 0 <= loss_pct <= 100:
         raise ValueError("delay/jitter must be >= 0 and loss in [0, 100]")
     # enough packet slots for 2 x the delay at line rate with 1500-byte frames (netem's default 1000 is too few)
-    slots = int(rate_mbit * 1e6 / 8 / 1514 * max(2 * delay_ms / 1000.0, 0.05)) + 1000
+    slots = int(rate_mbit * 1e6 / 8 / 1514 * max(rtt_ms(delay_ms) / 1000.0, 0.05)) + 1000
     return NetemParams(int(delay_ms * 1000), int(jitter_ms * 1000), float(loss_pct), slots)
 
 

@@ -16,7 +16,8 @@ from typing import Sequence
 from testbed.errors import SpecError
 from testbed.netem.qdisc import MIN_RATE_MBIT
 from testbed.spec.scenario import Scenario
-from testbed.spec.topology import DirectedLink, directed_links
+from testbed.link import DirectedLink
+from testbed.spec.topology import directed_links
 
 # Wall-clock goodput this machine shapes accurately (DESIGN.md: tbf accurate to 5 Gbit/s; the
 # Python delay relay carries ~730 Mbit/s). Conservative defaults; `testbed bench shaping` measures.

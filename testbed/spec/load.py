@@ -22,7 +22,7 @@ from testbed.spec.limits import size_problems
 from testbed.spec.federated_checks import federated_problems
 from testbed.spec.policies import POLICY_UNION
 from testbed.spec.scenario import Scenario
-from testbed.spec.topology import Topology
+from testbed.spec.topology import read_topology
 from testbed.spec.trace_sources import RENEWABLE_UNION
 from testbed.safe_yaml import YamlProblem, parse_yaml
 
@@ -106,12 +106,7 @@ def _merge_topology(data: dict, base_dir: Path) -> tuple[dict, Path | None]:
     path = resolve_file(topo_name, base_dir)
     if path is None:
         raise SpecError([("topology", f"file not found: {topo_name}")])
-    raw = read_yaml(path, "topology file")
-    try:
-        topo = Topology.model_validate(raw)
-    except ValidationError as e:
-        # values are not quoted: the topology file may not be the user's own
-        raise SpecError([(f"{path}: {p}", m) for p, m in problems_from(e, _tags(), quote_values=False)]) from None
+    topo = read_topology(path)  # values are not quoted: the topology file may not be the user's own
     merged = dict(data)
     merged["sites"] = [s.model_dump() for s in topo.sites]
     merged["links"] = [link.model_dump() for link in topo.links]

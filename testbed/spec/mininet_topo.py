@@ -23,7 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from testbed.spec.topology import Topology, link_latency_ms
+from testbed.link import DirectedLink
+from testbed.spec.topology import Topology, directed_links
 
 if TYPE_CHECKING:  # pragma: no cover
     from mininet.topo import Topo
@@ -36,12 +37,13 @@ class MininetLink:
     opts: dict[str, Any]  # Topo.addLink options (without the link class)
 
 
-def _direction(rate_gbps: float, latency_ms: float, jitter_ms: float, loss_pct: float) -> dict[str, Any]:
-    params: dict[str, Any] = {"bw": round(rate_gbps * 1000, 3), "delay": f"{latency_ms:.3f}ms"}
-    if jitter_ms:
-        params["jitter"] = f"{jitter_ms:.3f}ms"
-    if loss_pct:
-        params["loss"] = loss_pct
+def _direction(link: DirectedLink) -> dict[str, Any]:
+    """TCLink parameters shaping the egress of ``link.src`` (traffic src -> dst)."""
+    params: dict[str, Any] = {"bw": round(link.bandwidth_gbps * 1000, 3), "delay": f"{link.latency_ms:.3f}ms"}
+    if link.jitter_ms:
+        params["jitter"] = f"{link.jitter_ms:.3f}ms"
+    if link.loss_pct:
+        params["loss"] = link.loss_pct
     return params
 
 
@@ -57,16 +59,15 @@ def _intf_names(k: int, prefix: str) -> tuple[str, str]:
 
 def link_plan(topology: Topology, *, intf_prefix: str = "") -> list[MininetLink]:
     """The links with their per-direction TCLink parameters, in topology order."""
-    sites = {s.name: s for s in topology.sites}
+    directed = directed_links(topology.sites, topology.links)  # a -> b, b -> a for each link, in order
     plan = []
-    for k, link in enumerate(topology.links):
-        latency = link_latency_ms(link, sites)
+    for k, (ab, ba) in enumerate(zip(directed[0::2], directed[1::2])):
         name_a, name_b = _intf_names(k, intf_prefix)
-        plan.append(MininetLink(link.a, link.b, {
+        plan.append(MininetLink(ab.src, ab.dst, {
             "intfName1": name_a,
             "intfName2": name_b,
-            "params1": _direction(link.rate_gbps(link.a, link.b), latency, link.jitter_ms, link.loss_pct),
-            "params2": _direction(link.rate_gbps(link.b, link.a), latency, link.jitter_ms, link.loss_pct),
+            "params1": _direction(ab),
+            "params2": _direction(ba),
         }))
     return plan
 

@@ -5,10 +5,10 @@ A topology only *records* sites and links; substrates replay it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Sequence
 
+from testbed.link import DirectedLink
 from testbed.spec.geo import fibre_latency_ms, great_circle_km
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, model_validator
 
@@ -130,36 +130,6 @@ def link_latency_ms(link: Link, sites: dict[str, Site]) -> float:
         return link.latency_ms
     a, b = sites[link.a], sites[link.b]
     return fibre_latency_ms(great_circle_km(a.lat_deg, a.lon_deg, b.lat_deg, b.lon_deg))
-
-
-def rtt_ms(latency_ms: float) -> float:
-    """Round-trip time over a path with one-way latency ``latency_ms`` each way (RTT = 2 x latency):
-    the one place this is computed."""
-    return 2.0 * latency_ms
-
-
-@dataclass(frozen=True)
-class DirectedLink:
-    """One direction of a link, src -> dst, in the YAML's names and units: what a fabric shapes.
-
-    A scenario's links give two each (:func:`directed_links`); an emulated run scales them to wall
-    clock (``testbed.netem.scaling``) and one builder makes the fabric's links from them
-    (``testbed.netem.links.fabric_links``)."""
-
-    src: str
-    dst: str
-    bandwidth_gbps: float
-    latency_ms: float = 0.0  # one way
-    jitter_ms: float = 0.0
-    loss_pct: float = 0.0
-
-    @property
-    def key(self) -> tuple[str, str]:
-        return (self.src, self.dst)
-
-    @property
-    def rtt_ms(self) -> float:
-        return rtt_ms(self.latency_ms)
 
 
 def directed_links(sites: Sequence[Site], links: Sequence[Link]) -> list[DirectedLink]:

@@ -36,6 +36,10 @@ def _module_name(path: Path) -> str:
     return ".".join(parts)
 
 
+def _is_unit(name: str) -> bool:
+    return (ROOT / f"{name}.py").is_file() or (ROOT / name / "__init__.py").is_file()
+
+
 def _unit(module: str) -> str | None:
     parts = module.split(".")
     if parts[0] != PACKAGE or len(parts) < 2:
@@ -66,9 +70,9 @@ def _imports_in(source: str, here: str, is_pkg: bool) -> list[str]:
             else:
                 mod = node.module or ""
             found.append(mod)
-            # ``from testbed import runner`` imports the unit testbed.runner
+            # ``from testbed import runner`` imports the unit testbed.runner (``__version__`` is a name)
             if mod == PACKAGE:
-                found.extend(f"{PACKAGE}.{alias.name}" for alias in node.names)
+                found.extend(f"{PACKAGE}.{alias.name}" for alias in node.names if _is_unit(alias.name))
     return found
 
 

@@ -8,7 +8,8 @@ from testbed.errors import SpecError
 from testbed.netem.links import fabric_links, file_links
 from testbed.netem.scaling import Scaling, choose_scaling
 from testbed.spec import scenario_from_dict
-from testbed.spec.topology import DirectedLink, Link, Site, directed_links, link_latency_ms, read_topology, rtt_ms
+from testbed.link import DirectedLink, rtt_ms
+from testbed.spec.topology import Link, Site, directed_links, link_latency_ms, read_topology
 from tests.conftest import ROOT, small_scenario_dict
 
 SITES = [Site(name="a", lat_deg=45.0, lon_deg=9.0), Site(name="b", lat_deg=48.0, lon_deg=2.0),

@@ -24,33 +24,15 @@ from testbed.seeding import derive_seed
 from testbed.netem.fabric import Fabric
 from testbed.netem.naming import new_run_id
 from testbed.netem.nsexec import socket_factory
-from testbed.netem.plan import LinkInput, plan_fabric, unreachable
-from testbed.spec.topology import DirectedLink, directed_links
+from testbed.netem.plan import plan_fabric, unreachable
+from testbed.spec.topology import directed_links
 from testbed.substrate.base import CapReport, JobCap, MigrationOrder, MigrationOutcome, Substrate
 from testbed.substrate.netns.clock import EmulationClock
 from testbed.substrate.netns.replay import LinkReplayer, change_points
-from testbed.netem.links import fabric_links
+from testbed.netem.links import scenario_links
 from testbed.netem.scaling import CAPACITY_MBIT_DIRECT, CAPACITY_MBIT_RELAY, Scaling, choose_scaling
 
 TRANSFER_PORT = 7000
-
-
-def detect_impairment() -> str:
-    """netem where the kernel has it, else the userspace delay relay."""
-    from testbed.doctor.qdisc import qdisc_available
-
-    return "netem" if qdisc_available("netem") else "relay"
-
-
-def link_inputs(inputs: Inputs, scaling: Scaling, links: list[DirectedLink] | None = None,
-                impaired: bool = True) -> list[LinkInput]:
-    """Every scenario link at its scaled rate (each direction, from the bandwidth trace at t = 0),
-    scaled latency and jitter, and loss: what the fabric is built from (``links``: the directed
-    links the scaling was computed from; default the scenario's)."""
-    sc = inputs.scenario
-    links = directed_links(sc.sites, sc.links) if links is None else links
-    start = {key: trace.at(0.0) for key, trace in inputs.bandwidth_gbps.items()}
-    return fabric_links(links, scaling, start_gbps=start, impaired=impaired)
 
 
 class EmulatedSubstrate(Substrate):
@@ -95,6 +77,8 @@ class EmulatedSubstrate(Substrate):
 
     def open(self) -> None:
         sc = self._in.scenario
+        from testbed.doctor.qdisc import detect_impairment
+
         impairment = detect_impairment() if self._impairment_req == "auto" else self._impairment_req
         wants_latency = any(
             link.latency_ms != 0 or link.jitter_ms > 0 or link.loss_pct > 0 for link in sc.links
@@ -105,7 +89,7 @@ class EmulatedSubstrate(Substrate):
         capacity = self._capacity or (CAPACITY_MBIT_RELAY if impairment == "relay" else CAPACITY_MBIT_DIRECT)
         directed = directed_links(sc.sites, sc.links)
         self.scaling = choose_scaling(sc, capacity_mbit=capacity, links=directed)
-        links = link_inputs(self._in, self.scaling, directed, impaired=impairment != "none")
+        links = scenario_links(self._in, self.scaling, directed, impaired=impairment != "none")
         plan = plan_fabric(self.run_id, [s.name for s in sc.sites], links, impairment)  # type: ignore[arg-type]
         missing = unreachable(plan)
         if missing:

@@ -13,6 +13,7 @@ import heapq
 from testbed.errors import SimulationError, TraceRangeError
 from testbed.feasibility import slow_start_penalty_s
 from testbed.inputs import Inputs
+from testbed.link import rtt_ms as round_trip_ms
 from testbed.substrate.base import MigrationOrder, MigrationOutcome, Substrate
 
 
@@ -36,7 +37,7 @@ class SimSubstrate(Substrate):
         eff = self._model.protocol_efficiency
         ramp_s = 0.0
         if self._model.slow_start:
-            rtt_ms = 2.0 * self._in.latency_ms[key]
+            rtt_ms = round_trip_ms(self._in.latency_ms[key])
             ramp_s = slow_start_penalty_s(order.size_gb * 1e9, trace.at(order.t_start_s), rtt_ms)
         line_gbit = 8.0 * order.size_gb / eff
         try:
