@@ -18,6 +18,7 @@ from testbed.controller.records import MigrationRecord
 from testbed.controller.policy_api import ClusterView, Move, Policy
 from testbed.feasibility import FeasibilityParams, assess
 from testbed.inputs import Inputs
+from testbed.link import rtt_ms as round_trip_ms
 from testbed.power.budget import SitePowerPlan, plan_site
 from testbed.substrate.base import JobCap, MigrationOrder, MigrationOutcome, Substrate
 
@@ -45,7 +46,7 @@ class Controller:
         pred = move.prediction
         if pred is None:  # policies without a model: record the scenario's reference prediction
             params = FeasibilityParams.from_model(
-                sc.feasibility, rtt_ms=2 * inp.latency_ms[(move.src, move.dst)], p_sys_kw=sc.power.p_sys_kw,
+                sc.feasibility, rtt_ms=round_trip_ms(inp.latency_ms[(move.src, move.dst)]), p_sys_kw=sc.power.p_sys_kw,
                 p_node_kw=sc.node_type_of(move.dst).p_active_kw,
             )
             window = inp.windows.forecast_remaining_s(move.dst, now_s)
