@@ -33,7 +33,8 @@ class Registry(Generic[T]):
     """Entries by name, in registration order. ``what`` names the concept in messages
     (``unknown policy 'x' (known: a, b)``). Registering the same entry twice under one name is a
     no-op (a module imported twice, e.g. as a test fixture); a different entry is refused.
-    Listeners run after each new entry (the scenario model rebuilds its unions)."""
+    Listeners run after each new entry (the scenario model rebuilds its unions); if one raises, the
+    entry is taken out again and the error propagates."""
 
     def __init__(self, what: str) -> None:
         self.what = what
@@ -49,9 +50,17 @@ class Registry(Generic[T]):
                 return entry
             raise DuplicateNameError(f"{self.what} {name!r} is registered twice ({old!r} and {entry!r})")
         self._entries[name] = entry
+        try:
+            self._notify()
+        except BaseException:  # a listener refused it (e.g. a union with two members of one name): undo
+            del self._entries[name]
+            self._notify()
+            raise
+        return entry
+
+    def _notify(self) -> None:
         for listener in list(self._listeners):
             listener()
-        return entry
 
     def register(self, name: str) -> Callable[[T], T]:
         """Decorator form of ``add``."""

@@ -65,6 +65,35 @@ def test_same_entry_twice_is_a_no_op_a_different_one_is_refused():
         reg.add("", thing)
 
 
+def test_a_refused_entry_is_taken_out_again():
+    reg: Registry[int] = Registry("gadget")
+    seen = []
+
+    def listener():
+        seen.append(reg.names())
+        if "bad" in reg:
+            raise ValueError("no")
+
+    reg.on_change(listener)
+    reg.add("ok", 1)
+    with pytest.raises(ValueError):
+        reg.add("bad", 2)
+    assert reg.names() == ("ok",) and seen == [("ok",), ("ok", "bad"), ("ok",)]
+
+
+def test_a_policy_name_taken_by_the_other_study_is_refused_and_the_union_still_works():
+    from testbed.spec.load import scenario_from_dict
+    from testbed.spec.policies import MIGRATION_POLICY_SPECS, MigrationPolicyBase, migration_policy
+
+    class Clash(MigrationPolicyBase):
+        name: Literal["random"]  # a selection policy's name
+
+    with pytest.raises(TypeError, match="random"):
+        migration_policy(Clash)
+    assert "random" not in MIGRATION_POLICY_SPECS
+    assert [p.name for p in scenario_from_dict(small_scenario_dict(policies=["static"])).policies] == ["static"]
+
+
 def test_a_model_needs_a_literal_tag():
     class NoTag(Strict):
         kw: float
