@@ -13,6 +13,9 @@ Gbit/s (1e9 bit/s), times in seconds unless the name says otherwise.
 - Risk budget (the paper's stochastic window, never evaluated there).  Forecast error model,
   shared with the trace layer: ``W_forecast = W_true * exp(e)``, ``e ~ Normal(mu, sigma)``,
   ``mu = ln(1 + bias_frac)``, ``sigma = noise_frac``.
+- One prediction: :func:`assess` returns a frozen :class:`Prediction`, the deterministic verdict
+  (``nominal_*``) and the risk budget's (``risk_*``) side by side. Policies rank candidates on it,
+  and the controller records it beside what happened.
 
 Every correction to the paper's transfer model is OFF by default, so that the paper's arithmetic
 is reproduced exactly unless a caller asks for more realism.

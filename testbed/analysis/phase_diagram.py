@@ -92,10 +92,10 @@ def _slope_deg(ax, xs: np.ndarray, ys: np.ndarray) -> float:
 def _draw_paper_points(ax, window_s: float, params: FeasibilityParams) -> None:
     for size_gb, bw_gbps, offset in PAPER_TABLE_III:
         a = assess(size_gb, bw_gbps, window_s, params)
-        verdict = "feasible" if a.feasible else "infeasible"
+        verdict = "feasible" if a.nominal_feasible else "infeasible"
         text = (
             f"{size_gb:g} GB @ {bw_gbps:g} Gbit/s: {a.transfer_s:.0f} s\n"
-            f"ours: {a.feasibility_class} ({verdict}); paper cut-offs: {a.paper_class}"
+            f"ours: {a.nominal_class} ({verdict}); paper cut-offs: {a.paper_class}"
         )
         ax.plot([bw_gbps], [size_gb], marker="*", ms=14, color="black", mec="white", zorder=5)
         ax.annotate(

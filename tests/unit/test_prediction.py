@@ -93,3 +93,15 @@ def test_the_policy_facing_api_imports_nothing_of_the_policies():
     imported = [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
     imported += [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
     assert imported and not [m for m in imported if m == "testbed.policies" or m.startswith("testbed.policies.")]
+
+
+def test_parameters_from_a_scenario_model_turn_correction_names_into_corrections():
+    from testbed.feasibility import TCP_EFFICIENCY_MTU1500, Corrections
+    from testbed.spec.policies import FeasibilityModel
+
+    plain = FeasibilityParams.from_model(FeasibilityModel(), rtt_ms=20.0, p_sys_kw=1.8, p_node_kw=0.75)
+    assert plain == FeasibilityParams(p_sys_kw=1.8, p_node_kw=0.75)
+    model = FeasibilityModel(alpha=0.2, t_load_s=5, corrections=["slow_start", "protocol_efficiency"])
+    p = FeasibilityParams.from_model(model, rtt_ms=20.0, p_sys_kw=3.0, p_node_kw=1.0)
+    assert (p.alpha, p.t_load_s, p.p_sys_kw, p.p_node_kw) == (0.2, 5, 3.0, 1.0)
+    assert p.corrections == Corrections(protocol_efficiency=TCP_EFFICIENCY_MTU1500, rtt_ms=20.0)
