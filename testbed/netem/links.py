@@ -1,12 +1,23 @@
 """The one link builder: a fabric's links from directed links.
 
-Every live fabric — an emulated run, ``testbed net up``, ``testbed bench`` and the federated
-exchange — gets its links from :func:`fabric_links`, given the directed links of the scenario or
-topology (:func:`testbed.spec.topology.directed_links`, YAML names and units) and, for an
-emulated run, its :class:`~testbed.netem.scaling.Scaling` (computed from the same directed links).
-The names carry through: ``bandwidth_gbps`` (YAML, scenario time) becomes the wall-clock rate in
-Mbit/s that tc enforces (``LinkInput.rate_ab_mbit`` / ``rate_ba_mbit``, the tbf ``rate``),
-``latency_ms`` the one-way wall-clock delay (``delay_ms``, netem's ``delay`` or the relay's).
+Every live fabric — an emulated run and the federated exchange (:func:`scenario_links`),
+``testbed net up`` and ``testbed bench`` (:func:`file_links`, and bench's two-site pairs) — gets its
+links from :func:`fabric_links`, given :class:`~testbed.link.DirectedLink` values (from
+:func:`testbed.spec.topology.directed_links`) and, for an emulated run, the
+:class:`~testbed.netem.scaling.Scaling` computed from the same directed links.
+
+One name per quantity, on each side of the scaling (the only place one becomes the other):
+
+=============  ==================================  ===================================
+quantity       scenario time (YAML, DirectedLink)   wall clock (LinkInput/LinkPlan, tc)
+=============  ==================================  ===================================
+bandwidth      ``bandwidth_gbps``                   ``rate_ab_mbit`` / ``rate_ba_mbit``
+                                                    (``Scaling.rate_mbit``; tbf ``rate``)
+latency        ``latency_ms`` (one way)             ``delay_ms`` (``Scaling.delay_ms``;
+                                                    netem ``delay`` / the relay's delay)
+jitter, loss   ``jitter_ms``, ``loss_pct``          ``jitter_ms``, ``loss_pct``
+round trip     ``rtt_ms`` = :func:`testbed.link.rtt_ms` (2 x one-way), on either side
+=============  ==================================  ===================================
 """
 
 from __future__ import annotations
@@ -14,9 +25,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Mapping, Sequence
 
+from testbed.link import DirectedLink
 from testbed.netem.plan import LinkInput
 from testbed.netem.scaling import Scaling
-from testbed.link import DirectedLink
 from testbed.spec.topology import directed_links
 
 if TYPE_CHECKING:  # pragma: no cover
