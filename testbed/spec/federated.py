@@ -86,11 +86,24 @@ class _FlBase(Strict):
     label: str | None = Field(None, pattern=r"^[A-Za-z0-9_.-]{1,64}$", description="Output name (default: name).")
     round_time: RoundTime | None = Field(None, description="Override federated.round_time for this policy.")
 
+    def site_problems(self, where: str, participants: list[str], sites: set[str]) -> list[tuple[str, str]]:
+        """(field path under ``where``, message) per reference this entry makes that the scenario's
+        sites cannot meet; ``participants``: the sites that hold data. None by default."""
+        return []
+
+
+def _k_problems(where: str, ks: list[int], participants: list[str]) -> list[tuple[str, str]]:
+    return [(f"{where}.k", f"{k} is more than the {len(participants)} participating sites")
+            for k in ks if k > len(participants)]
+
 
 @selection_policy
 class RandomK(_FlBase):
     name: Literal["random"]
     k: int = Field(ge=1, description="Sites drawn uniformly (seeded) among the usable ones, each round.")
+
+    def site_problems(self, where, participants, sites):
+        return _k_problems(where, [self.k], participants)
 
 
 @selection_policy
@@ -106,6 +119,9 @@ class StaticK(_FlBase):
             raise ValueError("k: give a positive integer or a non-empty list of distinct positive integers")
         return self
 
+    def site_problems(self, where, participants, sites):
+        return _k_problems(where, self.k if isinstance(self.k, list) else [self.k], participants)
+
 
 @selection_policy
 class FixedRadius(_FlBase):
@@ -120,6 +136,9 @@ class Centralized(_FlBase):
     site: str | None = Field(None, description="The one site that trains on all the data (default: the aggregator).")
     nodes: int | None = Field(None, ge=1, le=100000, description="Hardware nodes of that site for this baseline "
                               "(default: the site's own); its power trace still limits how many run.")
+
+    def site_problems(self, where, participants, sites):
+        return [] if self.site is None or self.site in sites else [(f"{where}.site", f"unknown site {self.site!r}")]
 
 
 @selection_policy
@@ -137,6 +156,11 @@ class PowerTrip(_FlBase):
     h_bounds: FloatPair = Field((0.001, 2.0), description="Clip for measured h.")
     gain: Literal["projected", "measured"] = Field("projected", description="measured: the review's test: use the "
                                                    "last measured gain for every k (no k dependence).")
+
+    def site_problems(self, where, participants, sites):
+        if self.k_init > len(participants):
+            return [(f"{where}.k_init", f"more than the {len(participants)} participating sites")]
+        return []
 
 
 SelectionPolicyBase = _FlBase

@@ -36,16 +36,9 @@ def federated_problems(sc) -> list[tuple[str, str]]:
     for name in parts:
         if name in names and name != fl.aggregator and sc.link_between(name, fl.aggregator) is None:
             problems.append(("links", f"site {name!r} has no link to the aggregator {fl.aggregator!r}"))
-    for i, p in enumerate(sc.policies):
-        ks = getattr(p, "k", None)
-        for k in (ks if isinstance(ks, list) else [ks] if ks is not None else []):
-            if k > len(parts):
-                problems.append((f"policies[{i}].k", f"{k} is more than the {len(parts)} participating sites"))
-        if getattr(p, "k_init", 0) > len(parts):
-            problems.append((f"policies[{i}].k_init", f"more than the {len(parts)} participating sites"))
-        site = getattr(p, "site", None)
-        if site is not None and site not in names:
-            problems.append((f"policies[{i}].site", f"unknown site {site!r}"))
+    for i, p in enumerate(sc.policies):  # each selection policy checks its own references (k, k_init, site)
+        if p.name in SELECTION_POLICY_SPECS:
+            problems += p.site_problems(f"policies[{i}]", parts, names)
     return problems
 
 

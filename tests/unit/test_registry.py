@@ -227,3 +227,21 @@ def test_a_migration_policy_in_a_federated_scenario_is_refused(tmp_path, capsys)
     assert main(["validate", str(path)]) == 2
     err = capsys.readouterr().err
     assert "policies[0]: 'throwaway' is a migration policy; a federated scenario takes random, static_k" in err
+
+
+def test_each_selection_policy_checks_its_own_site_references():
+    from testbed.errors import SpecError
+    from testbed.spec.load import scenario_from_dict
+    from tests.unit.federated_support import tiny
+
+    d = tiny()
+    d["policies"] = [{"name": "random", "k": 9}, {"name": "static_k", "k": [1, 9]},
+                     {"name": "powertrip", "k_init": 9}, {"name": "centralized", "site": "nowhere"}, "fixed_radius"]
+    with pytest.raises(SpecError) as e:
+        scenario_from_dict(d)
+    assert e.value.problems == [
+        ("policies[0].k", "9 is more than the 4 participating sites"),
+        ("policies[1].k", "9 is more than the 4 participating sites"),
+        ("policies[2].k_init", "more than the 4 participating sites"),
+        ("policies[3].site", "unknown site 'nowhere'"),
+    ]
