@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import sys
 import time
 from pathlib import Path
@@ -21,6 +20,8 @@ from testbed.recorder.manifest import build_manifest
 from testbed.recorder.out_dir import default_out_dir
 from testbed.netem import state
 from testbed.netem.naming import new_run_id
+from testbed.power.caps import CapEnforcer
+from testbed.power.factory import backend_for, make_enforcer
 from testbed.recorder.writer import atomic_dir, check_out_dir, partial_dir, write_json, write_table
 from testbed.spec.load import LoadedScenario
 from testbed.spec.policies import policy_label
@@ -66,20 +67,15 @@ def _traces_table(inp: Inputs) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
-def power_backend(sc) -> contextlib.AbstractContextManager:
-    """``power.backend: nvml``: real GPUs enforce the caps (one per site, restored on exit).
-    ``emulated``: the substrate models or throttles them itself."""
-    if sc.power.backend != "nvml":
-        return contextlib.nullcontext()
-    from testbed.power.site_caps import NvmlSiteCaps
-
-    return NvmlSiteCaps([s.name for s in sc.sites])
+def power_backend(sc, sub) -> CapEnforcer:
+    """The run's cap enforcer: ``power.backend`` and what the substrate offers (its cap target)
+    choose it, through the registry of power backends (one module each, testbed/power/)."""
+    return make_enforcer(sc, sub.cap_target())
 
 
 def _check_power_backend(sc, substrate: str) -> None:
-    if sc.power.backend == "nvml" and (substrate == "sim" or sc.emulation.nodes != "agents"):
-        raise SpecError([("power.backend", "nvml caps real GPUs, which only matters when real training runs on them: "
-                                           "use --substrate netns with emulation.nodes: agents, or backend: emulated")])
+    """Up front, before anything is built: refuse a backend that cannot cap this run's nodes."""
+    backend_for(sc, sc.emulation.nodes if SUBSTRATES.get(substrate).live else "analytic")
 
 
 def run_scenario(loaded: LoadedScenario, *, out_dir: Path | None = None, substrate: str = "sim",
@@ -122,11 +118,11 @@ def run_scenario(loaded: LoadedScenario, *, out_dir: Path | None = None, substra
             label = policy_label(spec)
             bar.set_postfix_str(label)
             t_start = time.perf_counter()
-            with make_substrate(substrate, inputs, run_id) as sub, power_backend(sc) as power:
+            with make_substrate(substrate, inputs, run_id) as sub, power_backend(sc, sub) as caps:
                 ctl = Controller(inputs, make_policy(spec, inputs.scenario), sub, on_step=lambda k, n: bar.update(1),
-                                 power_backend=power)
+                                 caps=caps)
                 rec = ctl.run()
-                sub_desc = {**sub.describe(), "power_backend": sc.power.backend}
+                sub_desc = {**sub.describe(), "power_backend": caps.name}
             wall[label] = time.perf_counter() - t_start
             tables = rec.tables()
             pdir = tmp / label

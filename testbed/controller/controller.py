@@ -20,15 +20,18 @@ from testbed.feasibility import FeasibilityParams, assess
 from testbed.inputs import Inputs
 from testbed.link import rtt_ms as round_trip_ms
 from testbed.power.budget import SitePowerPlan, plan_site
-from testbed.substrate.base import JobCap, MigrationOrder, MigrationOutcome, Substrate
+from testbed.power.caps import CapEnforcer, JobCap
+from testbed.power.errors import PowerError
+from testbed.power.model_caps import ModelCaps
+from testbed.substrate.base import MigrationOrder, MigrationOutcome, Substrate
 
 
 class Controller:
     def __init__(self, inputs: Inputs, policy: Policy, substrate: Substrate,
-                 on_step: Callable[[int, int], None] | None = None, power_backend=None):
-        """``power_backend``: an object with ``apply(t_s, caps, reports) -> reports`` that enforces
-        caps on real devices after the substrate (``power.backend: nvml``); None = the substrate's."""
-        self.power_backend = power_backend
+                 on_step: Callable[[int, int], None] | None = None, caps: CapEnforcer | None = None):
+        """``caps``: the run's cap enforcer (:func:`testbed.power.factory.make_enforcer`, entered by
+        the caller); None = the profile's model (``power.backend: model``)."""
+        self.caps = caps if caps is not None else ModelCaps.for_scenario(inputs.scenario)
         self.inputs = inputs
         self.policy = policy
         self.substrate = substrate
@@ -96,21 +99,20 @@ class Controller:
         return plans
 
     def _apply_caps(self, t0: float, plans: dict[str, SitePowerPlan]) -> dict[str, float]:
-        """Hand this step's caps to the substrate's power backend; returns the enforced cap per job."""
+        """Hand this step's caps to the run's cap enforcer; returns the enforced cap per job (within
+        the profile's range, which a real GPU's may exceed)."""
         caps = {}
         for name, plan in plans.items():
             node = self.cluster.sites[name].power
             for job_id in self.cluster.sites[name].running:
                 caps[job_id] = JobCap(name, plan.cap_w, node.throughput_frac(plan.cap_w), node.profile.draw_w(plan.cap_w))
-        reports = self.substrate.apply_caps(t0, caps) if caps else {}
-        if caps and self.power_backend is not None:
-            reports = self.power_backend.apply(t0, caps, reports)
+        reports = self.caps.apply(t0, caps) if caps else {}
         enforced = {}
         for job_id, cap in caps.items():
             rep = reports.get(job_id)
-            enforced[job_id] = rep.enforced_cap_w if rep is not None else cap.cap_w
-            if rep is not None and rep.backend == "nvml":  # the real GPU's range may differ from the profile's
-                enforced[job_id] = self.cluster.sites[cap.site].power.clamp_w(rep.enforced_cap_w)
+            if rep is None:
+                raise PowerError(f"power backend {self.caps.name}: no report for job {job_id} at t={t0:g} s")
+            enforced[job_id] = self.cluster.sites[cap.site].power.clamp_w(rep.enforced_cap_w)
             self.recorder.power(t0, job_id, cap, plans[cap.site].cap_requested_w, rep)
         return enforced
 

@@ -12,7 +12,7 @@ import pandas as pd
 from testbed.controller.cluster import Cluster, SiteEnergy, Status
 from testbed.controller.policy_api import DecisionRecord
 from testbed.controller.records import MIGRATION_COLUMNS, MigrationRecord
-from testbed.substrate.base import CapReport, JobCap
+from testbed.power.caps import CapReport, JobCap
 
 
 class PolicyRecorder:

@@ -30,6 +30,8 @@ from testbed.recorder.manifest import build_manifest
 from testbed.recorder.out_dir import default_out_dir
 from testbed.netem import state
 from testbed.netem.naming import new_run_id
+from testbed.power.factory import backend_for
+from testbed.power.model_caps import NAME as MODEL_BACKEND
 from testbed.recorder.writer import atomic_dir, check_out_dir, partial_dir, write_json, write_table
 from testbed.seeding import pick_seed
 from testbed.spec.federated_checks import participants
@@ -51,6 +53,14 @@ def _emulated(substrate: str, inputs) -> bool:
     return substrate != "sim" and inputs.scenario.federated.emulated_transfers
 
 
+def _modelled_power(sc) -> bool:
+    """The study models compute from the power profiles: its backend must be the model."""
+    try:
+        return backend_for(sc, "analytic").name == MODEL_BACKEND
+    except SpecError:
+        return False
+
+
 def _exchange(substrate: str, inputs, stack: contextlib.ExitStack, run_id: str | None):
     if not _emulated(substrate, inputs):
         return None, {"substrate": "sim", "comm": "modelled: latency + update bytes / bandwidth at the round start"}
@@ -66,7 +76,7 @@ def run_federated(loaded: LoadedScenario, *, out_dir: Path | None, substrate: st
     fl = sc.federated
     if substrate not in ("sim", "netns"):
         raise SpecError([("--substrate", f"the federated study runs on sim or netns, not {substrate!r}")])
-    if sc.power.backend != "emulated":
+    if not _modelled_power(sc):
         raise SpecError([("power.backend", "the federated study models compute from the power profiles: use 'emulated'")])
     inputs = build_inputs(sc, seed)
     out_dir = out_dir or default_out_dir(sc.name, inputs.seed)

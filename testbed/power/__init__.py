@@ -1,6 +1,9 @@
-"""GPU power caps: the backend contract (:mod:`.device`), typed errors, and NVML (:mod:`.nvml`).
+"""GPU power caps: the device contract (:mod:`.device`), typed errors, NVML (:mod:`.nvml`), and
+the one power path of a run (:mod:`.caps`: a cap enforcer per backend, chosen by :mod:`.factory`).
 
-``testbed.power.nvml`` imports pynvml only when used, so this package loads without a GPU.
+Importing this package registers the built-in power backends (:mod:`.builtin`), so that
+``power.backend`` accepts their names. ``testbed.power.nvml`` imports pynvml only when used, so
+this package loads without a GPU.
 """
 
 from testbed.power.device import (
@@ -16,3 +19,5 @@ __all__ = [
     "PowerLimitOutOfRange", "PowerLimits", "PowerMeasurement", "PowerNode", "PowerNotSupported",
     "PowerPermissionError", "WindowResult", "map_nvml_error",
 ]
+
+from testbed.power import builtin  # noqa: E402,F401  (registers model, emulated-throttle, nvml)

@@ -12,12 +12,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from testbed.power.caps import CapEnforcer, CapReport, JobCap, PowerSetup
 from testbed.power.device import PowerNode
 from testbed.power.errors import CapNotEnforced, PowerError
-from testbed.substrate.base import CapReport, JobCap
+from testbed.spec.power_backends import PowerBackend, register
+
+NAME = "nvml"
 
 
-class NvmlSiteCaps:
+class NvmlSiteCaps(CapEnforcer):
+    name = NAME
+
     def __init__(self, sites: Sequence[str], *, node_factory: Callable[[Sequence[int] | None], PowerNode] | None = None):
         self.sites = list(sites)
         self._factory = node_factory
@@ -47,7 +52,10 @@ class NvmlSiteCaps:
         if node is not None:
             node.__exit__(*exc)
 
-    def apply(self, t_s: float, caps: dict[str, JobCap], reports: dict[str, CapReport]) -> dict[str, CapReport]:
+    def close(self) -> None:
+        self.__exit__(None, None, None)
+
+    def apply(self, t_s: float, caps: dict[str, JobCap]) -> dict[str, CapReport]:
         if self._node is None:
             raise PowerError("NvmlSiteCaps used outside its `with` block")
         per_site: dict[str, tuple[float, str, float | None]] = {}
@@ -66,7 +74,18 @@ class NvmlSiteCaps:
         out = {}
         for job, cap in caps.items():
             enforced, detail, measured = per_site[cap.site]
-            prev = reports.get(job)
             out[job] = CapReport(enforced, cap.throughput_frac if abs(enforced - cap.cap_w) < 1.0 else float("nan"),
-                                 "nvml", prev.throttle if prev else "", measured, detail)
+                                 NAME, "", measured, detail)
         return out
+
+
+def _make(setup: PowerSetup) -> NvmlSiteCaps:
+    return NvmlSiteCaps(setup.sites)
+
+
+register(PowerBackend(
+    NAME, _make, frozenset({"agents"}),
+    refusal="nvml caps real GPUs, which only matters when real training runs on them: "
+            "use --substrate netns with emulation.nodes: agents, or backend: emulated",
+    description="real GPUs through NVML, one per site (limits restored when the run ends)",
+))

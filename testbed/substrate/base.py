@@ -6,6 +6,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Literal
 
+from testbed.power.caps import CapTarget
+
 
 @dataclass(frozen=True)
 class MigrationOrder:
@@ -42,28 +44,6 @@ class MigrationOutcome:
         return self.order.t_start_s + self.total_s
 
 
-@dataclass(frozen=True)
-class JobCap:
-    """The GPU cap the controller asks for one running job's node during a trace step."""
-
-    site: str
-    cap_w: float            # clamped to the GPU's range
-    throughput_frac: float  # the profile's prediction at cap_w
-    draw_w: float           # the profile's modelled GPU draw at cap_w
-
-
-@dataclass(frozen=True)
-class CapReport:
-    """What the power backend says it enforced (and, where it can, measured)."""
-
-    enforced_cap_w: float
-    throughput_frac: float
-    backend: str                       # "model" | "emulated-throttle" | "nvml"
-    throttle: str = ""                 # the throttle mechanism, e.g. "cgroup-v1", "duty-cycle"
-    measured_power_w: float | None = None
-    detail: str = ""
-
-
 class Substrate(ABC):
     """Lifecycle: ``with substrate: ...``; resources are released on every exit path."""
 
@@ -96,10 +76,11 @@ class Substrate(ABC):
     def finish_job(self, job_id: str, t_s: float) -> None:
         """A job has completed its work."""
 
-    def apply_caps(self, t_s: float, caps: dict[str, JobCap]) -> dict[str, CapReport]:
-        """Enforce this step's GPU caps on running jobs. The analytic substrate only models them:
-        the cap is enforced exactly as requested. Live substrates throttle real training."""
-        return {job: CapReport(c.cap_w, c.throughput_frac, "model") for job, c in caps.items()}
+    def cap_target(self) -> CapTarget:
+        """What a power backend can cap here (:mod:`testbed.power.caps`): the analytic substrate runs
+        nothing, so caps can only be modelled. Live substrates say which nodes run jobs and, with
+        training agents, give the port that slows a job's real training."""
+        return CapTarget("analytic")
 
     @abstractmethod
     def describe(self) -> dict:

@@ -286,7 +286,7 @@ def test_device_init_failure_maps_error(nv):
 
 # --- power.backend: nvml in a run (one GPU per site) ------------------------------------------
 def _caps(**site_caps):
-    from testbed.substrate.base import JobCap
+    from testbed.power.caps import JobCap
 
     return {f"job-{s}": JobCap(s, w, 0.8, w) for s, w in site_caps.items()}
 
@@ -295,11 +295,11 @@ def test_site_caps_set_each_sites_gpu_and_restore_on_exit(nv, gpus):
     from testbed.power.site_caps import NvmlSiteCaps
 
     with NvmlSiteCaps(["a", "b"], node_factory=NvmlNode) as caps:
-        out = caps.apply(0.0, _caps(a=200.0, b=350.0), {})
+        out = caps.apply(0.0, _caps(a=200.0, b=350.0))
         assert (gpus[0].limit_mw, gpus[1].limit_mw) == (200_000, 350_000)
         assert out["job-a"].enforced_cap_w == 200.0 and out["job-a"].backend == "nvml"
         assert out["job-a"].measured_power_w == 150.0 and out["job-a"].detail == ""
-        clamped = caps.apply(1.0, _caps(a=50.0), {})  # below this GPU's 100 W floor
+        clamped = caps.apply(1.0, _caps(a=50.0))  # below this GPU's 100 W floor
         assert gpus[0].limit_mw == 100_000 and "clamped" in clamped["job-a"].detail
     assert (gpus[0].limit_mw, gpus[1].limit_mw) == (300_000, 250_000)
 
@@ -309,7 +309,7 @@ def test_site_caps_report_a_cap_the_driver_did_not_enforce(nv, gpus):
 
     gpus[1].enforce = False
     with NvmlSiteCaps(["a", "b"], node_factory=NvmlNode) as caps:
-        out = caps.apply(0.0, _caps(b=200.0), {})
+        out = caps.apply(0.0, _caps(b=200.0))
     assert out["job-b"].enforced_cap_w == 250.0 and "enforced limit is 250 W" in out["job-b"].detail
 
 

@@ -26,7 +26,8 @@ from testbed.netem.naming import new_run_id
 from testbed.netem.nsexec import socket_factory
 from testbed.netem.plan import plan_fabric, unreachable
 from testbed.spec.topology import directed_links
-from testbed.substrate.base import CapReport, JobCap, MigrationOrder, MigrationOutcome, Substrate
+from testbed.power.caps import CapTarget, Throttled
+from testbed.substrate.base import MigrationOrder, MigrationOutcome, Substrate
 from testbed.substrate.netns.clock import EmulationClock
 from testbed.substrate.netns.replay import LinkReplayer, change_points
 from testbed.netem.links import scenario_links
@@ -59,7 +60,6 @@ class EmulatedSubstrate(Substrate):
         self._servers: dict = {}
         self._agents = None
         self._job_site: dict[str, str] = {}
-        self._throttled: dict[str, tuple[str, float, CapReport]] = {}  # job -> (site, frac, last report)
         self._specs = {j.id: j for j in inputs.jobs}
         self.fabric: Fabric | None = None
         self.scaling: Scaling | None = None
@@ -157,34 +157,27 @@ class EmulatedSubstrate(Substrate):
         )
         self._job_site[job_id] = site
 
-    def apply_caps(self, t_s: float, caps: dict[str, JobCap]) -> dict[str, CapReport]:
-        """With agents and the emulated backend, each running job's training really slows to the
-        profile's throughput fraction at its cap (the agent's CPU throttle; see testbed.power.throttle).
-        Without agents (ballast) or with ``power.backend: nvml`` the cap is modelled here."""
-        if self._agents is None or self._in.scenario.power.backend != "emulated":
-            return super().apply_caps(t_s, caps)
+    def cap_target(self) -> CapTarget:
+        """Ballast: nothing trains, caps are modelled. Agents: each job's real training can be slowed
+        (this substrate is the throughput port: ``power.backend`` emulated / emulated-throttle)."""
+        nodes = self._in.scenario.emulation.nodes
+        return CapTarget(nodes, self if nodes == "agents" else None)
+
+    def job_site(self, job_id: str, site: str) -> str:
+        return self._job_site.get(job_id, site)
+
+    def set_throughput(self, job_id: str, site: str, frac: float, cap_w: float) -> Throttled:
+        """The agent at ``site`` slows ``job_id``'s training to ``frac`` (its CPU throttle; see
+        testbed.power.throttle); the throttle's cgroup is listed in the state file before it is made."""
         from testbed.substrate.netns.agents import agent_job_id
 
-        out = {}
-        for job_id, cap in caps.items():
-            site = self._job_site.get(job_id, cap.site)
-            frac = min(1.0, max(1e-6, cap.throughput_frac))
-            prev = self._throttled.get(job_id)
-            if prev is not None and prev[0] == site and abs(prev[1] - frac) < 1e-9:
-                out[job_id] = prev[2]
-                continue
-            self._agents.expect_throttle(site, agent_job_id(job_id))  # listed before the agent makes it
-            res = self._agents.client(site).call("set_throughput", job_id=agent_job_id(job_id), frac=frac,
-                                                 cap_w=cap.cap_w)
-            enforced = float(res.get("frac", frac))
-            rep = CapReport(cap.cap_w, enforced, "emulated-throttle",
-                            str(res.get("throttle", "")), None, str(res.get("throttle_reason", "")))
-            self._throttled[job_id] = (site, frac, rep)
-            out[job_id] = rep
-        return out
+        if self._agents is None:
+            raise TestbedError(f"no node agents run here: cannot throttle {job_id}")
+        self._agents.expect_throttle(site, agent_job_id(job_id))
+        res = self._agents.client(site).call("set_throughput", job_id=agent_job_id(job_id), frac=frac, cap_w=cap_w)
+        return Throttled(float(res.get("frac", frac)), str(res.get("throttle", "")), str(res.get("throttle_reason", "")))
 
     def finish_job(self, job_id: str, t_s: float) -> None:
-        self._throttled.pop(job_id, None)
         if self._agents is None or job_id not in self._job_site:
             return
         from testbed.substrate.netns.agents import agent_job_id

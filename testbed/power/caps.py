@@ -1,0 +1,95 @@
+"""One power path: the controller asks for a GPU cap per running job at each trace step and one
+:class:`CapEnforcer` enforces them, reporting what it enforced (:class:`CapReport`, one per job).
+
+The enforcer is chosen once per run by :func:`testbed.power.factory.make_enforcer` from the
+scenario's ``power.backend`` and what the substrate offers (:class:`CapTarget`); each backend
+registers itself in its own module (:mod:`testbed.spec.power_backends`).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class JobCap:
+    """The GPU cap the controller asks for one running job's node during a trace step."""
+
+    site: str
+    cap_w: float            # clamped to the GPU's range
+    throughput_frac: float  # the profile's prediction at cap_w
+    draw_w: float           # the profile's modelled GPU draw at cap_w
+
+
+@dataclass(frozen=True)
+class CapReport:
+    """What the power backend says it enforced (and, where it can, measured)."""
+
+    enforced_cap_w: float
+    throughput_frac: float
+    backend: str                       # the backend's registered name, as in power.backend
+    throttle: str = ""                 # the throttle mechanism, e.g. "cgroup-v1", "duty-cycle"
+    measured_power_w: float | None = None
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Throttled:
+    """A job's training throughput as a node agent set it."""
+
+    frac: float
+    throttle: str = ""  # the mechanism (cgroup-v1, cgroup-v2, duty-cycle)
+    reason: str = ""    # why that mechanism, when it is not the first choice
+
+
+class ThroughputPort(Protocol):
+    """What a substrate with training agents offers a power backend: slow a job's real training."""
+
+    def job_site(self, job_id: str, site: str) -> str:
+        """Where ``job_id`` really trains now (``site``: where the controller believes it is)."""
+
+    def set_throughput(self, job_id: str, site: str, frac: float, cap_w: float) -> Throttled:
+        """Make the job at ``site`` train at ``frac`` of its reference pace (``cap_w``: recorded)."""
+
+
+@dataclass(frozen=True)
+class CapTarget:
+    """What the substrate offers a power backend: the kind of nodes jobs run on (one of
+    :data:`testbed.spec.power_backends.NODE_KINDS`) and, with agents, their throughput port."""
+
+    nodes: str
+    port: ThroughputPort | None = None
+
+
+@dataclass(frozen=True)
+class PowerSetup:
+    """What a backend's factory gets: the scenario and the substrate's :class:`CapTarget`."""
+
+    scenario: Any
+    target: CapTarget
+
+    @property
+    def sites(self) -> list[str]:
+        return [s.name for s in self.scenario.sites]
+
+
+class CapEnforcer(ABC):
+    """Enforces the caps of one run (one policy). A context manager: ``__exit__`` puts back what
+    it changed (real GPUs get their previous limits)."""
+
+    name: str = "abstract"  # the registered backend name (CapReport.backend)
+
+    def __enter__(self) -> "CapEnforcer":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Undo what enforcing changed (idempotent)."""
+
+    @abstractmethod
+    def apply(self, t_s: float, caps: dict[str, JobCap]) -> dict[str, CapReport]:
+        """Enforce this step's caps at scenario time ``t_s``: one report per job of ``caps``."""

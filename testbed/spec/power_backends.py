@@ -1,0 +1,88 @@
+"""Power backends by name: the registry ``power.backend`` is checked against.
+
+A backend registers itself in its own module (one file: its name, the nodes it can cap, why it
+refuses the others, and the factory of its cap enforcer, :mod:`testbed.power.caps`);
+``import testbed.power`` registers the built-in ones (:mod:`testbed.power.builtin`). This module
+sits at the spec layer and stores the factories without importing them, so the scenario's
+choices (and its JSON schema) come from the registry, not from a hand-kept list.
+
+Nodes a backend can cap, one of :data:`NODE_KINDS`: ``analytic`` (the sim substrate: nothing
+runs, every quantity is modelled), ``ballast`` (live fabric, migrations move ballast, no
+training) and ``agents`` (live fabric, a node agent per site trains a real job).
+
+``emulated`` is not a backend but the default choice: the highest-ranked backend with an
+``emulation_rank`` that can cap the run's nodes (the agent CPU throttle where agents train, else
+the profile model). Every other name is reported as is (``power.parquet: backend``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from testbed.errors import SpecError
+from testbed.registry import Registry
+
+NODE_KINDS = ("analytic", "ballast", "agents")
+EMULATED = "emulated"
+
+
+@dataclass(frozen=True)
+class PowerBackend:
+    name: str
+    factory: Callable[[Any], Any]  # PowerSetup -> CapEnforcer (testbed.power.caps)
+    runs_on: frozenset[str]        # node kinds it can cap
+    refusal: str                   # why not elsewhere, and what to use instead
+    description: str = ""
+    emulation_rank: int | None = None  # ``emulated`` may choose it (highest rank that runs on the nodes)
+
+    def __post_init__(self) -> None:
+        unknown = set(self.runs_on) - set(NODE_KINDS)
+        if not self.runs_on or unknown:
+            raise ValueError(f"power backend {self.name!r}: runs_on must be a non-empty subset of {NODE_KINDS}")
+
+
+BACKENDS: Registry[PowerBackend] = Registry("power backend")
+
+
+def register(backend: PowerBackend) -> PowerBackend:
+    """Add a backend (at its module's import). The same one again is a no-op (a module imported
+    twice, e.g. as a test fixture); a different one under a taken name is refused."""
+    if backend.name == EMULATED:
+        raise ValueError(f"{EMULATED!r} is the default choice, not a power backend name")
+    return BACKENDS.add(backend.name, backend)
+
+
+def names() -> tuple[str, ...]:
+    """Every value ``power.backend`` accepts, ``emulated`` first."""
+    return (EMULATED, *BACKENDS.names())
+
+
+def resolve(name: str, nodes: str) -> PowerBackend:
+    """The backend that caps a run whose nodes are ``nodes``; :class:`SpecError` on ``power.backend``
+    when the name is unknown or the backend cannot cap such nodes."""
+    if name == EMULATED:
+        ranked = sorted((b for _, b in BACKENDS.items() if b.emulation_rank is not None and nodes in b.runs_on),
+                        key=lambda b: -b.emulation_rank)  # type: ignore[operator]
+        if not ranked:
+            raise SpecError([("power.backend", f"no emulated power backend can cap {nodes} nodes")])
+        return ranked[0]
+    if name not in BACKENDS:
+        raise SpecError([("power.backend", f"unknown power backend {name!r} (known: {', '.join(names())})")])
+    backend = BACKENDS.get(name)
+    if nodes not in backend.runs_on:
+        raise SpecError([("power.backend", backend.refusal)])
+    return backend
+
+
+def check_name(name: str) -> str:
+    """The spec's field check (pydantic validator): a registered name or ``emulated``."""
+    if name not in names():
+        raise ValueError(f"unknown power backend {name!r} (known: {', '.join(names())})")
+    return name
+
+
+def schema_choices(schema: dict) -> None:
+    """``json_schema_extra`` of the field: the choices registered when the schema is made."""
+    schema["enum"] = list(names())
