@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from testbed.errors import SpecError
@@ -77,3 +79,36 @@ def test_topology_files_are_read_by_one_function(tmp_path):
         read_topology(bad)
     where, _ = e.value.problems[0]
     assert where.startswith(f"{bad}: sites") and "lat_deg" in where
+
+
+def _testbed_sources():
+    import testbed
+
+    root = Path(testbed.__file__).resolve().parent
+    for path in sorted(root.rglob("*.py")):
+        yield path.relative_to(root.parent).as_posix(), path.read_text(encoding="utf-8")
+
+
+def test_one_place_each_for_rtt_link_building_and_topology_reading():
+    """RTT = 2 x latency only in testbed/link.py; fabric links made only by netem/links.py;
+    topology files validated only by spec/topology.py."""
+    import ast
+
+    doubled, built, validated = [], [], []
+    for rel, text in _testbed_sources():
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+                sides = (node.left, node.right)
+                if any(isinstance(s, ast.Constant) and s.value == 2 for s in sides):
+                    other = ast.unparse(node.right if isinstance(node.left, ast.Constant) else node.left)
+                    if "latency" in other or "delay_ms" in other:  # not a retry's backoff delay
+                        doubled.append(f"{rel}:{node.lineno} {ast.unparse(node)}")
+            elif isinstance(node, ast.Call):
+                name = ast.unparse(node.func)
+                if name.endswith("LinkInput"):
+                    built.append(rel)
+                elif name == "Topology.model_validate":
+                    validated.append(rel)
+    assert [d.split(":")[0] for d in doubled] == ["testbed/link.py"], doubled
+    assert set(built) == {"testbed/netem/links.py"}, built
+    assert set(validated) == {"testbed/spec/topology.py"}, validated
