@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from testbed.errors import SpecError, TraceError
 from testbed.registry import UnknownNameError
 from testbed.spec.scenario import Scenario
-from testbed.spec.topology import link_latency_ms
+from testbed.spec.topology import directed_links
 from testbed.traces import DegradationEvent, Trace, TraceContext, bandwidth_trace, build_renewable
 from testbed.traces.forecast import BandwidthForecaster, WindowForecaster
 from testbed.traces.kinds import sub_seed as _sub_seed
@@ -119,11 +119,7 @@ def build_inputs(sc: Scenario, seed: int | None = None) -> Inputs:
     seed = sc.seed
     renewable = _renewables(sc, seed)
     bw_truth, nominal = _bandwidth(sc, seed)
-    sites = {s.name: s for s in sc.sites}
-    latency = {}
-    for link in sc.links:
-        lat = link_latency_ms(link, sites)
-        latency[(link.a, link.b)] = latency[(link.b, link.a)] = lat
+    latency = {d.key: d.latency_ms for d in directed_links(sc.sites, sc.links)}
     fc = sc.traces.forecast
     windows = WindowForecaster(
         renewable,
