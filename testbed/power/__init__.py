@@ -1,8 +1,9 @@
 """GPU power caps: the device contract (:mod:`.device`), typed errors, NVML (:mod:`.nvml`), and
 the one power path of a run (:mod:`.caps`: a cap enforcer per backend, chosen by :mod:`.factory`).
 
-Importing this package registers the built-in power backends (:mod:`.builtin`), so that
-``power.backend`` accepts their names. ``testbed.power.nvml`` imports pynvml only when used, so
+Importing :mod:`.builtin` (the CLI and :mod:`.factory` do) registers the built-in power backends,
+so that ``power.backend`` accepts their names; the package itself stays light (the doctor and the
+qemu guest import :mod:`.cgroups` without the spec's dependencies). ``testbed.power.nvml`` imports pynvml only when used, so
 this package loads without a GPU.
 """
 
@@ -19,5 +20,3 @@ __all__ = [
     "PowerLimitOutOfRange", "PowerLimits", "PowerMeasurement", "PowerNode", "PowerNotSupported",
     "PowerPermissionError", "WindowResult", "map_nvml_error",
 ]
-
-from testbed.power import builtin  # noqa: E402,F401  (registers model, emulated-throttle, nvml)

@@ -1,6 +1,6 @@
 """What the guest runs, packed on the host for each boot: the repository's code and tests and the
-pure-Python packages the guest's tests import (pytest, pyroute2 and what they require), copied
-from this interpreter's site-packages with their compiled bytecode.
+packages the guest's tests import (pytest, pyroute2, psutil, PyYAML, pydantic and what they
+require), copied from this interpreter's site-packages with their compiled bytecode and extensions.
 
 One tar file crosses the 9p share and is unpacked into the guest's tmpfs: under software
 emulation, importing hundreds of modules file by file over 9p took ~15 s; from tmpfs it takes
@@ -15,7 +15,9 @@ import tarfile
 from pathlib import Path
 
 # The distributions the guest's tests import; their requirements are added (markers evaluated).
-GUEST_DISTRIBUTIONS = ("pytest", "pyroute2")
+# Compiled extensions (psutil, PyYAML's libyaml binding, pydantic-core) work there too: the guest
+# runs Debian's Python of the host's own release, the same minor version as the venv's.
+GUEST_DISTRIBUTIONS = ("pytest", "pyroute2", "psutil", "PyYAML", "pydantic")
 REPO_PATHS = ("pyproject.toml", "testbed", "tests")
 _SKIP_DIRS = {".pytest_cache", ".hypothesis"}
 

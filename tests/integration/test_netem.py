@@ -46,7 +46,7 @@ def _pair(delay_ms=0.0, jitter_ms=0.0, loss_pct=0.0, rate_mbit=100.0, *, referen
     if reference:
         links.append(LinkInput("a", "c", rate_mbit, rate_mbit))
     return Fabric(plan_fabric(new_run_id(), ["a", "b", "c"] if reference else ["a", "b"], links, "netem"),
-                  purpose="test")
+                  purpose="run")
 
 
 def _within(measured: float, configured: float) -> bool:
