@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import selectors
 import socket
+import threading
 import time
-from typing import Callable
+from contextlib import contextmanager
+from typing import Callable, Iterator
 
 from testbed.agent.wire import CHALLENGE as AGENT_CHALLENGE
 from testbed.netguard.challenge import Challenge
@@ -114,3 +116,28 @@ class Flood:
     def close(self) -> None:
         for s in self.socks:
             s.close()
+
+
+@contextmanager
+def sustained(flood: Flood, *, rounds: int = 1, period_s: float = 0.02) -> Iterator[list[int]]:
+    """Keep ``flood`` coming back (a thread re-opens every connection the server closed) for the
+    block, entered once the server has closed ``rounds`` x the flood's size; yields the running
+    count of re-opened connections. The flood is closed after the block."""
+    stop = threading.Event()
+    reopened = [0]
+
+    def keep_flooding() -> None:
+        while not stop.is_set():
+            reopened[0] += flood.refill()
+            time.sleep(period_s)
+
+    th = threading.Thread(target=keep_flooding, daemon=True)
+    th.start()
+    try:
+        while reopened[0] < rounds * len(flood.socks):
+            time.sleep(0.05)
+        yield reopened
+    finally:
+        stop.set()
+        th.join(timeout=10)
+        flood.close()

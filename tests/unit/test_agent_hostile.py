@@ -24,7 +24,7 @@ from testbed.agent.wire import (
     CHALLENGE_BYTES, MAX_JSON_DEPTH, MAX_REQUEST_BYTES, auth_mac, frame, json_depth_exceeds, parse_challenge,
     read_frame, recv_exact,
 )
-from tests.agent_flood import Flood
+from tests.agent_flood import Flood, sustained
 
 TOKEN = "t" * 32
 FLOOD = 2000
@@ -157,28 +157,14 @@ def test_flood_while_connected_and_a_sustained_flood_during_reconnects(server):
     client = AgentClient("127.0.0.1", srv.port, TOKEN)
     assert client.call("ping") == {"pong": True}
     flood = Flood(("127.0.0.1", srv.port), FLOOD, source="127.0.0.2")
-    stop = threading.Event()
-    reopened = [0]
-
-    def keep_flooding() -> None:
-        while not stop.is_set():
-            reopened[0] += flood.refill()
-            time.sleep(0.02)
-
-    th = threading.Thread(target=keep_flooding, daemon=True)
-    th.start()
     try:
-        while reopened[0] < FLOOD:
-            time.sleep(0.05)
-        assert client.call("ping") == {"pong": True}  # the established connection
-        for _ in range(5):
-            fresh = AgentClient("127.0.0.1", srv.port, TOKEN, connect_timeout_s=20)
-            assert fresh.call("ping") == {"pong": True}
-            fresh.close()
+        with sustained(flood):
+            assert client.call("ping") == {"pong": True}  # the established connection
+            for _ in range(5):
+                fresh = AgentClient("127.0.0.1", srv.port, TOKEN, connect_timeout_s=20)
+                assert fresh.call("ping") == {"pong": True}
+                fresh.close()
     finally:
-        stop.set()
-        th.join(timeout=10)
-        flood.close()
         client.close()
     st = srv.stats()
     assert st["accepted"] >= 2 * FLOOD and st["evicted"] >= 2 * FLOOD - 64 and st["pending"] <= 32

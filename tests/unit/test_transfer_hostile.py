@@ -23,7 +23,7 @@ from testbed.transfer.protocol import (
     recv_exact,
 )
 from testbed.transfer.server import MAX_NAKS_PER_CHUNK
-from tests.agent_flood import Flood
+from tests.agent_flood import Flood, sustained
 
 TOKEN = "transfer-token-" + "x" * 17
 FLOOD = 2000
@@ -139,25 +139,9 @@ def test_sustained_flood_from_another_address_during_transfers(server, ckpt):
     _raise_own_fd_limit(FLOOD + 256)
     srv = server(max_pending=32)
     flood = Flood(("127.0.0.1", srv.port), FLOOD, source="127.0.0.2", challenge=CHALLENGE)
-    stop = threading.Event()
-    reopened = [0]
-
-    def keep_flooding() -> None:
-        while not stop.is_set():
-            reopened[0] += flood.refill()
-            time.sleep(0.02)
-
-    th = threading.Thread(target=keep_flooding, daemon=True)
-    th.start()
-    try:
-        while reopened[0] < FLOOD:
-            time.sleep(0.05)
+    with sustained(flood):
         for i in range(3):
             _legit(srv, ckpt, f"during-{i}")
-    finally:
-        stop.set()
-        th.join(timeout=10)
-        flood.close()
     st = srv.stats()
     assert st["evicted"] >= 2 * FLOOD - 64 and st["pending"] <= 32 and st["authenticated"] >= 3
 
