@@ -28,7 +28,6 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 from testbed.link import DirectedLink
 from testbed.netem.plan import LinkInput
 from testbed.netem.scaling import Scaling
-from testbed.spec.topology import directed_links
 
 if TYPE_CHECKING:  # pragma: no cover
     from testbed.inputs import Inputs
@@ -68,6 +67,8 @@ def scenario_links(inputs: "Inputs", scaling: Scaling, links: Sequence[DirectedL
     every scenario link at its scaled rate (each direction, from the bandwidth trace at t = 0), scaled
     latency and jitter, and loss. ``links``: the directed links the scaling was computed from
     (default: the scenario's)."""
+    from testbed.spec.topology import directed_links
+
     sc = inputs.scenario
     links = directed_links(sc.sites, sc.links) if links is None else links
     start = {key: trace.at(0.0) for key, trace in inputs.bandwidth_gbps.items()}
@@ -86,7 +87,7 @@ def _wall_ms(ms: float, scaling: Scaling | None) -> float:
 def file_links(path: Path) -> tuple[list[str], list[LinkInput]]:
     """Site names and fabric links at real (unscaled) values of a scenario or topology file: what
     ``testbed net up`` and ``testbed bench`` build."""
-    from testbed.spec.topology import read_sites_and_links
+    from testbed.spec.topology import directed_links, read_sites_and_links
 
     sites, links = read_sites_and_links(path)
     return [s.name for s in sites], fabric_links(directed_links(sites, links))

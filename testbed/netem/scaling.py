@@ -11,13 +11,14 @@ shaping capacity.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from testbed.errors import SpecError
-from testbed.netem.qdisc import MIN_RATE_MBIT
-from testbed.spec.scenario import Scenario
 from testbed.link import DirectedLink
-from testbed.spec.topology import directed_links
+from testbed.netem.qdisc import MIN_RATE_MBIT
+
+if TYPE_CHECKING:  # pragma: no cover  (the fabric's modules load without pydantic)
+    from testbed.spec.scenario import Scenario
 
 # Wall-clock goodput this machine shapes accurately (DESIGN.md: tbf accurate to 5 Gbit/s; the
 # Python delay relay carries ~730 Mbit/s). Conservative defaults; `testbed bench shaping` measures.
@@ -53,11 +54,13 @@ class Scaling:
                 "latency_scale": 1.0 / self.time_scale, "rate_scale": self.byte_scale * self.time_scale}
 
 
-def choose_scaling(sc: Scenario, *, capacity_mbit: float, links: Sequence[DirectedLink] | None = None) -> Scaling:
+def choose_scaling(sc: "Scenario", *, capacity_mbit: float, links: Sequence[DirectedLink] | None = None) -> Scaling:
     """The run's scaling from the directed links it shapes (default: the scenario's, both directions),
     so that the fastest link is the fastest one the fabric is built from."""
     t = sc.emulation.time_scale
     if links is None:
+        from testbed.spec.topology import directed_links
+
         links = directed_links(sc.sites, sc.links)
     fastest_gbps = max((link.bandwidth_gbps for link in links), default=0.0)
     need_mbit = fastest_gbps * 1000.0 * t
