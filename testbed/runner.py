@@ -1,31 +1,30 @@
-"""``testbed run``: one scenario, every policy on identical inputs, one results directory."""
+"""``testbed run``: one scenario, every policy on identical inputs, one results directory.
+
+The scenario's study (:mod:`testbed.studies`: migration or federated) runs and compares the
+policies; this runner owns the results directory (checked, written atomically, its partial
+directory listed under the run id of live runs), ``traces.parquet``, ``scenario.yaml`` and
+``manifest.json``.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 from pathlib import Path
 
 import pandas as pd
-from tqdm import tqdm
 
-from testbed.analysis.compare import compare, comparison_markdown
-from testbed.analysis.plots import energy_by_policy, energy_mix, jct_cdf, power_caps
-from testbed.analysis.summary import energy_by_site, summarize
-from testbed.controller.controller import Controller
 from testbed.errors import SpecError
-from testbed.inputs import Inputs, build_inputs, require_jobs
-from testbed.policies import make_policy
-from testbed.recorder.manifest import build_manifest
-from testbed.recorder.out_dir import default_out_dir
+from testbed.inputs import build_inputs
 from testbed.netem import state
 from testbed.netem.naming import new_run_id
-from testbed.power.caps import CapEnforcer
-from testbed.power.factory import backend_for, make_enforcer
+from testbed.recorder.manifest import build_manifest
+from testbed.recorder.out_dir import default_out_dir
 from testbed.recorder.writer import atomic_dir, check_out_dir, partial_dir, write_json, write_table
 from testbed.spec.load import LoadedScenario
-from testbed.spec.policies import policy_label
-from testbed.substrate import AUTO, SUBSTRATES, make_substrate, unknown_substrate
+from testbed.studies import Study, study_for
+from testbed.substrate import AUTO, unknown_substrate
 
 
 def choose_substrate(requested: str, sc) -> tuple[str, str]:
@@ -47,35 +46,9 @@ def choose_substrate(requested: str, sc) -> tuple[str, str]:
     return "netns", "root and network namespaces available: sites are namespaces, links are shaped, bytes are real"
 
 
-NOTES = [
-    "non-renewable kWh: energy drawn beyond the site's renewable power in each step (compute, transfers at "
-    "P_sys split between both ends, idle nodes).",
-    "mean JCT (common jobs): over jobs that every policy completed; changes vs static use this column.",
-    "overran budget: actual migration time >= alpha x the TRUE remaining window at the destination (Eq. 1 violated "
-    "in reality); outside window: actual time > the true window itself.",
-    "overhead frac: time jobs spent paused in migration / (running + migrating time).",
-]
-
-
-def _traces_table(inp: Inputs) -> pd.DataFrame:
-    frames = []
-    for site, tr in inp.renewable_kw.items():
-        df = tr.to_frame()
-        frames.append(df.assign(series=f"renewable_kw:{site}"))
-    for (a, b), tr in inp.bandwidth_gbps.items():
-        frames.append(tr.to_frame().assign(series=f"bandwidth_gbps:{a}->{b}"))
-    return pd.concat(frames, ignore_index=True)
-
-
-def power_backend(sc, sub) -> CapEnforcer:
-    """The run's cap enforcer: ``power.backend`` and what the substrate offers (its cap target)
-    choose it, through the registry of power backends (one module each, testbed/power/)."""
-    return make_enforcer(sc, sub.cap_target())
-
-
-def _check_power_backend(sc, substrate: str) -> None:
-    """Up front, before anything is built: refuse a backend that cannot cap this run's nodes."""
-    backend_for(sc, sc.emulation.nodes if SUBSTRATES.get(substrate).live else "analytic")
+def traces_table(study: Study) -> pd.DataFrame:
+    """Every input trace the study used, one ``series`` per trace."""
+    return pd.concat([tr.to_frame().assign(series=name) for name, tr in study.traces()], ignore_index=True)
 
 
 def run_scenario(loaded: LoadedScenario, *, out_dir: Path | None = None, substrate: str = "sim",
@@ -88,70 +61,38 @@ def run_scenario(loaded: LoadedScenario, *, out_dir: Path | None = None, substra
     if problem is not None:
         raise SpecError([("--substrate", problem)])
     print(f"substrate: {substrate} ({why})", file=sys.stderr)
-    if sc.federated is not None:  # the PowerTrip study: site selection for FedAvg (testbed/federated/)
-        from testbed.federated.run import run_federated
-
-        return run_federated(loaded, out_dir=out_dir, substrate=substrate, seed=seed, progress=progress,
-                             force=force, argv=argv, plots=plots)
-    _check_power_backend(sc, substrate)
+    study = study_for(loaded, substrate=substrate, progress=progress, plots=plots)
+    study.validate()
     inputs = build_inputs(sc, seed)
-    require_jobs(inputs)  # a Poisson draw with no job: nothing to compare
+    study.check(inputs)
     out_dir = out_dir or default_out_dir(sc.name, inputs.seed)
     checked = check_out_dir(out_dir, force, protect=(loaded.path,))
-    n_steps = int(-(-sc.duration_s // sc.step_s))
-    bar = tqdm(total=n_steps * len(sc.policies), desc=sc.name, unit="step", disable=not progress or not sys.stderr.isatty(),
-               delay=2.0, file=sys.stderr, leave=False)
-    summaries: dict[str, dict] = {}
-    jobs: dict[str, pd.DataFrame] = {}
-    wall: dict[str, float] = {}
-    sub_desc: dict = {}
     # emulation: one run id names every live resource, listed in its state file before it exists
     # (the partial results directory included) so that `testbed clean` finds them after a crash
-    run_id = new_run_id() if SUBSTRATES.get(substrate).live else None
-    if run_id:
+    run_id = None
+    if study.live(inputs):
         from testbed.netem.fabric import require_root
 
         require_root(f"--substrate {substrate}")  # before the state file (root's /run/testbed) is written
-    with state.listed(run_id, partial_dirs=[str(partial_dir(checked.path))]), \
+        run_id = new_run_id()
+    summaries: dict[str, dict] = {}
+    wall: dict[str, float] = {}
+    with contextlib.ExitStack() as stack, state.listed(run_id, partial_dirs=[str(partial_dir(checked.path))]), \
             atomic_dir(out_dir, force, protect=(loaded.path,)) as tmp:
-        for spec in sc.policies:
-            label = policy_label(spec)
-            bar.set_postfix_str(label)
+        for run in study.start(inputs, run_id, stack):
             t_start = time.perf_counter()
-            with make_substrate(substrate, inputs, run_id) as sub, power_backend(sc, sub) as caps:
-                ctl = Controller(inputs, make_policy(spec, inputs.scenario), sub, on_step=lambda k, n: bar.update(1),
-                                 caps=caps)
-                rec = ctl.run()
-                sub_desc = {**sub.describe(), "power_backend": caps.name}
-            wall[label] = time.perf_counter() - t_start
-            tables = rec.tables()
-            pdir = tmp / label
-            pdir.mkdir()
-            for name, df in tables.items():
-                write_table(pdir / f"{name}.parquet", df)
-            summaries[label] = summarize(tables, policy=spec.name, label=label)
-            write_json(pdir / "summary.json", summaries[label])
-            jobs[label] = tables["jobs"]
-            if plots:
-                energy_mix(tables["timeseries"], tables["migrations"], pdir / "energy_mix.png",
-                           f"{sc.name} - {label}: energy mix per site (seed {inputs.seed})")
-                power_caps(tables["timeseries"], tables["power"], pdir / "power_caps.png",
-                           f"{sc.name} - {label}: GPU caps from renewables + grid top-up (seed {inputs.seed})")
-            energy_by_site(tables["timeseries"]).to_csv(pdir / "energy_by_site.csv", index=False, float_format="%.6f")
-        bar.close()
-        cmp = compare(summaries, jobs)
+            record = study.run(run)
+            wall[run.label] = time.perf_counter() - t_start
+            folder = tmp / run.label
+            folder.mkdir()
+            summaries[run.label] = study.summarize(run, record, wall[run.label], folder)
+        cmp, markdown = study.compare(summaries, tmp)
         write_json(tmp / "comparison.json", cmp)
-        title = f"{sc.name} (seed {inputs.seed}, substrate {substrate})"
-        (tmp / "comparison.md").write_text(comparison_markdown(cmp, title=title, notes=NOTES), encoding="utf-8")
-        if plots:
-            jct_cdf(jobs, tmp / "jct_cdf.png", f"JCT CDF - {sc.name}")
-            energy_by_policy(summaries, tmp / "energy_by_policy.png", f"Energy by policy - {sc.name}")
-        write_table(tmp / "traces.parquet", _traces_table(inputs))
+        (tmp / "comparison.md").write_text(markdown, encoding="utf-8")
+        write_table(tmp / "traces.parquet", traces_table(study))
         (tmp / "scenario.yaml").write_text(loaded.text, encoding="utf-8")
-        manifest = build_manifest(
+        write_json(tmp / "manifest.json", build_manifest(
             scenario_sha256=loaded.sha256, scenario_path=str(loaded.path),
-            scenario_resolved=inputs.scenario.model_dump(mode="json"), seed=inputs.seed, substrate=sub_desc,
-            policies=[p.model_dump(mode="json") for p in sc.policies], wall_s=wall, argv=argv or [],
-        )
-        write_json(tmp / "manifest.json", manifest)
+            scenario_resolved=inputs.scenario.model_dump(mode="json"), seed=inputs.seed, substrate=study.describe(),
+            policies=[p.model_dump(mode="json") for p in sc.policies], wall_s=wall, argv=argv or []))
     return out_dir

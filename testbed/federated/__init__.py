@@ -6,5 +6,6 @@ Modules, one concept each: :mod:`data` (digits, seeded IID / Dirichlet partition
 min(hardware, power budget) through the power path), :mod:`roundtime` (straggler and pooled
 clocks), :mod:`score` (power-to-cost ranking), :mod:`projection` (``ProjectAccuracyGain``),
 :mod:`view` (what a policy sees), ``policies/`` (one file each), :mod:`controller` (the round
-loop), :mod:`emulated` (real update transfers on netns), :mod:`run` (``testbed run``).
+loop), :mod:`exchange` (the round's exchange: modelled or, :mod:`emulated`, real update transfers on
+netns). ``testbed run`` drives it as a study (:mod:`testbed.studies.federated`).
 """

@@ -29,6 +29,7 @@ import numpy as np
 from testbed.federated import fedavg
 from testbed.federated.capacity import SiteCapacity, site_capacity
 from testbed.federated.data import Shards
+from testbed.federated.exchange import GLOBAL, Exchange, ModelledExchange
 from testbed.federated.policies.base import Selection, SelectionPolicy
 from testbed.federated.roundtime import RoundTimeModel, SiteTime, transfer_s
 from testbed.federated.view import PastRound, RoundView, SiteView
@@ -46,19 +47,9 @@ class FlRecord:
     sites: list[dict] = field(default_factory=list)
 
 
-class ModelledExchange:
-    """The sim: exchange times are the link model's (latency + size / bandwidth at the round start)."""
-
-    measured = False
-
-    def exchange(self, round_: int, t_s: float, predicted: dict[str, SiteTime], payloads: dict[str, bytes],
-                 update_bytes: int) -> dict[str, tuple[float, float]]:
-        return {s: (p.down_s, p.up_s) for s, p in predicted.items()}
-
-
 class FederatedController:
     def __init__(self, inputs: Inputs, shards: Shards, policy: SelectionPolicy, *, round_time: str,
-                 exchange=None, participants: list[str]):
+                 exchange: Exchange | None = None, participants: list[str]):
         self.inp = inputs
         self.sc = inputs.scenario
         self.fl = self.sc.federated
@@ -123,7 +114,7 @@ class FederatedController:
                 t += self.sc.step_s
                 continue
             w0 = time.perf_counter()
-            self._payloads = {"__global__": self.payload}
+            self._payloads = {GLOBAL: self.payload}
             if sel.centralized:
                 round_s, site_rows = self._centralized(r, t, sel.centralized)
             else:

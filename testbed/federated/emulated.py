@@ -21,6 +21,7 @@ from __future__ import annotations
 import secrets
 from concurrent.futures import ThreadPoolExecutor
 
+from testbed.federated.exchange import Exchange
 from testbed.federated.roundtime import SiteTime
 from testbed.inputs import Inputs
 from testbed.netem.fabric import Fabric
@@ -59,7 +60,7 @@ class BytesSource(Source):
         return self._data[offset:offset + n]
 
 
-class NetnsExchange:
+class NetnsExchange(Exchange):
     measured = True
 
     def __init__(self, inputs: Inputs, *, impairment: str = "auto", run_id: str | None = None) -> None:

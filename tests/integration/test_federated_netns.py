@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from testbed.federated.emulated import NetnsExchange
-from testbed.federated.run import run_federated
+from testbed.runner import run_scenario as run_federated
 from testbed.inputs import build_inputs
 from testbed.spec.load import LoadedScenario, scenario_from_dict
 from tests.integration.conftest import our_namespaces

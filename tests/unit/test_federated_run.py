@@ -5,7 +5,7 @@ import json
 import pandas as pd
 import pytest
 
-from testbed.federated.run import run_federated
+from testbed.runner import run_scenario as run_federated
 from testbed.spec.load import LoadedScenario
 from tests.unit.federated_support import tiny_scenario
 

@@ -64,7 +64,7 @@ def test_max_hours_within_the_run():
 
 def test_federated_refuses_mininet(tmp_path):
     from tests.unit.test_federated_run import _loaded
-    from testbed.federated.run import run_federated
+    from testbed.runner import run_scenario as run_federated
 
     with pytest.raises(SpecError, match="sim or netns"):
         run_federated(_loaded(), out_dir=tmp_path / "x", substrate="mininet", seed=None, progress=False,

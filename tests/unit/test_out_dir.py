@@ -279,7 +279,7 @@ def test_sweep_reruns_a_trial_whose_record_is_damaged(ws, capsys):
 
 
 def test_federated_run_uses_the_same_rule(ws):
-    from testbed.federated.run import run_federated
+    from testbed.runner import run_scenario as run_federated
     from testbed.spec.load import LoadedScenario
     from tests.unit.federated_support import tiny_scenario as fl_tiny
 

@@ -1,0 +1,74 @@
+"""How a round's model exchange happens: the federated study's counterpart of a substrate.
+
+An :class:`Exchange` takes each selected site's predicted down/up times (the link model's) and the
+bytes that cross (the global model down, each site's update up) and answers the times the round
+uses. Two implementations: :class:`ModelledExchange` (the sim: the prediction is the answer) and
+:class:`testbed.federated.emulated.NetnsExchange` (real transfers over shaped links between network
+namespaces). :func:`make_exchange` chooses one from the substrate and the scenario.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+from testbed.federated.roundtime import SiteTime
+from testbed.inputs import Inputs
+
+GLOBAL = "__global__"  # the payloads key of the global model sent down
+
+
+class Exchange(ABC):
+    """Lifecycle: ``with exchange: ...``; live resources are released on every exit path.
+
+    ``measured``: whether the times come from real transfers (then the controller serializes each
+    site's update, the bytes that cross the link)."""
+
+    measured: bool = False
+
+    def __enter__(self) -> "Exchange":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Release every live resource this exchange owns (idempotent)."""
+
+    @abstractmethod
+    def exchange(self, round_: int, t_s: float, predicted: dict[str, SiteTime], payloads: dict[str, bytes],
+                 update_bytes: int) -> dict[str, tuple[float, float]]:
+        """Site -> (down_s, up_s) in scenario seconds for the selected sites of ``predicted``.
+        ``payloads``: :data:`GLOBAL` -> the global model sent down, site -> its update sent up."""
+
+    @property
+    @abstractmethod
+    def describe(self) -> dict:
+        """For the manifest: which substrate, and what is measured vs modelled."""
+
+
+class ModelledExchange(Exchange):
+    """The sim: exchange times are the link model's (latency + size / bandwidth at the round start)."""
+
+    measured = False
+
+    def exchange(self, round_: int, t_s: float, predicted: dict[str, SiteTime], payloads: dict[str, bytes],
+                 update_bytes: int) -> dict[str, tuple[float, float]]:
+        return {s: (p.down_s, p.up_s) for s, p in predicted.items()}
+
+    @property
+    def describe(self) -> dict:
+        return {"substrate": "sim", "comm": "modelled: latency + update bytes / bandwidth at the round start"}
+
+
+def emulated(substrate: str, inputs: Inputs) -> bool:
+    """Real transfers: a live substrate and a scenario that asks for them."""
+    return substrate != "sim" and inputs.scenario.federated.emulated_transfers
+
+
+def make_exchange(substrate: str, inputs: Inputs, run_id: str | None) -> Exchange:
+    """The exchange for this run (not yet entered): netns transfers where :func:`emulated`, else modelled."""
+    if not emulated(substrate, inputs):
+        return ModelledExchange()
+    from testbed.federated.emulated import NetnsExchange
+
+    return NetnsExchange(inputs, run_id=run_id)

@@ -1,0 +1,117 @@
+"""The migration study: every migration policy drives the one controller over the scenario's jobs
+on one substrate (sim, netns, mininet), with the power backend capping the jobs' GPUs.
+
+Per policy ``<label>/``: the recorder's tables (``*.parquet``), ``summary.json``,
+``energy_by_site.csv`` and the figures ``energy_mix.png``, ``power_caps.png``; the comparison:
+``comparison.json`` / ``comparison.md``, ``jct_cdf.png``, ``energy_by_policy.png``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from pathlib import Path
+
+import pandas as pd
+from tqdm import tqdm
+
+from testbed.analysis.compare import compare, comparison_markdown
+from testbed.analysis.plots import energy_by_policy, energy_mix, jct_cdf, power_caps
+from testbed.analysis.summary import energy_by_site, summarize
+from testbed.controller.controller import Controller
+from testbed.inputs import Inputs, require_jobs
+from testbed.policies import make_policy
+from testbed.power.caps import CapEnforcer
+from testbed.power.factory import backend_for, make_enforcer
+from testbed.recorder.writer import write_json, write_table
+from testbed.spec.policies import policy_label
+from testbed.studies.base import PolicyRun, Study
+from testbed.substrate import SUBSTRATES, make_substrate
+from testbed.traces.base import Trace
+
+NOTES = [
+    "non-renewable kWh: energy drawn beyond the site's renewable power in each step (compute, transfers at "
+    "P_sys split between both ends, idle nodes).",
+    "mean JCT (common jobs): over jobs that every policy completed; changes vs static use this column.",
+    "overran budget: actual migration time >= alpha x the TRUE remaining window at the destination (Eq. 1 violated "
+    "in reality); outside window: actual time > the true window itself.",
+    "overhead frac: time jobs spent paused in migration / (running + migrating time).",
+]
+
+
+def power_backend(sc, sub) -> CapEnforcer:
+    """The run's cap enforcer: ``power.backend`` and what the substrate offers (its cap target)
+    choose it, through the registry of power backends (one module each, testbed/power/)."""
+    return make_enforcer(sc, sub.cap_target())
+
+
+class MigrationStudy(Study):
+    name = "migration"
+
+    @classmethod
+    def applies(cls, scenario) -> bool:
+        return scenario.federated is None
+
+    def validate(self) -> None:
+        """Refuse a power backend that cannot cap this run's nodes."""
+        live = SUBSTRATES.get(self.substrate).live
+        backend_for(self.sc, self.sc.emulation.nodes if live else "analytic")
+
+    def check(self, inputs: Inputs) -> None:
+        require_jobs(inputs)  # a Poisson draw with no job: nothing to compare
+
+    def live(self, inputs: Inputs) -> bool:
+        return SUBSTRATES.get(self.substrate).live
+
+    def start(self, inputs: Inputs, run_id: str | None, stack: contextlib.ExitStack) -> list[PolicyRun]:
+        self.inputs, self.run_id = inputs, run_id
+        self._jobs: dict[str, pd.DataFrame] = {}
+        self._desc: dict = {}
+        n_steps = int(-(-self.sc.duration_s // self.sc.step_s))
+        self._bar = tqdm(total=n_steps * len(self.sc.policies), desc=self.sc.name, unit="step",
+                         disable=not self.progress or not sys.stderr.isatty(), delay=2.0, file=sys.stderr, leave=False)
+        stack.callback(self._bar.close)
+        return [PolicyRun(policy_label(spec), spec) for spec in self.sc.policies]
+
+    def run(self, run: PolicyRun):
+        """A fresh substrate and cap enforcer per policy, released before the next one starts."""
+        self._bar.set_postfix_str(run.label)
+        with make_substrate(self.substrate, self.inputs, self.run_id) as sub, power_backend(self.sc, sub) as caps:
+            ctl = Controller(self.inputs, make_policy(run.spec, self.inputs.scenario), sub,
+                             on_step=lambda k, n: self._bar.update(1), caps=caps)
+            rec = ctl.run()
+            self._desc = {**sub.describe(), "power_backend": caps.name}
+        return rec
+
+    def summarize(self, run: PolicyRun, record, wall_s: float, folder: Path) -> dict:
+        tables = record.tables()
+        for name, df in tables.items():
+            write_table(folder / f"{name}.parquet", df)
+        summary = summarize(tables, policy=run.spec.name, label=run.label)
+        write_json(folder / "summary.json", summary)
+        self._jobs[run.label] = tables["jobs"]
+        if self.plots:
+            sc, seed = self.sc, self.inputs.seed
+            energy_mix(tables["timeseries"], tables["migrations"], folder / "energy_mix.png",
+                       f"{sc.name} - {run.label}: energy mix per site (seed {seed})")
+            power_caps(tables["timeseries"], tables["power"], folder / "power_caps.png",
+                       f"{sc.name} - {run.label}: GPU caps from renewables + grid top-up (seed {seed})")
+        energy_by_site(tables["timeseries"]).to_csv(folder / "energy_by_site.csv", index=False, float_format="%.6f")
+        return summary
+
+    def compare(self, summaries: dict[str, dict], out: Path) -> tuple[dict, str]:
+        self._bar.close()
+        cmp = compare(summaries, self._jobs)
+        title = f"{self.sc.name} (seed {self.inputs.seed}, substrate {self.substrate})"
+        if self.plots:
+            jct_cdf(self._jobs, out / "jct_cdf.png", f"JCT CDF - {self.sc.name}")
+            energy_by_policy(summaries, out / "energy_by_policy.png", f"Energy by policy - {self.sc.name}")
+        return cmp, comparison_markdown(cmp, title=title, notes=NOTES)
+
+    def traces(self) -> list[tuple[str, Trace]]:
+        inp = self.inputs
+        return ([(f"renewable_kw:{site}", tr) for site, tr in inp.renewable_kw.items()]
+                + [(f"bandwidth_gbps:{a}->{b}", tr) for (a, b), tr in inp.bandwidth_gbps.items()])
+
+    def describe(self) -> dict:
+        return self._desc
