@@ -60,13 +60,18 @@ class ModelledExchange(Exchange):
         return {"substrate": "sim", "comm": "modelled: latency + update bytes / bandwidth at the round start"}
 
 
+# the substrates an exchange runs on: sim (modelled) and netns (NetnsExchange)
+SUBSTRATES = ("sim", "netns")
+
+
 def emulated(substrate: str, inputs: Inputs) -> bool:
     """Real transfers: a live substrate and a scenario that asks for them."""
     return substrate != "sim" and inputs.scenario.federated.emulated_transfers
 
 
 def make_exchange(substrate: str, inputs: Inputs, run_id: str | None) -> Exchange:
-    """The exchange for this run (not yet entered): netns transfers where :func:`emulated`, else modelled."""
+    """The exchange for this run (not yet entered): netns transfers where :func:`emulated`, else modelled.
+    ``substrate`` is one of :data:`SUBSTRATES` (the study refuses others up front)."""
     if not emulated(substrate, inputs):
         return ModelledExchange()
     from testbed.federated.emulated import NetnsExchange

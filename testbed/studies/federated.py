@@ -23,7 +23,7 @@ from testbed.analysis.federated_summary import (
 from testbed.errors import SpecError
 from testbed.federated.controller import FederatedController, FlRecord
 from testbed.federated.data import load_dataset, partition
-from testbed.federated.exchange import Exchange, emulated, make_exchange
+from testbed.federated.exchange import SUBSTRATES, Exchange, emulated, make_exchange
 from testbed.federated.policies import make_selection_policies
 from testbed.federated.policies.static_k import StaticKPolicy
 from testbed.inputs import Inputs
@@ -47,9 +47,6 @@ NOTES = [
     "compute scale): compare the relative reductions.",
 ]
 
-SUBSTRATES = ("sim", "netns")  # where the exchange has an implementation
-
-
 def _modelled_power(sc) -> bool:
     """The study models compute from the power profiles: its backend must be the model."""
     try:
@@ -67,7 +64,8 @@ class FederatedStudy(Study):
 
     def validate(self) -> None:
         if self.substrate not in SUBSTRATES:
-            raise SpecError([("--substrate", f"the federated study runs on sim or netns, not {self.substrate!r}")])
+            raise SpecError([("--substrate", f"the federated study runs on {' or '.join(SUBSTRATES)}, "
+                                             f"not {self.substrate!r}")])
         if not _modelled_power(self.sc):
             raise SpecError([("power.backend",
                               "the federated study models compute from the power profiles: use 'emulated'")])
