@@ -13,7 +13,7 @@ from collections import deque
 from collections.abc import Callable
 
 from testbed.controller.cluster import Cluster, InFlight, SiteState
-from testbed.controller.recorder import PolicyRecorder
+from testbed.controller.run_log import RunLog
 from testbed.controller.records import MigrationRecord
 from testbed.controller.policy_api import ClusterView, Move, Policy
 from testbed.feasibility import FeasibilityParams, assess
@@ -41,7 +41,7 @@ class Controller:
             [SiteState(s.name, s.nodes, sc.node_type_of(s.name), grid_limit_kw=sc.grid_limit_kw(s.name)) for s in sc.sites],
             sc.power.p_sys_kw,
         )
-        self.recorder = PolicyRecorder(policy.label)
+        self.run_log = RunLog(policy.label)
 
     def _record_for(self, move: Move, now_s: float) -> MigrationRecord:
         sc, inp = self.inputs.scenario, self.inputs
@@ -78,7 +78,7 @@ class Controller:
         while pending and pending[0].arrival_s <= now_s:
             spec = pending.popleft()
             site, rec = self.policy.place(spec, ClusterView(now_s, self.cluster, self.inputs))
-            self.recorder.decision(rec)
+            self.run_log.decision(rec)
             self.cluster.admit(spec, site, now_s)
             self._start_queued(now_s)
 
@@ -113,14 +113,14 @@ class Controller:
             if rep is None:
                 raise PowerError(f"power backend {self.caps.name}: no report for job {job_id} at t={t0:g} s")
             enforced[job_id] = self.cluster.sites[cap.site].power.clamp_w(rep.enforced_cap_w)
-            self.recorder.power(t0, job_id, cap, plans[cap.site].cap_requested_w, rep)
+            self.run_log.power(t0, job_id, cap, plans[cap.site].cap_requested_w, rep)
         return enforced
 
     def _start_queued(self, now_s: float) -> None:
         for job in self.cluster.start_queued(now_s):
             self.substrate.start_job(job.spec.id, job.site, now_s)
 
-    def run(self) -> PolicyRecorder:
+    def run(self) -> RunLog:
         sc = self.inputs.scenario
         dt, horizon = sc.step_s, sc.duration_s
         n_steps = math.ceil(horizon / dt - 1e-9)
@@ -132,7 +132,7 @@ class Controller:
             self._admit_arrivals(pending, t0)
             moves, decisions = self.policy.decide(ClusterView(t0, self.cluster, self.inputs))
             for rec in decisions:
-                self.recorder.decision(rec)
+                self.run_log.decision(rec)
             for move in moves:
                 mrec = self._record_for(move, t0)
                 self.cluster.begin_migration(move.job_id, move.dst, mrec, t0)
@@ -148,16 +148,16 @@ class Controller:
             energy, finished, ended = self.cluster.advance(t0, t1, renewable_kwh, plans, job_caps)
             for mig in ended:
                 self._finalize(mig.record, mig.outcome)  # type: ignore[arg-type]
-                self.recorder.migration(mig.record)
+                self.run_log.migration(mig.record)
                 in_flight.remove(mig)
             for job in finished:
                 self.substrate.finish_job(job.spec.id, job.finished_s)  # type: ignore[arg-type]
-            self.recorder.step(t0, t1, energy, self.cluster)
+            self.run_log.step(t0, t1, energy, self.cluster)
             if self.on_step is not None:
                 self.on_step(k + 1, n_steps)
         for mig in in_flight:  # still moving when the run ended: recorded, never dropped
             mig.record.status = "unfinished"
             mig.record.detail = "still in flight at the end of the run"
-            self.recorder.migration(mig.record)
-        self.recorder.finish(self.cluster, horizon)
-        return self.recorder
+            self.run_log.migration(mig.record)
+        self.run_log.finish(self.cluster, horizon)
+        return self.run_log

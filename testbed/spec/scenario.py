@@ -41,7 +41,7 @@ class Emulation(Strict):
         return v
 
 
-class SimSubstrate(Strict):
+class SubstrateSettings(Strict):
     """The analytic substrate's model of *reality* (not of the controller's prediction)."""
 
     protocol_efficiency: float = Field(
@@ -82,7 +82,7 @@ class Scenario(Strict):
     duration_h: float = Field(gt=0, le=24 * 366)
     step_s: float = Field(300.0, ge=1, le=3600)
     emulation: Emulation = Emulation()
-    substrate: SimSubstrate = SimSubstrate()
+    substrate: SubstrateSettings = SubstrateSettings()
     topology: str | None = Field(None, description="Topology file; alternative to inline sites/links.")
     node_types: dict[str, NodeType] = Field(default_factory=dict)
     sites: list[Site] = Field(default_factory=list)

@@ -129,7 +129,9 @@ class BandwidthVariance(Strict):
     seed: int | None = None
 
 
-class DegradationEvent(Strict):
+# One entry of ``traces.bandwidth.events`` (hours, percent; one link or '*'); testbed.inputs turns it
+# into the trace side's testbed.traces.bandwidth.DegradationEvent (seconds, fraction, no link).
+class DegradationEventEntry(Strict):
     link: str = Field(description="Link key 'a-b' (either order), or '*' for every link.")
     start_h: float = Field(ge=0)
     duration_h: float = Field(gt=0)
@@ -140,7 +142,7 @@ class BandwidthTraces(Strict):
     default: BandwidthVariance = BandwidthVariance()
     per_link: dict[str, BandwidthVariance] = Field(default_factory=dict)
     steady_degradation_pct: float = Field(0.0, ge=0, lt=100, description="Applied to every link for the whole run.")
-    events: list[DegradationEvent] = Field(default_factory=list)
+    events: list[DegradationEventEntry] = Field(default_factory=list)
 
 
 class ForecastError(Strict):

@@ -45,7 +45,8 @@ class PoissonArrivals(Strict):
     until_h: float | None = Field(None, gt=0, description="No arrivals after this time (default: whole run).")
 
 
-class Job(Strict):
+# One entry of ``workloads.jobs``: a job as written in the scenario (the run's jobs: testbed.workload).
+class JobEntry(Strict):
     id: str | None = None
     family: str = "custom"
     checkpoint_gb: float = Field(gt=0, le=MAX_CHECKPOINT_GB)
@@ -55,7 +56,7 @@ class Job(Strict):
 
 
 class Workloads(Strict):
-    jobs: list[Job] = Field(default_factory=list)
+    jobs: list[JobEntry] = Field(default_factory=list)
     arrivals: PoissonArrivals | None = None
     mix: list[FamilyMix] = Field(default_factory=list)
 

@@ -1,7 +1,7 @@
 """The migration study: every migration policy drives the one controller over the scenario's jobs
 on one substrate (sim, netns, mininet), with the power backend capping the jobs' GPUs.
 
-Per policy ``<label>/``: the recorder's tables (``*.parquet``), ``summary.json``,
+Per policy ``<label>/``: the run log's tables (``*.parquet``), ``summary.json``,
 ``energy_by_site.csv`` and the figures ``energy_mix.png``, ``power_caps.png``; the comparison:
 ``comparison.json`` / ``comparison.md``, ``jct_cdf.png``, ``energy_by_policy.png``.
 """

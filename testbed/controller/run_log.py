@@ -1,6 +1,7 @@
-"""Collects one policy's rows during a run and turns them into tables.
+"""The run log: one policy's rows (decisions, migrations, steps, jobs, power) collected during a run
+and turned into tables.
 
-Writing files is the results layer's job (:mod:`testbed.results`); this only keeps rows.
+Writing files is the results directory's job (:mod:`testbed.recorder`); this only keeps rows.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from testbed.controller.records import MIGRATION_COLUMNS, MigrationRecord
 from testbed.power.caps import CapReport, JobCap
 
 
-class PolicyRecorder:
+class RunLog:
     def __init__(self, label: str):
         self.label = label
         self._decisions: list[dict] = []
