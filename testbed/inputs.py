@@ -15,7 +15,7 @@ from testbed.spec.topology import directed_links
 from testbed.traces import DegradationEvent, Trace, TraceContext, bandwidth_trace, build_renewable
 from testbed.traces.forecast import BandwidthForecaster, WindowForecaster
 from testbed.traces.kinds import sub_seed as _sub_seed
-from testbed.workload import JobSpec, generate_jobs
+from testbed.workload import JobSubmission, generate_jobs
 
 PAD_S = 86400.0
 """Generated traces run one day past the scenario so windows and transfers near the end are not cut."""
@@ -28,7 +28,7 @@ class Inputs:
     renewable_kw: dict[str, Trace]
     bandwidth_gbps: dict[tuple[str, str], Trace]
     latency_ms: dict[tuple[str, str], float]
-    jobs: list[JobSpec]
+    jobs: list[JobSubmission]
     windows: WindowForecaster
     bandwidth: BandwidthForecaster
 

@@ -11,7 +11,11 @@ from testbed.spec.scenario import Scenario
 
 
 @dataclass(frozen=True)
-class JobSpec:
+class JobSubmission:
+    """One job of the run as submitted to the cluster: an entry of ``workloads.jobs`` with its
+    defaults resolved, or a drawn Poisson arrival. Fixed for the run; the controller's
+    :class:`testbed.controller.cluster.Job` carries it with the job's changing state."""
+
     id: str
     family: str
     checkpoint_gb: float
@@ -26,15 +30,15 @@ def _draw(value: float | tuple[float, float], g: np.random.Generator) -> float:
     return float(value)
 
 
-def generate_jobs(sc: Scenario) -> list[JobSpec]:
+def generate_jobs(sc: Scenario) -> list[JobSubmission]:
     """All jobs, sorted by arrival then id. Same scenario and seed -> same jobs."""
     sites = [s.name for s in sc.sites]
     wl = sc.workloads
     origin_rng = rng(sc.seed, "workload", "origin")
-    jobs: list[JobSpec] = []
+    jobs: list[JobSubmission] = []
     for i, j in enumerate(wl.jobs):
         origin = j.origin if j.origin is not None else sites[int(origin_rng.integers(len(sites)))]
-        jobs.append(JobSpec(j.id or f"job{i:03d}", j.family, j.checkpoint_gb, j.work_gpu_h, j.arrival_h * 3600.0, origin))
+        jobs.append(JobSubmission(j.id or f"job{i:03d}", j.family, j.checkpoint_gb, j.work_gpu_h, j.arrival_h * 3600.0, origin))
     if wl.arrivals is not None:
         arr = wl.arrivals
         g = np.random.default_rng(pick_seed(arr.seed, sc.seed, "workload", "arrivals"))
@@ -50,7 +54,7 @@ def generate_jobs(sc: Scenario) -> list[JobSpec]:
             mix = wl.mix[int(g.choice(len(wl.mix), p=weights))]
             origin = sites[int(g.integers(len(sites)))]
             jobs.append(
-                JobSpec(f"a{n:04d}", mix.family, _draw(mix.checkpoint_gb, g), _draw(mix.work_gpu_h, g), t, origin)
+                JobSubmission(f"a{n:04d}", mix.family, _draw(mix.checkpoint_gb, g), _draw(mix.work_gpu_h, g), t, origin)
             )
             n += 1
     jobs.sort(key=lambda j: (j.arrival_s, j.id))

@@ -16,7 +16,7 @@ from testbed.power.budget import SitePowerPlan
 from testbed.power.node_model import NodePower
 from testbed.spec.topology import NodeType
 from testbed.substrate.base import MigrationOutcome
-from testbed.workload import JobSpec
+from testbed.workload import JobSubmission
 from testbed.controller.records import MigrationRecord
 
 
@@ -38,7 +38,10 @@ class InFlight:
 
 @dataclass
 class Job:
-    spec: JobSpec
+    """A job's runtime state in the cluster: its fixed submission, where it is and what it has done so far
+    (policies see it through :class:`testbed.controller.policy_api.JobView`)."""
+
+    submission: JobSubmission
     status: Status
     site: str
     work_left_gpu_h: float
@@ -120,10 +123,10 @@ class Cluster:
         self.p_sys_kw = p_sys_kw
 
     # -- lifecycle -------------------------------------------------------------------------
-    def admit(self, spec: JobSpec, site: str, now_s: float) -> Job:
-        job = Job(spec=spec, status=Status.QUEUED, site=site, work_left_gpu_h=spec.work_gpu_h)
-        self.jobs[spec.id] = job
-        self.sites[site].queue.append(spec.id)
+    def admit(self, submission: JobSubmission, site: str, now_s: float) -> Job:
+        job = Job(submission=submission, status=Status.QUEUED, site=site, work_left_gpu_h=submission.work_gpu_h)
+        self.jobs[submission.id] = job
+        self.sites[site].queue.append(submission.id)
         return job
 
     def start_queued(self, now_s: float) -> list[Job]:
@@ -133,7 +136,7 @@ class Cluster:
             while site.queue and site.free_nodes > 0:
                 job = self.jobs[site.queue.pop(0)]
                 job.status, job.run_since_s, job.started_s = Status.RUNNING, now_s, now_s
-                site.running.append(job.spec.id)
+                site.running.append(job.submission.id)
                 started.append(job)
         return started
 
@@ -193,7 +196,7 @@ class Cluster:
                 job.transfer_kwh += kwh
             else:
                 e.compute_kwh += kwh
-            key = (job.spec.id, site, kind)
+            key = (job.submission.id, site, kind)
             job_site_kwh[key] = job_site_kwh.get(key, 0.0) + kwh
 
         for job in list(self.jobs.values()):
@@ -222,7 +225,7 @@ class Cluster:
                 run_from = resume
             if job.status is Status.RUNNING:
                 site = self.sites[job.site]
-                cap = job_caps_w.get(job.spec.id, caps_w[job.site])
+                cap = job_caps_w.get(job.submission.id, caps_w[job.site])
                 speed = site.power.speed(cap)
                 t_done = run_from + job.work_left_gpu_h / speed * 3600.0 if speed > 0 else float("inf")
                 t_end = min(t1, t_done)
@@ -233,7 +236,7 @@ class Cluster:
                 if t_done <= t1:
                     job.work_left_gpu_h = 0.0
                     job.status, job.finished_s = Status.DONE, t_done
-                    site.running.remove(job.spec.id)
+                    site.running.remove(job.submission.id)
                     finished.append(job)
 
         for name, site in self.sites.items():
@@ -254,10 +257,10 @@ class Cluster:
     def _finish_migration(self, job: Job, site: str, resume_s: float) -> None:
         mig = job.migration
         assert mig is not None
-        self.sites[mig.src].outgoing.remove(job.spec.id)
-        self.sites[mig.dst].incoming.remove(job.spec.id)
+        self.sites[mig.src].outgoing.remove(job.submission.id)
+        self.sites[mig.dst].incoming.remove(job.submission.id)
         job.site = site
         job.status = Status.RUNNING
         job.run_since_s = resume_s
-        self.sites[site].running.append(job.spec.id)
+        self.sites[site].running.append(job.submission.id)
         job.migration = None

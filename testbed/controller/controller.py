@@ -54,11 +54,11 @@ class Controller:
             )
             window = inp.windows.forecast_remaining_s(move.dst, now_s)
             bw = inp.bandwidth.forecast_gbps(move.src, move.dst, now_s)
-            pred = assess(job.spec.checkpoint_gb, bw, max(window, 1e-9), params)
+            pred = assess(job.submission.checkpoint_gb, bw, max(window, 1e-9), params)
         true_window = inp.windows.true_remaining_s(move.dst, now_s)
         return MigrationRecord(
-            policy=self.policy.label, job_id=move.job_id, family=job.spec.family, src=move.src, dst=move.dst,
-            size_gb=job.spec.checkpoint_gb, t_decision_s=now_s, reason=move.reason, predicted=pred,
+            policy=self.policy.label, job_id=move.job_id, family=job.submission.family, src=move.src, dst=move.dst,
+            size_gb=job.submission.checkpoint_gb, t_decision_s=now_s, reason=move.reason, predicted=pred,
             true_window_s=true_window, true_budget_s=pred.alpha * true_window,
         )
 
@@ -76,10 +76,10 @@ class Controller:
 
     def _admit_arrivals(self, pending: deque, now_s: float) -> None:
         while pending and pending[0].arrival_s <= now_s:
-            spec = pending.popleft()
-            site, rec = self.policy.place(spec, ClusterView(now_s, self.cluster, self.inputs))
+            submission = pending.popleft()
+            site, rec = self.policy.place(submission, ClusterView(now_s, self.cluster, self.inputs))
             self.run_log.decision(rec)
-            self.cluster.admit(spec, site, now_s)
+            self.cluster.admit(submission, site, now_s)
             self._start_queued(now_s)
 
     def _plan_power(self, t0: float, t1: float, renewable_kwh: dict[str, float]) -> dict[str, SitePowerPlan]:
@@ -118,7 +118,7 @@ class Controller:
 
     def _start_queued(self, now_s: float) -> None:
         for job in self.cluster.start_queued(now_s):
-            self.substrate.start_job(job.spec.id, job.site, now_s)
+            self.substrate.start_job(job.submission.id, job.site, now_s)
 
     def run(self) -> RunLog:
         sc = self.inputs.scenario
@@ -137,7 +137,7 @@ class Controller:
                 mrec = self._record_for(move, t0)
                 self.cluster.begin_migration(move.job_id, move.dst, mrec, t0)
                 self.substrate.start_migration(
-                    MigrationOrder(move.job_id, move.src, move.dst, self.cluster.jobs[move.job_id].spec.checkpoint_gb, t0)
+                    MigrationOrder(move.job_id, move.src, move.dst, self.cluster.jobs[move.job_id].submission.checkpoint_gb, t0)
                 )
                 in_flight.append(self.cluster.jobs[move.job_id].migration)  # type: ignore[arg-type]
             renewable_kwh = {s: tr.integrate(t0, t1) / 3600.0 for s, tr in self.inputs.renewable_kw.items()}
@@ -151,7 +151,7 @@ class Controller:
                 self.run_log.migration(mig.record)
                 in_flight.remove(mig)
             for job in finished:
-                self.substrate.finish_job(job.spec.id, job.finished_s)  # type: ignore[arg-type]
+                self.substrate.finish_job(job.submission.id, job.finished_s)  # type: ignore[arg-type]
             self.run_log.step(t0, t1, energy, self.cluster)
             if self.on_step is not None:
                 self.on_step(k + 1, n_steps)

@@ -22,7 +22,7 @@ from testbed.feasibility import Prediction
 from testbed.inputs import Inputs
 from testbed.spec.scenario import Scenario
 from testbed.link import rtt_ms as round_trip_ms
-from testbed.workload import JobSpec
+from testbed.workload import JobSubmission
 
 
 # ---------------------------------------------------------------------------- what a policy sees
@@ -30,6 +30,8 @@ from testbed.workload import JobSpec
 
 @dataclass(frozen=True)
 class JobView:
+    """What a policy sees of one job: a read-only snapshot of the controller's runtime ``cluster.Job``."""
+
     id: str
     family: str
     site: str
@@ -115,8 +117,8 @@ class ClusterView:
         j = self._c.jobs[job_id]
         speed = self.speed(j.site)
         return JobView(
-            j.spec.id, j.spec.family, j.site, j.spec.checkpoint_gb, j.work_left_gpu_h,
-            j.work_left_gpu_h / speed * 3600.0, j.spec.origin, j.spec.arrival_s, j.spec.work_gpu_h,
+            j.submission.id, j.submission.family, j.site, j.submission.checkpoint_gb, j.work_left_gpu_h,
+            j.work_left_gpu_h / speed * 3600.0, j.submission.origin, j.submission.arrival_s, j.submission.work_gpu_h,
         )
 
     def running_jobs(self, site: str) -> list[JobView]:
@@ -241,7 +243,7 @@ class Policy(ABC):
         return self.topup_kw if limit is None else min(limit, self.topup_kw)
 
     @abstractmethod
-    def place(self, job: JobSpec, view: ClusterView) -> tuple[str, DecisionRecord]:
+    def place(self, job: JobSubmission, view: ClusterView) -> tuple[str, DecisionRecord]:
         """Choose the site an arriving job is queued at."""
 
     @abstractmethod

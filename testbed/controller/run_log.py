@@ -70,7 +70,7 @@ class RunLog:
 
     def finish(self, cluster: Cluster, horizon_s: float) -> None:
         for job in cluster.jobs.values():
-            s = job.spec
+            s = job.submission
             done = job.status is Status.DONE
             self._jobs.append({
                 "job_id": s.id, "family": s.family, "origin": s.origin, "final_site": job.site,

@@ -46,7 +46,9 @@ class Evaluation:
 
 
 class TrainingJob:
-    """``family`` is the scenario's family string (e.g. ``llama-7b``); ``workload`` is its stand-in."""
+    """A job's real training inside a node agent (model, data, optimizer, checkpoints).
+
+    ``family`` is the scenario's family string (e.g. ``llama-7b``); ``workload`` is its stand-in."""
 
     def __init__(self, workload: Workload, seed: int, *, family: str | None = None,
                  device: torch.device | str | None = None):

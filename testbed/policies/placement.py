@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from testbed.controller.policy_api import ClusterView, JobView
-from testbed.workload import JobSpec
+from testbed.workload import JobSubmission
 
 
-def origin_or_least_loaded(job: JobSpec, view: ClusterView) -> tuple[str, str]:
+def origin_or_least_loaded(job: JobSubmission, view: ClusterView) -> tuple[str, str]:
     """The submitting site if it has a free node, else the site with most free nodes."""
     if view.free_nodes(job.origin) > 0:
         return job.origin, "origin has a free node"
@@ -16,7 +16,7 @@ def origin_or_least_loaded(job: JobSpec, view: ClusterView) -> tuple[str, str]:
     return job.origin, "all sites full; queued at origin"
 
 
-def greenest(job: JobSpec, view: ClusterView) -> tuple[str, str]:
+def greenest(job: JobSubmission, view: ClusterView) -> tuple[str, str]:
     """The free site with the most renewable surplus, if any can power one more node."""
     free = [s for s in view.sites if view.free_nodes(s) > 0 and view.surplus_kw(s) >= view.p_active_kw(s)]
     if not free:
