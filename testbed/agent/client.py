@@ -6,6 +6,9 @@ until ``connect_timeout_s`` has passed: a connection the agent dropped under a f
 unauthenticated peers is simply made again. A request is never re-sent (it may have run): a
 connection lost during a call is an :class:`AgentError` naming the command; the next call
 connects anew. An agent that cannot be reached at all gives one clear error.
+
+One method per command of :mod:`testbed.agent.protocol` (same name, same arguments, a typed answer
+from :mod:`testbed.agent.results`); :meth:`AgentClient.call` is the transport under them.
 """
 
 from __future__ import annotations
@@ -14,15 +17,19 @@ import json
 import socket
 import threading
 import time
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 from testbed.agent.wire import (
     CHALLENGE_BYTES, MAX_RESPONSE_BYTES, WireError, auth_mac, frame, parse_challenge, read_frame, recv_exact,
+)
+from testbed.agent.results import (
+    AgentInfo, Checkpoint, CheckpointSent, JobStatus, MissingField, Resumed, ThroughputSet,
 )
 from testbed.errors import TestbedError
 
 CONNECT_TIMEOUT_S = 15.0
 RETRY_BACKOFF_S = (0.05, 1.0)
+T = TypeVar("T")
 
 
 class AgentError(TestbedError):
@@ -105,10 +112,64 @@ class AgentClient:
             raise AgentError(str(resp.get("error", "unknown error")))
         return resp.get("result", {})
 
+    # -- the commands, typed ------------------------------------------------------------------------
+    def _ask(self, parse: Callable[[dict[str, Any]], T], cmd: str, **args: Any) -> T:
+        """``cmd`` with the arguments given (None: the agent's default), its answer parsed."""
+        answer = self.call(cmd, **{k: v for k, v in args.items() if v is not None})
+        try:
+            return parse(answer)
+        except MissingField as e:
+            raise AgentError(f"{self._where}: bad answer to {cmd}: no {e.args[0]!r}") from None
+        except (TypeError, ValueError, AttributeError) as e:
+            raise AgentError(f"{self._where}: bad answer to {cmd}: {e}") from None
+
+    def ping(self) -> AgentInfo:
+        return self._ask(AgentInfo.parse, "ping")
+
+    def start_job(self, job_id: str, *, family: str, seed: int, max_steps: int | None = None,
+                  steps_per_s: float | None = None) -> JobStatus:
+        return self._ask(JobStatus.parse, "start_job", job_id=job_id, family=family, seed=seed,
+                         max_steps=max_steps, steps_per_s=steps_per_s)
+
+    def status(self, job_id: str) -> JobStatus:
+        return self._ask(JobStatus.parse, "status", job_id=job_id)
+
+    def losses(self, job_id: str) -> list[float]:
+        return self._ask(lambda a: list(a["losses"]) if "losses" in a else _missing("losses"), "losses",
+                         job_id=job_id)
+
+    def checkpoint_and_pause(self, job_id: str) -> Checkpoint:
+        return self._ask(Checkpoint.parse, "checkpoint_and_pause", job_id=job_id)
+
+    def send_checkpoint(self, job_id: str, *, dst_addr: str, dst_port: int, transfer_id: str,
+                        ballast_bytes: int | None = None, deadline_s: float | None = None) -> CheckpointSent:
+        return self._ask(CheckpointSent.parse, "send_checkpoint", job_id=job_id, dst_addr=dst_addr,
+                         dst_port=dst_port, ballast_bytes=ballast_bytes, transfer_id=transfer_id,
+                         deadline_s=deadline_s)
+
+    def load_and_resume(self, job_id: str, *, transfer_id: str, sha256: str, steps_per_s: float | None = None,
+                        max_steps: int | None = None) -> Resumed:
+        return self._ask(Resumed.parse, "load_and_resume", job_id=job_id, transfer_id=transfer_id, sha256=sha256,
+                         steps_per_s=steps_per_s, max_steps=max_steps)
+
+    def resume(self, job_id: str) -> JobStatus:
+        return self._ask(JobStatus.parse, "resume", job_id=job_id)
+
+    def free(self, job_id: str) -> None:
+        self.call("free", job_id=job_id)
+
+    def set_throughput(self, job_id: str, *, frac: float, cap_w: float | None = None) -> ThroughputSet:
+        return self._ask(lambda a: ThroughputSet.parse(a, frac), "set_throughput", job_id=job_id, frac=frac,
+                         cap_w=cap_w)
+
     def close(self) -> None:
         if self._sock is not None:
             self._sock.close()
         self._sock = None
+
+
+def _missing(key: str):
+    raise MissingField(key)
 
 
 def _decode(body: bytes) -> dict:

@@ -151,8 +151,8 @@ class EmulatedSubstrate(Substrate):
         from testbed.substrate.netns.agents import agent_job_id
 
         spec = self._specs[job_id]
-        self._agents.client(site).call(
-            "start_job", job_id=agent_job_id(job_id), family=spec.family,
+        self._agents.client(site).start_job(
+            agent_job_id(job_id), family=spec.family,
             seed=derive_seed(self._in.seed, "job", job_id) & 0x7FFFFFFF, steps_per_s=self._in.scenario.emulation.steps_per_s,
         )
         self._job_site[job_id] = site
@@ -174,15 +174,15 @@ class EmulatedSubstrate(Substrate):
         if self._agents is None:
             raise TestbedError(f"no node agents run here: cannot throttle {job_id}")
         self._agents.expect_throttle(site, agent_job_id(job_id))
-        res = self._agents.client(site).call("set_throughput", job_id=agent_job_id(job_id), frac=frac, cap_w=cap_w)
-        return Throttled(float(res.get("frac", frac)), str(res.get("throttle", "")), str(res.get("throttle_reason", "")))
+        res = self._agents.client(site).set_throughput(agent_job_id(job_id), frac=frac, cap_w=cap_w)
+        return Throttled(res.frac, res.throttle, res.throttle_reason)
 
     def finish_job(self, job_id: str, t_s: float) -> None:
         if self._agents is None or job_id not in self._job_site:
             return
         from testbed.substrate.netns.agents import agent_job_id
 
-        self._agents.client(self._job_site.pop(job_id)).call("free", job_id=agent_job_id(job_id))
+        self._agents.client(self._job_site.pop(job_id)).free(agent_job_id(job_id))
 
     def _migrate(self, order: MigrationOrder) -> None:
         if self._agents is not None:
@@ -243,42 +243,42 @@ class EmulatedSubstrate(Substrate):
         sc_s = self.scaling.scenario_s
         lag_s = order_lag(order, self.clock.now_s())
         w0 = _time.perf_counter()
-        ck = src.call("checkpoint_and_pause", job_id=jid)
+        ck = src.checkpoint_and_pause(jid)
         w1 = _time.perf_counter()
-        ballast = max(0, self.scaling.bytes_sent(order.size_gb) - ck["size_bytes"])
+        ballast = max(0, self.scaling.bytes_sent(order.size_gb) - ck.size_bytes)
         try:
-            sent = src.call("send_checkpoint", job_id=jid, dst_addr=self.fabric.site_addr(order.dst),
-                            dst_port=AGENT_TRANSFER_PORT, ballast_bytes=ballast, transfer_id=transfer_id(order))
-            rep = sent["report"]
+            sent = src.send_checkpoint(jid, dst_addr=self.fabric.site_addr(order.dst), dst_port=AGENT_TRANSFER_PORT,
+                                       ballast_bytes=ballast, transfer_id=transfer_id(order))
+            rep = sent.report
             if rep["status"] != "completed":
                 raise AgentError(f"transfer {rep['status']}: {rep.get('error')}")
             w2 = _time.perf_counter()
-            loaded = dst.call("load_and_resume", job_id=jid, transfer_id=transfer_id(order), sha256=ck["sha256"],
-                              steps_per_s=self._in.scenario.emulation.steps_per_s)
+            loaded = dst.load_and_resume(jid, transfer_id=transfer_id(order), sha256=ck.sha256,
+                                         steps_per_s=self._in.scenario.emulation.steps_per_s)
             w3 = _time.perf_counter()
-            src.call("free", job_id=jid)
+            src.free(jid)
             self._job_site[order.job_id] = order.dst
-            status, detail = "completed", (f"measured: checkpoint {ck['size_bytes']} B (step {ck['step']}) + "
+            status, detail = "completed", (f"measured: checkpoint {ck.size_bytes} B (step {ck.step}) + "
                                            f"{ballast} B ballast; {rep['goodput_mbps']:.1f} Mbit/s wall; "
                                            f"reconnects {rep['reconnects']}, chunk resends {rep['chunk_resends']}")
             t_transfer = rep["t_connect_s"] + rep["t_transfer_s"] + rep["t_verify_s"]
-            t_load = loaded["t_load_s"]
+            t_load = loaded.t_load_s
         except AgentError as e:
             w2 = w3 = _time.perf_counter()
             try:
-                src.call("resume", job_id=jid)
+                src.resume(jid)
                 kept = "job resumed at the source from its checkpoint"
             except AgentError as e2:
                 kept = f"resume at the source failed too: {e2}"
             status, detail = "failed", f"{e}; {kept}"
             t_transfer, t_load = w2 - w1, 0.0
         total_wall = w3 - w0
-        overhead = max(0.0, total_wall - ck["t_checkpoint_s"] - t_transfer - t_load)
+        overhead = max(0.0, total_wall - ck.t_checkpoint_s - t_transfer - t_load)
         return MigrationOutcome(
-            order=order, status=status, checkpoint_s=lag_s + sc_s(ck["t_checkpoint_s"]), transfer_s=sc_s(t_transfer),
+            order=order, status=status, checkpoint_s=lag_s + sc_s(ck.t_checkpoint_s), transfer_s=sc_s(t_transfer),
             load_s=sc_s(t_load), downtime_s=sc_s(overhead),
             goodput_gbps=8 * order.size_gb / sc_s(t_transfer) if t_transfer > 0 else 0.0, detail=detail,
-            phases_measured=("checkpoint", "transfer", "load", "downtime"), checkpoint_bytes=ck["size_bytes"],
+            phases_measured=("checkpoint", "transfer", "load", "downtime"), checkpoint_bytes=ck.size_bytes,
         )
 
     def poll(self, until_s: float) -> list[MigrationOutcome]:

@@ -1,0 +1,104 @@
+"""What the typed agent client (:class:`testbed.agent.client.AgentClient`) returns: one value per
+kind of answer in :mod:`testbed.agent.protocol`. An answer missing a field is an
+:class:`~testbed.agent.client.AgentError` naming the command and the field, never a ``KeyError``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+class MissingField(Exception):
+    """An answer lacks a field its command promises (the client turns it into an AgentError)."""
+
+
+def _need(answer: dict[str, Any], key: str) -> Any:
+    if key not in answer:
+        raise MissingField(key)
+    return answer[key]
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    """A job's state at its agent (``start_job``, ``status``, ``resume``)."""
+
+    steps: int
+    paused: bool
+    done: bool
+    error: str | None
+    throughput_frac: float
+    throttle: str | None
+
+    @classmethod
+    def parse(cls, a: dict[str, Any]) -> "JobStatus":
+        return cls(_need(a, "steps"), _need(a, "paused"), _need(a, "done"), a.get("error"),
+                   _need(a, "throughput_frac"), a.get("throttle"))
+
+
+@dataclass(frozen=True)
+class AgentInfo:
+    """``ping``: the agent's site and the state of every job it holds."""
+
+    site: str
+    jobs: dict[str, JobStatus]
+
+    @classmethod
+    def parse(cls, a: dict[str, Any]) -> "AgentInfo":
+        return cls(_need(a, "site"), {j: JobStatus.parse(s) for j, s in _need(a, "jobs").items()})
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """``checkpoint_and_pause``: the paused job's checkpoint file at the source."""
+
+    path: str
+    size_bytes: int
+    sha256: str
+    step: int
+    t_checkpoint_s: float
+
+    @classmethod
+    def parse(cls, a: dict[str, Any]) -> "Checkpoint":
+        return cls(_need(a, "path"), _need(a, "size_bytes"), _need(a, "sha256"), _need(a, "step"),
+                   _need(a, "t_checkpoint_s"))
+
+
+@dataclass(frozen=True)
+class CheckpointSent:
+    """``send_checkpoint``: the transfer's report (``TransferReport.to_dict()``) and what it carried."""
+
+    report: dict[str, Any]
+    checkpoint_bytes: int
+    ballast_bytes: int
+
+    @classmethod
+    def parse(cls, a: dict[str, Any]) -> "CheckpointSent":
+        return cls(_need(a, "report"), _need(a, "checkpoint_bytes"), _need(a, "ballast_bytes"))
+
+
+@dataclass(frozen=True)
+class Resumed:
+    """``load_and_resume``: the checkpoint was verified and loaded; training resumed at ``step``."""
+
+    t_load_s: float
+    step: int
+
+    @classmethod
+    def parse(cls, a: dict[str, Any]) -> "Resumed":
+        return cls(_need(a, "t_load_s"), _need(a, "step"))
+
+
+@dataclass(frozen=True)
+class ThroughputSet:
+    """``set_throughput``: the fraction the job now trains at and the throttle that holds it
+    (``details``: the whole answer, e.g. the CPU quota written)."""
+
+    frac: float
+    throttle: str
+    throttle_reason: str
+    details: dict[str, Any]
+
+    @classmethod
+    def parse(cls, a: dict[str, Any], asked_frac: float) -> "ThroughputSet":
+        return cls(float(a.get("frac", asked_frac)), str(a.get("throttle", "")), str(a.get("throttle_reason", "")),
+                   dict(a))

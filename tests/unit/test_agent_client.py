@@ -1,0 +1,99 @@
+"""The typed agent client: one method per protocol command, same names and arguments as the
+protocol's models, each answer parsed into its value (a short answer is an AgentError)."""
+
+from __future__ import annotations
+
+import inspect
+import threading
+
+import pytest
+
+from testbed.agent.client import AgentClient, AgentError
+from testbed.agent.protocol import COMMANDS
+from testbed.agent.results import AgentInfo, Checkpoint, CheckpointSent, JobStatus, Resumed, ThroughputSet
+from testbed.agent.server import ControlServer
+
+TOKEN = "t" * 32
+STATUS = {"steps": 3, "paused": False, "done": False, "error": None, "throughput_frac": 1.0, "throttle": None}
+SHA = "ab" * 32
+ANSWERS = {
+    "ping": {"site": "a", "jobs": {"j1": STATUS}},
+    "start_job": STATUS, "status": STATUS, "resume": STATUS,
+    "losses": {"losses": [2.5, 2.25]},
+    "checkpoint_and_pause": {"path": "/w/j1.pt", "size_bytes": 10, "sha256": SHA, "step": 3, "t_checkpoint_s": 0.1},
+    "send_checkpoint": {"report": {"status": "completed"}, "checkpoint_bytes": 10, "ballast_bytes": 5},
+    "load_and_resume": {"t_load_s": 0.2, "step": 3},
+    "free": {"freed": "j1"},
+    "set_throughput": {"job_id": "j1", "frac": 0.5, "throttle": "duty-cycle", "throttle_reason": "no cgroup",
+                       "quota_cores": None},
+}
+
+
+def test_every_command_has_one_method_with_the_protocols_arguments():
+    for cmd, model in COMMANDS.items():
+        method = getattr(AgentClient, cmd)
+        params = [p for p in inspect.signature(method).parameters if p != "self"]
+        assert sorted(params) == sorted(model.model_fields), cmd
+
+
+@pytest.fixture
+def served():
+    got: list[tuple[str, dict]] = []
+    answers = dict(ANSWERS)
+
+    def handler(cmd):
+        def h(args):
+            got.append((cmd, args.model_dump(exclude_unset=True)))
+            return answers[cmd]
+        return h
+
+    srv = ControlServer("127.0.0.1", 0, TOKEN, {c: handler(c) for c in COMMANDS})
+    th = threading.Thread(target=srv.serve_forever, daemon=True)
+    th.start()
+    client = AgentClient("127.0.0.1", srv.port, TOKEN)
+    try:
+        yield client, got, answers
+    finally:
+        client.close()
+        srv.stop()
+
+
+def test_each_method_sends_its_command_and_parses_the_answer(served):
+    c, got, _ = served
+    st = JobStatus(3, False, False, None, 1.0, None)
+    assert c.ping() == AgentInfo("a", {"j1": st})
+    assert c.start_job("j1", family="mlp", seed=7, steps_per_s=20.0) == st
+    assert c.status("j1") == st and c.resume("j1") == st
+    assert c.losses("j1") == [2.5, 2.25]
+    assert c.checkpoint_and_pause("j1") == Checkpoint("/w/j1.pt", 10, SHA, 3, 0.1)
+    sent = c.send_checkpoint("j1", dst_addr="10.0.0.2", dst_port=7000, ballast_bytes=5, transfer_id="m.j1.0")
+    assert sent == CheckpointSent({"status": "completed"}, 10, 5)
+    assert c.load_and_resume("j1", transfer_id="m.j1.0", sha256=SHA, steps_per_s=20.0) == Resumed(0.2, 3)
+    assert c.free("j1") is None
+    th = c.set_throughput("j1", frac=0.5, cap_w=150.0)
+    assert isinstance(th, ThroughputSet) and (th.frac, th.throttle, th.throttle_reason) == (0.5, "duty-cycle", "no cgroup")
+    assert got == [
+        ("ping", {}), ("start_job", {"job_id": "j1", "family": "mlp", "seed": 7, "steps_per_s": 20.0}),
+        ("status", {"job_id": "j1"}), ("resume", {"job_id": "j1"}), ("losses", {"job_id": "j1"}),
+        ("checkpoint_and_pause", {"job_id": "j1"}),
+        ("send_checkpoint", {"job_id": "j1", "dst_addr": "10.0.0.2", "dst_port": 7000, "ballast_bytes": 5,
+                             "transfer_id": "m.j1.0"}),
+        ("load_and_resume", {"job_id": "j1", "transfer_id": "m.j1.0", "sha256": SHA, "steps_per_s": 20.0}),
+        ("free", {"job_id": "j1"}), ("set_throughput", {"job_id": "j1", "frac": 0.5, "cap_w": 150.0}),
+    ]  # unset optional arguments are left to the agent's defaults
+
+
+def test_a_short_answer_is_an_agent_error_naming_command_and_field(served):
+    c, _, answers = served
+    answers["checkpoint_and_pause"] = {"path": "/w/j1.pt", "size_bytes": 10}
+    with pytest.raises(AgentError, match="bad answer to checkpoint_and_pause: no 'sha256'"):
+        c.checkpoint_and_pause("j1")
+    answers["losses"] = {}
+    with pytest.raises(AgentError, match="bad answer to losses: no 'losses'"):
+        c.losses("j1")
+
+
+def test_a_refusal_is_the_agents_message(served):
+    c, _, _ = served
+    with pytest.raises(AgentError, match=r"args\.job_id"):
+        c.status("../etc")
