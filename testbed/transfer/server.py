@@ -40,7 +40,7 @@ from testbed.transfer.protocol import (
 )
 from testbed.transfer.report import TransferResult
 from testbed.transfer.sink import PART_SUFFIX
-from testbed.transfer.state import Registry, TransferState
+from testbed.transfer.state import TransferState, TransferStates
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +111,7 @@ class TransferServer:
         self.require_announced = require_announced
         self._announced: dict[str, int] = {}
         self._refused_busy = 0
-        self._registry = Registry(self.storage_dir, fsync=fsync)
+        self._states = TransferStates(self.storage_dir, fsync=fsync)
         self._gate: Gate | None = None
         self._accept_thread: threading.Thread | None = None
         self._stopping = threading.Event()
@@ -152,7 +152,7 @@ class TransferServer:
         if self._accept_thread is not None:
             self._accept_thread.join()
             self._accept_thread = None
-        self._registry.abort_all_and_close()
+        self._states.abort_all_and_close()
         with self._lock:
             conns = dict(self._conns)
         for c in conns:
@@ -170,7 +170,7 @@ class TransferServer:
 
     def results(self) -> list[TransferResult]:
         """Every transfer that reached FINAL (verified or not), in order."""
-        return self._registry.results()
+        return self._states.results()
 
     def errors(self) -> list[BaseException]:
         """Unexpected exceptions in connection threads (bugs, a failing callback); not link errors."""
@@ -277,7 +277,7 @@ class TransferServer:
         return None
 
     def _serve_transfer(self, conn: _Connection, hello: Hello) -> None:
-        state = self._registry.acquire(hello, conn, conn.abort)
+        state = self._states.acquire(hello, conn, conn.abort)
         if isinstance(state, TransferResult):  # done before; the client missed FINAL or sends it again
             conn.sock.sendall(encode_json_msg({"ok": True, "resume_from": hello.n_chunks}))
             conn.sock.sendall(encode_final(_final_msg(state)))
@@ -288,7 +288,7 @@ class TransferServer:
                 self._receive(conn.sock, state)
             self._finish(conn.sock, state)
         finally:
-            self._registry.release(state, conn)
+            self._states.release(state, conn)
 
     def _receive(self, sock: socket.socket, state: TransferState) -> None:
         """Chunks until every one from the resume point is verified. Everything read is bounded by the
@@ -338,7 +338,7 @@ class TransferServer:
             path, error = None, f"whole-object SHA-256 mismatch: received {sha}, declared {hello.sha256}"
         result = TransferResult(hello.transfer_id, error is None, hello.size_bytes, hello.store_bytes, sha,
                                 path, time.monotonic() - t0, error)
-        self._registry.finish(state, result)
+        self._states.finish(state, result)
         try:
             sock.sendall(encode_final(_final_msg(result)))
         except OSError:

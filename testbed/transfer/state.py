@@ -64,7 +64,7 @@ class TransferState:
         self.held_bytes = 0
 
 
-class Registry:
+class TransferStates:
     """All transfer states of one server, and the results of finished transfers."""
 
     def __init__(self, storage_dir: Path | None, *, fsync: bool) -> None:
