@@ -134,8 +134,8 @@ def rate_change_row() -> dict:
     """Stream at 200 Mbit/s; a replayer scheduled at t = 1 s cuts the link to 20 Mbit/s.
     The receiver counts bytes per 10 ms; the change has 'taken effect' when the receiver's
     100 ms moving rate first falls below 1.5 x the new rate."""
-    from testbed.substrate.netns.clock import EmulationClock
-    from testbed.substrate.netns.replay import LinkReplayer, RateChange
+    from testbed.substrate.emulated.clock import EmulationClock
+    from testbed.substrate.emulated.replay import LinkReplayer, RateChange
 
     with _pair(200.0) as fab:
         with in_netns(fab.site_ns("b")):

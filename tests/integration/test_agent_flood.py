@@ -21,7 +21,7 @@ import yaml
 
 from testbed.cli import main
 from testbed.netem.nsexec import socket_factory
-from testbed.substrate.netns import agents as agents_mod
+from testbed.substrate.emulated import agents as agents_mod
 from tests.agent_flood import Flood
 from tests.conftest import small_scenario_dict
 from tests.integration.conftest import our_namespaces

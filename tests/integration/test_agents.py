@@ -13,7 +13,7 @@ from testbed.netem.fabric import Fabric
 from testbed.netem.naming import new_run_id
 from testbed.netem.nsexec import in_netns
 from testbed.netem.plan import LinkInput, plan_fabric
-from testbed.substrate.netns.agents import TRANSFER_PORT, AgentPool
+from testbed.substrate.emulated.agents import TRANSFER_PORT, AgentPool
 from tests.integration.conftest import our_namespaces
 
 pytestmark = pytest.mark.root

@@ -12,8 +12,8 @@ from testbed.netem.naming import if_name, new_run_id, ns_name, run_of_ns
 from testbed.netem.plan import LinkInput, plan_fabric, unreachable
 from testbed.netem.qdisc import MIN_BURST_BYTES, netem_params, tbf_params
 from testbed.spec import scenario_from_dict
-from testbed.substrate.netns.clock import EmulationClock
-from testbed.substrate.netns.replay import change_points
+from testbed.substrate.emulated.clock import EmulationClock
+from testbed.substrate.emulated.replay import change_points
 from testbed.netem.scaling import choose_scaling
 from testbed.traces import Trace
 from tests.conftest import small_scenario_dict

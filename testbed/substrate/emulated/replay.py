@@ -6,7 +6,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from testbed.substrate.netns.clock import EmulationClock
+from testbed.substrate.emulated.clock import EmulationClock
 
 
 @dataclass(frozen=True)

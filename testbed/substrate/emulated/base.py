@@ -1,0 +1,184 @@
+"""The emulated substrate: sites joined by shaped WAN links on a live fabric, every migration's
+bytes really crossing them.
+
+- Links get the scenario's bandwidth (scaled: ``B x byte_scale x time_scale``), replayed from the
+  bandwidth traces with ``tc change`` in place, and the scenario's latency/jitter/loss (scaled by
+  1/time_scale) through netem where the kernel has it, else through the userspace delay relay.
+  A scenario that needs latency and cannot get it fails — never silently less.
+- The clock runs at ``time_scale`` while transfers are in flight and skips idle time.
+- What runs at the sites and carries a migration is the run's :class:`~.mover.Mover` (seeded
+  ballast or real training agents, by ``emulation.nodes``); it also starts, finishes and caps jobs.
+
+A subclass only builds the fabric (:meth:`EmulatedSubstrate.make_fabric`): netns, mininet.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+
+from testbed.errors import SpecError, TestbedError
+from testbed.inputs import Inputs
+from testbed.lifecycle import critical
+from testbed.netem.fabric import Fabric
+from testbed.netem.links import scenario_links
+from testbed.netem.naming import new_run_id
+from testbed.netem.plan import FabricPlan, plan_fabric, unreachable
+from testbed.netem.scaling import CAPACITY_MBIT_DIRECT, CAPACITY_MBIT_RELAY, Scaling, choose_scaling
+from testbed.power.caps import CapTarget
+from testbed.spec.topology import directed_links
+from testbed.substrate.base import MigrationOrder, MigrationOutcome, Substrate
+from testbed.substrate.emulated.agent_mover import AgentMover
+from testbed.substrate.emulated.ballast_mover import BallastMover
+from testbed.substrate.emulated.clock import EmulationClock
+from testbed.substrate.emulated.mover import Emulation, Mover
+from testbed.substrate.emulated.replay import LinkReplayer, change_points
+
+MOVERS: dict[str, type[Mover]] = {m.nodes: m for m in (BallastMover, AgentMover)}
+
+
+class EmulatedSubstrate(Substrate):
+    """Owns the fabric, the clock and the link replay; its mover owns the jobs and their moves."""
+
+    name = "emulated"
+
+    def make_fabric(self, plan: FabricPlan) -> Fabric:
+        raise NotImplementedError
+
+    def __init__(self, inputs: Inputs, *, impairment: str = "auto", capacity_mbit: float | None = None,
+                 run_id: str | None = None, skip_idle: bool = True):
+        self._in = inputs
+        self.run_id = run_id or new_run_id()
+        self._impairment_req = impairment
+        self._capacity = capacity_mbit
+        self._skip_idle = skip_idle
+        self._token = secrets.token_hex(16)
+        self._lock = threading.Lock()
+        self._done: list[MigrationOutcome] = []
+        self._flying: dict[str, tuple[MigrationOrder, threading.Thread]] = {}
+        self._changed = threading.Condition(self._lock)
+        self._cancel = threading.Event()
+        self.mover: Mover = MOVERS[inputs.scenario.emulation.nodes](inputs)
+        self.fabric: Fabric | None = None
+        self.scaling: Scaling | None = None
+        self.clock: EmulationClock | None = None
+        self._replayer: LinkReplayer | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    def __enter__(self) -> "EmulatedSubstrate":
+        try:
+            self.open()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def open(self) -> None:
+        sc = self._in.scenario
+        from testbed.doctor.qdisc import detect_impairment
+
+        impairment = detect_impairment() if self._impairment_req == "auto" else self._impairment_req
+        wants_latency = any(
+            link.latency_ms != 0 or link.jitter_ms > 0 or link.loss_pct > 0 for link in sc.links
+        )
+        if impairment == "none" and wants_latency and sc.emulation.require_latency:
+            raise SpecError([("emulation.require_latency", "links ask for latency/jitter/loss but impairment "
+                              "'none' was requested; allow the relay or netem, or set require_latency: false")])
+        capacity = self._capacity or (CAPACITY_MBIT_RELAY if impairment == "relay" else CAPACITY_MBIT_DIRECT)
+        directed = directed_links(sc.sites, sc.links)
+        self.scaling = choose_scaling(sc, capacity_mbit=capacity, links=directed)
+        links = scenario_links(self._in, self.scaling, directed, impaired=impairment != "none")
+        plan = plan_fabric(self.run_id, [s.name for s in sc.sites], links, impairment)  # type: ignore[arg-type]
+        missing = unreachable(plan)
+        if missing:
+            raise SpecError([("links", f"site {missing[0][1]} is unreachable from {missing[0][0]}")])
+        self.fabric = self.make_fabric(plan)
+        self.fabric.up()
+        clock = EmulationClock(self.scaling.time_scale, skip_idle=self._skip_idle)
+        self.mover.start(Emulation(self._in, self.fabric, self.scaling, clock, self._token, self._cancel))
+        self.clock = clock
+        self.clock.start(0.0)  # scenario time begins once the nodes are ready
+        changes = change_points(self._in.bandwidth_gbps, self.scaling.rate_mbit, sc.duration_s)
+        self._replayer = LinkReplayer(changes, self.clock, self.fabric.set_rate, self.fabric.release_netlink)
+        self._replayer.start()
+
+    def close(self) -> None:
+        """Idempotent, and not cut short by Ctrl-C/SIGTERM (deferred until it is done); the fabric
+        goes even if stopping something before it failed."""
+        with critical():
+            try:
+                self._cancel.set()
+                if self._replayer is not None:
+                    self._replayer.stop()
+                for _, th in list(self._flying.values()):
+                    th.join(timeout=10)
+                self.mover.stop()
+            finally:
+                if self.fabric is not None:
+                    self.fabric.down()
+
+    # -- the contract: jobs and caps are the mover's -------------------------------------------------
+    def start_job(self, job_id: str, site: str, t_s: float) -> None:
+        self.mover.start_job(job_id, site, t_s)
+
+    def finish_job(self, job_id: str, t_s: float) -> None:
+        self.mover.finish_job(job_id, t_s)
+
+    def cap_target(self) -> CapTarget:
+        """Ballast: nothing trains, caps are modelled. Agents: each job's real training can be slowed
+        (the agent mover is the throughput port: ``power.backend`` emulated / emulated-throttle)."""
+        return self.mover.cap_target()
+
+    # -- the contract: migrations run in threads, reported on the clock ---------------------------
+    def start_migration(self, order: MigrationOrder) -> None:
+        th = threading.Thread(target=self._migrate, args=(order,), name=f"tb-migrate-{order.job_id}", daemon=True)
+        with self._lock:
+            self._flying[order.job_id] = (order, th)
+        th.start()
+
+    def _migrate(self, order: MigrationOrder) -> None:
+        outcome = self.mover.migrate(order)
+        with self._changed:
+            self._flying.pop(order.job_id, None)
+            self._done.append(outcome)
+            self._changed.notify_all()
+
+    def poll(self, until_s: float) -> list[MigrationOutcome]:
+        assert self.clock is not None
+        if self._replayer is not None and self._replayer.error is not None:
+            raise TestbedError(f"link replay failed: {self._replayer.error}")
+        with self._changed:
+            while True:
+                if not self._flying and self.clock.skip_idle:
+                    self.clock.jump_to(until_s)
+                remaining = until_s - self.clock.now_s()
+                if remaining <= 0:
+                    break
+                self._changed.wait(timeout=min(0.05, remaining / self.clock.time_scale))
+            ready = sorted((o for o in self._done if o.resume_s <= until_s), key=lambda o: o.resume_s)
+            for o in ready:
+                self._done.remove(o)
+        return ready
+
+    def in_flight(self) -> list[MigrationOrder]:
+        with self._lock:
+            return [o for o, _ in self._flying.values()] + [o.order for o in self._done]
+
+    def describe(self) -> dict:
+        s = self.scaling
+        applied = self._replayer.applied if self._replayer else []
+        live = [a for a in applied if not a["after_jump"]]
+        return {
+            "substrate": self.name,
+            "run_id": self.run_id,
+            "clock": "wall x time_scale while transfers are in flight; idle time skipped" if self._skip_idle
+            else "wall x time_scale",
+            "impairment": self.fabric.plan.impairment if self.fabric else None,
+            **(s.to_dict() if s else {}),
+            "fabric_up_s": self.fabric.up_s if self.fabric else None,
+            "skipped_scenario_s": self.clock.skipped_s if self.clock else None,
+            "rate_changes": len(applied),
+            "rate_change_max_lag_wall_ms": max((a["lag_wall_ms"] for a in live), default=None),
+            "rate_change_max_call_ms": max((a["call_ms"] for a in applied), default=None),
+            **self.mover.describe(),
+        }

@@ -1,0 +1,67 @@
+"""The emulated substrate split by responsibility: the base owns fabric, clock and replay; one
+mover per ``emulation.nodes`` owns starting, moving, finishing and capping jobs; netns and mininet
+only build their fabric. (Live behaviour: tests/integration/test_netns_substrate.py.)"""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+
+from testbed import errors
+from testbed.inputs import build_inputs
+from testbed.spec import scenario_from_dict
+from testbed.substrate.base import MigrationOrder
+from testbed.substrate.emulated.agent_mover import AgentMover
+from testbed.substrate.emulated.ballast_mover import BallastMover
+from testbed.substrate.emulated.base import MOVERS, EmulatedSubstrate
+from testbed.substrate.emulated.mover import order_lag, transfer_id
+from testbed.substrate.netns.substrate import NetnsSubstrate
+from tests.conftest import small_scenario_dict
+
+
+def _inputs(nodes: str):
+    d = small_scenario_dict()
+    d["emulation"] = {"time_scale": 100, "byte_scale": 0.001, "nodes": nodes}
+    return build_inputs(scenario_from_dict(d))
+
+
+def test_one_mover_per_kind_of_node():
+    assert MOVERS == {"ballast": BallastMover, "agents": AgentMover}
+    assert isinstance(NetnsSubstrate(_inputs("ballast"), run_id="t1").mover, BallastMover)
+    assert isinstance(NetnsSubstrate(_inputs("agents"), run_id="t2").mover, AgentMover)
+
+
+def test_caps_are_the_movers():
+    ballast = NetnsSubstrate(_inputs("ballast"), run_id="t3")
+    assert ballast.cap_target().nodes == "ballast" and ballast.cap_target().port is None
+    agents = NetnsSubstrate(_inputs("agents"), run_id="t4")
+    target = agents.cap_target()
+    assert target.nodes == "agents" and target.port is agents.mover
+    assert target.port.job_site("j1", "a") == "a"  # not moved: where the controller believes it is
+    with pytest.raises(errors.TestbedError, match="no node agents run here"):
+        target.port.set_throughput("j1", "a", 0.5, 200.0)  # before the agents started (or after they stopped)
+
+
+def test_a_mover_that_never_started_starts_finishes_and_stops_nothing():
+    for nodes in MOVERS:
+        sub = NetnsSubstrate(_inputs(nodes), run_id="t5")
+        sub.start_job("j1", "a", 0.0)
+        sub.finish_job("j1", 10.0)
+        sub.mover.stop()
+        sub.mover.stop()  # idempotent
+
+
+def test_fabric_substrates_only_build_their_fabric():
+    from testbed.substrate.mininet.substrate import MininetSubstrate
+
+    for cls in (NetnsSubstrate, MininetSubstrate):
+        assert issubclass(cls, EmulatedSubstrate)
+        own = {n for n, v in vars(cls).items() if inspect.isfunction(v)}
+        assert own == {"make_fabric"}, cls
+
+
+def test_transfer_ids_and_lag():
+    order = MigrationOrder("job 1/x", "a", "b", 2.0, 3600.4)
+    assert transfer_id(order) == "m.job_1_x.3600"
+    assert order_lag(order, 3601.4) == pytest.approx(1.0) and order_lag(order, 10.0) == 0.0
