@@ -1,4 +1,4 @@
-"""The mininet substrate: the netns substrate's controller path over a Mininet-built fabric."""
+"""The mininet substrate: the emulated base (clock, link replay, movers) over a Mininet-built fabric."""
 
 from __future__ import annotations
 
