@@ -97,3 +97,43 @@ def test_a_refusal_is_the_agents_message(served):
     c, _, _ = served
     with pytest.raises(AgentError, match=r"args\.job_id"):
         c.status("../etc")
+
+
+class _FakeJob:
+    def __init__(self):
+        self.steps_done, self.loss_history = 0, []
+
+    def step(self) -> float:
+        self.steps_done += 1
+        self.loss_history.append(1.0)
+        return 1.0
+
+
+def test_the_parsers_read_a_real_agents_answers(tmp_path):
+    """A real Agent behind the control server (a stand-in job: no torch): the typed answers parse."""
+    from testbed.agent.agent import Agent
+    from testbed.agent.runner import JobRunner
+
+    agent = Agent("a", tmp_path, TOKEN)
+    runner = JobRunner(_FakeJob(), steps_per_s=200.0, max_steps=None)
+    agent.jobs["j1"] = runner
+    runner.start()
+    srv = ControlServer("127.0.0.1", 0, TOKEN, agent.handlers())
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    c = AgentClient("127.0.0.1", srv.port, TOKEN)
+    try:
+        info = c.ping()
+        assert info.site == "a" and set(info.jobs) == {"j1"} and isinstance(info.jobs["j1"], JobStatus)
+        th = c.set_throughput("j1", frac=0.5, cap_w=200.0)
+        assert (th.frac, th.throttle) == (0.5, "duty-cycle") and "no run id" in th.throttle_reason
+        st = c.status("j1")
+        assert st.throughput_frac == 0.5 and st.throttle == "duty-cycle" and st.error is None
+        assert c.resume("j1").paused is False
+        assert set(c.losses("j1")) <= {1.0}
+        c.free("j1")
+        with pytest.raises(AgentError, match="no job 'j1'"):
+            c.status("j1")
+    finally:
+        c.close()
+        srv.stop()
+        agent.shutdown()
