@@ -25,13 +25,12 @@ from testbed.federated.exchange import Exchange
 from testbed.federated.roundtime import SiteTime
 from testbed.inputs import Inputs
 from testbed.netem.fabric import Fabric
-from testbed.netem.links import scenario_links
+from testbed.netem.links import scaled_links
 from testbed.netem.naming import new_run_id
 from testbed.netem.nsexec import socket_factory
 from testbed.netem.plan import plan_fabric
 from testbed.seeding import derive_seed
-from testbed.netem.scaling import CAPACITY_MBIT_DIRECT, CAPACITY_MBIT_RELAY, choose_scaling
-from testbed.spec.topology import directed_links
+from testbed.netem.scaling import CAPACITY_MBIT_DIRECT, CAPACITY_MBIT_RELAY
 from testbed.transfer.client import send
 from testbed.transfer.server import TransferServer
 from testbed.transfer.source import BallastSource, ConcatSource, Source
@@ -96,9 +95,7 @@ class NetnsExchange(Exchange):
         # every selected link may carry a transfer at once: the fastest link gets a fair share of what
         # the machine shapes accurately, so concurrent flows do not contend for CPU
         n_links = max(1, len(self.sc.links))
-        directed = directed_links(self.sc.sites, self.sc.links)
-        self.scaling = choose_scaling(self.sc, capacity_mbit=max(10.0, capacity * 4 / n_links), links=directed)
-        links = scenario_links(self.inp, self.scaling, directed)
+        self.scaling, links = scaled_links(self.inp, capacity_mbit=max(10.0, capacity * 4 / n_links))
         for li in links:
             self._rates[(li.a, li.b)], self._rates[(li.b, li.a)] = li.rate_ab_mbit, li.rate_ba_mbit
         plan = plan_fabric(self.run_id, [s.name for s in self.sc.sites], links, impairment)  # type: ignore[arg-type]

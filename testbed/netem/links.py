@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 
 from testbed.link import DirectedLink
 from testbed.netem.plan import LinkInput
-from testbed.netem.scaling import Scaling
+from testbed.netem.scaling import Scaling, choose_scaling
 
 if TYPE_CHECKING:  # pragma: no cover
     from testbed.inputs import Inputs
@@ -73,6 +73,17 @@ def scenario_links(inputs: "Inputs", scaling: Scaling, links: Sequence[DirectedL
     links = directed_links(sc.sites, sc.links) if links is None else links
     start = {key: trace.at(0.0) for key, trace in inputs.bandwidth_gbps.items()}
     return fabric_links(links, scaling, start_gbps=start, impaired=impaired)
+
+
+def scaled_links(inputs: "Inputs", *, capacity_mbit: float, impaired: bool = True) -> tuple[Scaling, list[LinkInput]]:
+    """An emulated run's scaling and fabric links, both from the same directed links: the fastest
+    link the scaling fits into ``capacity_mbit`` is the fastest link the fabric is built with."""
+    from testbed.spec.topology import directed_links
+
+    sc = inputs.scenario
+    directed = directed_links(sc.sites, sc.links)
+    scaling = choose_scaling(sc, capacity_mbit=capacity_mbit, links=directed)
+    return scaling, scenario_links(inputs, scaling, directed, impaired=impaired)
 
 
 def _rate_mbit(link: DirectedLink, scaling: Scaling | None, start_gbps: Mapping[tuple[str, str], float] | None) -> float:

@@ -112,3 +112,20 @@ def test_one_place_each_for_rtt_link_building_and_topology_reading():
     assert [d.split(":")[0] for d in doubled] == ["testbed/link.py"], doubled
     assert set(built) == {"testbed/netem/links.py"}, built
     assert set(validated) == {"testbed/spec/topology.py"}, validated
+
+
+def test_a_run_scales_and_shapes_the_same_directed_links():
+    from testbed.inputs import build_inputs
+    from testbed.netem.links import scaled_links
+
+    sc = scenario_from_dict(small_scenario_dict(emulation={"time_scale": 100}))
+    inputs = build_inputs(sc)
+    scaling, links = scaled_links(inputs, capacity_mbit=500)
+    assert scaling == choose_scaling(sc, capacity_mbit=500, links=directed_links(sc.sites, sc.links))
+    assert len(links) == len(sc.links)
+    for li, link in zip(links, sc.links):
+        assert li.rate_ab_mbit == scaling.rate_mbit(inputs.bandwidth_gbps[(link.a, link.b)].at(0.0))
+        assert li.rate_ba_mbit == scaling.rate_mbit(inputs.bandwidth_gbps[(link.b, link.a)].at(0.0))
+        assert li.delay_ms == scaling.delay_ms(inputs.latency_ms[(link.a, link.b)])
+    _, bare = scaled_links(inputs, capacity_mbit=500, impaired=False)
+    assert all(li.delay_ms == li.jitter_ms == li.loss_pct == 0 for li in bare)

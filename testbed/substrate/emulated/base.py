@@ -21,12 +21,11 @@ from testbed.errors import SpecError, TestbedError
 from testbed.inputs import Inputs
 from testbed.lifecycle import critical
 from testbed.netem.fabric import Fabric
-from testbed.netem.links import scenario_links
+from testbed.netem.links import scaled_links
 from testbed.netem.naming import new_run_id
 from testbed.netem.plan import FabricPlan, plan_fabric, unreachable
-from testbed.netem.scaling import CAPACITY_MBIT_DIRECT, CAPACITY_MBIT_RELAY, Scaling, choose_scaling
+from testbed.netem.scaling import CAPACITY_MBIT_DIRECT, CAPACITY_MBIT_RELAY, Scaling
 from testbed.power.caps import CapTarget
-from testbed.spec.topology import directed_links
 from testbed.substrate.base import MigrationOrder, MigrationOutcome, Substrate
 from testbed.substrate.emulated.agent_mover import AgentMover
 from testbed.substrate.emulated.ballast_mover import BallastMover
@@ -85,9 +84,7 @@ class EmulatedSubstrate(Substrate):
             raise SpecError([("emulation.require_latency", "links ask for latency/jitter/loss but impairment "
                               "'none' was requested; allow the relay or netem, or set require_latency: false")])
         capacity = self._capacity or (CAPACITY_MBIT_RELAY if impairment == "relay" else CAPACITY_MBIT_DIRECT)
-        directed = directed_links(sc.sites, sc.links)
-        self.scaling = choose_scaling(sc, capacity_mbit=capacity, links=directed)
-        links = scenario_links(self._in, self.scaling, directed, impaired=impairment != "none")
+        self.scaling, links = scaled_links(self._in, capacity_mbit=capacity, impaired=impairment != "none")
         plan = plan_fabric(self.run_id, [s.name for s in sc.sites], links, impairment)  # type: ignore[arg-type]
         missing = unreachable(plan)
         if missing:
