@@ -194,3 +194,37 @@ def test_no_import_cycle_between_units():
         elif in_cycle.get(a) is None or b not in in_cycle[a]:
             msgs.append(f"allowlisted edge {_short(a)} -> {_short(b)} closes no cycle now: remove it")
     assert not msgs, "\n".join(msgs)
+
+
+README = ROOT.parent / "README.md"
+LAYER_INTRO = "Layers import downward only"
+
+
+def readme_layers() -> list[list[str]]:
+    """The README's layer line: groups left (lowest) to right, ``a/b`` for units side by side,
+    ``a+b`` for units that still import each other (an allowlisted cycle)."""
+    import re
+
+    text = README.read_text(encoding="utf-8")
+    after = text[text.index(LAYER_INTRO):]
+    line = next(span for span in re.findall(r"`([^`]*)`", after) if "->" in span)
+    return [[u.strip() for u in group.replace("+", "/").split("/")] for group in line.split("->")]
+
+
+def test_readme_layer_line_matches_the_imports():
+    layers = readme_layers()
+    where = {u: i for i, group in enumerate(layers) for u in group}
+    graph = unit_graph()
+    units = {_short(u) for u in graph} - {"__main__"}
+    msgs = [f"README layer line lacks {u}" for u in sorted(units - set(where))]
+    msgs += [f"README layer line names {u}, which is not a unit" for u in sorted(set(where) - units)]
+    allowed = {(a, b) for a, b, _ in ALLOWED_BACK_EDGES}
+    for a in sorted(graph):
+        for b in sorted(graph[a]):
+            sa, sb = _short(a), _short(b)
+            if sa not in where or sb not in where:
+                continue
+            if where[sb] > where[sa] or (where[sb] == where[sa] and (sa, sb) not in allowed
+                                           and (sb, sa) not in allowed):
+                msgs.append(f"{sa} imports {sb}, which the README puts {'above' if where[sb] > where[sa] else 'beside'} it")
+    assert not msgs, "\n".join(msgs)
