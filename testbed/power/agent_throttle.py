@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from testbed.power.caps import CapEnforcer, CapReport, JobCap, PowerSetup, ThroughputPort
 from testbed.power.errors import PowerError
-from testbed.spec.power_backends import PowerBackend, register
+from testbed.power.backends import PowerBackend, register
 
 NAME = "emulated-throttle"
 

@@ -3,7 +3,7 @@
 
 The enforcer is chosen once per run by :func:`testbed.power.factory.make_enforcer` from the
 scenario's ``power.backend`` and what the substrate offers (:class:`CapTarget`); each backend
-registers itself in its own module (:mod:`testbed.spec.power_backends`).
+registers itself in its own module (:mod:`testbed.power.backends`).
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ class ThroughputPort(Protocol):
 @dataclass(frozen=True)
 class CapTarget:
     """What the substrate offers a power backend: the kind of nodes jobs run on (one of
-    :data:`testbed.spec.power_backends.NODE_KINDS`) and, with agents, their throughput port."""
+    :data:`testbed.power.backends.NODE_KINDS`) and, with agents, their throughput port."""
 
     nodes: str
     port: ThroughputPort | None = None

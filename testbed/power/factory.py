@@ -1,11 +1,11 @@
 """The one place a run's cap enforcer is chosen: from ``power.backend`` and the substrate's
-:class:`~testbed.power.caps.CapTarget`, through the registry (:mod:`testbed.spec.power_backends`)."""
+:class:`~testbed.power.caps.CapTarget`, through the registry (:mod:`testbed.power.backends`)."""
 
 from __future__ import annotations
 
 from testbed.power import builtin  # noqa: F401  (the built-in backends register themselves)
 from testbed.power.caps import CapEnforcer, CapTarget, PowerSetup
-from testbed.spec.power_backends import PowerBackend, resolve
+from testbed.power.backends import PowerBackend, resolve
 
 
 def backend_for(scenario, nodes: str) -> PowerBackend:

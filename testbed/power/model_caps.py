@@ -10,7 +10,7 @@ from testbed.power.caps import CapEnforcer, CapReport, JobCap
 from testbed.power.emulated import EmulatedDevice
 from testbed.power.node_model import NodePower
 from testbed.power.profile import PowerProfile
-from testbed.spec.power_backends import NODE_KINDS, PowerBackend, register
+from testbed.power.backends import NODE_KINDS, PowerBackend, register
 
 NAME = "model"
 

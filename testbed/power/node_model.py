@@ -16,9 +16,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Protocol
 
 from testbed.power.profile import PowerProfile, load_profile
-from testbed.spec.topology import NodeType
+
+
+class NodeType(Protocol):
+    """What the power model reads of a node type (``testbed.spec.topology.NodeType`` is one; the
+    power layer sits below the spec, so it names the fields, not the class)."""
+
+    p_active_kw: float
+    p_idle_kw: float
+    speed: float
+    power_profile: str | None
 
 
 @lru_cache(maxsize=64)

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from testbed.power.caps import CapEnforcer, CapReport, JobCap, PowerSetup
 from testbed.power.device import PowerNode
 from testbed.power.errors import CapNotEnforced, PowerError
-from testbed.spec.power_backends import PowerBackend, register
+from testbed.power.backends import PowerBackend, register
 
 NAME = "nvml"
 

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from testbed.spec import power_backends
+from testbed.power import backends as power_backends
 from testbed.spec.federated import Federated
 from testbed.spec.limits import Limits
 from testbed.spec.federated import SELECTION_POLICY_SPECS
@@ -55,7 +55,7 @@ class SubstrateSettings(Strict):
 class Power(Strict):
     backend: str = Field(
         power_backends.EMULATED, json_schema_extra=power_backends.schema_choices,
-        description="Who enforces the GPU caps (testbed.spec.power_backends): emulated (the profile model, or "
+        description="Who enforces the GPU caps (testbed.power.backends): emulated (the profile model, or "
         "the real CPU throttle of agent training), model, emulated-throttle, nvml (real GPUs), or a registered one.",
     )
     p_sys_kw: float = Field(1.8, gt=0, description="System power during a transfer (seed Eq. 2), split between both ends.")

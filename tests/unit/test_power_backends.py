@@ -20,7 +20,7 @@ from testbed.power.model_caps import ModelCaps
 from testbed.power.profile import PowerProfile, ProfilePoint
 from testbed.power.site_caps import NvmlSiteCaps
 from testbed.spec import scenario_from_dict
-from testbed.spec import power_backends
+from testbed.power import backends as power_backends
 from tests.conftest import small_scenario_dict
 
 PROFILE = PowerProfile("toy", 100.0, 300.0, 300.0, 20.0,

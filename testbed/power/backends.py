@@ -3,7 +3,7 @@
 A backend registers itself in its own module (one file: its name, the nodes it can cap, why it
 refuses the others, and the factory of its cap enforcer, :mod:`testbed.power.caps`);
 ``import testbed.power.builtin`` registers the built-in ones (the CLI and the runner do). This module
-sits at the spec layer and stores the factories without importing them, so the scenario's
+sits below the spec (which checks `power.backend` against it) and stores the factories without importing them, so the scenario's
 choices (and its JSON schema) come from the registry, not from a hand-kept list.
 
 Nodes a backend can cap, one of :data:`NODE_KINDS`: ``analytic`` (the sim substrate: nothing
