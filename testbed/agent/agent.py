@@ -14,7 +14,7 @@ import threading
 import time
 from pathlib import Path
 
-from testbed.agent.protocol import ProtocolError
+from testbed.agent.protocol import RequestRefused
 from testbed.agent.runner import JobRunner
 
 
@@ -42,7 +42,7 @@ class Agent:
     def _job(self, job_id: str) -> JobRunner:
         runner = self.jobs.get(job_id)
         if runner is None:
-            raise ProtocolError(f"no job {job_id!r} at site {self.site}")
+            raise RequestRefused(f"no job {job_id!r} at site {self.site}")
         return runner
 
     # -- commands ---------------------------------------------------------------------------------
@@ -53,7 +53,7 @@ class Agent:
         from testbed.nodes.job import TrainingJob
 
         if args.job_id in self.jobs:
-            raise ProtocolError(f"job {args.job_id!r} already exists at {self.site}")
+            raise RequestRefused(f"job {args.job_id!r} already exists at {self.site}")
         job = TrainingJob.create(args.family, seed=args.seed)
         runner = JobRunner(job, steps_per_s=args.steps_per_s, max_steps=args.max_steps)
         self.jobs[args.job_id] = runner
@@ -84,7 +84,7 @@ class Agent:
         self._job(args.job_id)
         path = self.ckpts / f"{args.job_id}.pt"
         if not path.exists():
-            raise ProtocolError(f"job {args.job_id!r} has no checkpoint: call checkpoint_and_pause first")
+            raise RequestRefused(f"job {args.job_id!r} has no checkpoint: call checkpoint_and_pause first")
         parts = [FileSource(path)] + ([BallastSource(args.ballast_bytes, seed=7)] if args.ballast_bytes else [])
         source = ConcatSource(*parts) if len(parts) > 1 else parts[0]
         chunk = min(4 << 20, max(64 << 10, source.size_bytes // 16))
@@ -98,10 +98,10 @@ class Agent:
         from testbed.nodes.checkpoint import load
 
         if args.job_id in self.jobs:
-            raise ProtocolError(f"job {args.job_id!r} already runs at {self.site}")
+            raise RequestRefused(f"job {args.job_id!r} already runs at {self.site}")
         path = self.incoming / args.transfer_id
         if not path.is_file():
-            raise ProtocolError(f"no received checkpoint {args.transfer_id!r} at {self.site}")
+            raise RequestRefused(f"no received checkpoint {args.transfer_id!r} at {self.site}")
         t0 = time.perf_counter()
         job = load(path, expect_sha256=args.sha256)  # CheckpointError (typed) on a mismatch or a bad file
         runner = JobRunner(job, steps_per_s=args.steps_per_s, max_steps=args.max_steps)
@@ -118,7 +118,7 @@ class Agent:
     def free(self, args) -> dict:
         runner = self.jobs.pop(args.job_id, None)
         if runner is None:
-            raise ProtocolError(f"no job {args.job_id!r} at site {self.site}")
+            raise RequestRefused(f"no job {args.job_id!r} at site {self.site}")
         runner.stop()
         (self.ckpts / f"{args.job_id}.pt").unlink(missing_ok=True)
         return {"freed": args.job_id}
@@ -143,7 +143,7 @@ class Agent:
         from testbed.power.throttle import DutyCycleThrottle, make_throttle
 
         if runner.native_id is None:
-            raise ProtocolError(f"job {job_id!r} has no running thread")
+            raise RequestRefused(f"job {job_id!r} has no running thread")
         if not self.run_id:
             throttle = DutyCycleThrottle()
             throttle.reason = "the agent has no run id to label a cgroup with"
@@ -151,7 +151,7 @@ class Agent:
         try:
             throttle = make_throttle(self.run_id, f"{self.site}-{job_id}", threads=True)
         except ValueError as e:
-            raise ProtocolError(str(e)) from None
+            raise RequestRefused(str(e)) from None
         try:
             throttle.add_tid(runner.native_id)
         except BaseException:

@@ -77,27 +77,27 @@ COMMANDS: dict[str, type[_Args]] = {
 }
 
 
-class ProtocolError(Exception):
+class RequestRefused(Exception):
     """A request the agent refuses; the message goes back to the caller."""
 
 
 def parse_json(data: bytes, max_bytes: int = MAX_REQUEST_BYTES) -> Any:
     """JSON text to a value, with its size and nesting depth bounded before it is decoded."""
     if len(data) > max_bytes:
-        raise ProtocolError(f"request too large ({len(data)} bytes, at most {max_bytes})")
+        raise RequestRefused(f"request too large ({len(data)} bytes, at most {max_bytes})")
     if json_depth_exceeds(data, MAX_JSON_DEPTH):
-        raise ProtocolError(f"malformed request: JSON nested deeper than {MAX_JSON_DEPTH} levels")
+        raise RequestRefused(f"malformed request: JSON nested deeper than {MAX_JSON_DEPTH} levels")
     try:
         return json.loads(data)
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
-        raise ProtocolError(f"malformed request: not JSON ({e.__class__.__name__})") from None
+        raise RequestRefused(f"malformed request: not JSON ({e.__class__.__name__})") from None
 
 
 def decode_body(body: bytes) -> tuple[str, _Args]:
-    """Parse and validate one request from an authenticated connection. Raises ProtocolError."""
+    """Parse and validate one request from an authenticated connection. Raises RequestRefused."""
     msg = parse_json(body)
     if not isinstance(msg, dict):
-        raise ProtocolError("malformed request: not a JSON object")
+        raise RequestRefused("malformed request: not a JSON object")
     return _validate(msg)
 
 
@@ -107,10 +107,10 @@ def decode_request(line: bytes, token: str) -> tuple[str, _Args]:
     instead (:mod:`testbed.agent.wire`) and decodes bodies with :func:`decode_body`."""
     msg = parse_json(line)
     if not isinstance(msg, dict):
-        raise ProtocolError("malformed request: not a JSON object")
+        raise RequestRefused("malformed request: not a JSON object")
     given = msg.pop("token", None)
     if not isinstance(given, str) or not hmac.compare_digest(given.encode(), token.encode()):
-        raise ProtocolError("unauthenticated: bad or missing token")
+        raise RequestRefused("unauthenticated: bad or missing token")
     return _validate(msg)
 
 
@@ -118,19 +118,19 @@ def _validate(msg: dict) -> tuple[str, _Args]:
     cmd = msg.get("cmd")
     if not isinstance(cmd, str) or cmd not in COMMANDS:
         shown = cmd if isinstance(cmd, str) and len(cmd) <= 64 else type(cmd).__name__
-        raise ProtocolError(f"unknown command {shown!r} (known: {sorted(COMMANDS)})")
+        raise RequestRefused(f"unknown command {shown!r} (known: {sorted(COMMANDS)})")
     extra = set(msg) - {"cmd", "args"}
     if extra:
-        raise ProtocolError(f"malformed request: unknown keys {sorted(str(k)[:64] for k in extra)[:10]}")
+        raise RequestRefused(f"malformed request: unknown keys {sorted(str(k)[:64] for k in extra)[:10]}")
     raw = msg.get("args") or {}
     if not isinstance(raw, dict):
-        raise ProtocolError(f"{cmd}: args: must be a JSON object")
+        raise RequestRefused(f"{cmd}: args: must be a JSON object")
     try:
         args = COMMANDS[cmd].model_validate(raw)
     except ValidationError as e:
         first = e.errors(include_url=False)[0]
         where = ".".join(str(x) for x in first["loc"]) or "args"
-        raise ProtocolError(f"{cmd}: args.{where}: {first['msg']}") from None
+        raise RequestRefused(f"{cmd}: args.{where}: {first['msg']}") from None
     return cmd, args
 
 

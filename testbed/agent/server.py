@@ -9,7 +9,7 @@ other error (see :mod:`testbed.netguard.gate`).
 An authenticated connection gets a thread that reads framed requests (size and JSON depth bounded,
 :func:`testbed.agent.protocol.decode_body`) and answers each; at most ``max_authenticated`` exist
 (only token holders reach that cap). Handlers are called one at a time (a lock), so commands on
-the same agent never interleave; a handler that raises :class:`ProtocolError` or any
+the same agent never interleave; a handler that raises :class:`RequestRefused` or any
 ``TestbedError`` produces an error response and the connection stays usable. :meth:`stats` counts
 what happened.
 """
@@ -21,7 +21,7 @@ import socket
 import threading
 from typing import Callable
 
-from testbed.agent.protocol import Handler, ProtocolError, decode_body, error, ok
+from testbed.agent.protocol import Handler, RequestRefused, decode_body, error, ok
 from testbed.agent.wire import CHALLENGE, MAX_REQUEST_BYTES, FrameTooLarge, WireError, frame, read_frame
 from testbed.errors import TestbedError
 from testbed.netguard.fdlimit import raise_fd_limit
@@ -123,7 +123,7 @@ class ControlServer:
         """The response body to one request body from an authenticated connection."""
         try:
             cmd, args = decode_body(body)
-        except ProtocolError as e:
+        except RequestRefused as e:
             return error(str(e))
         handler = self._handlers.get(cmd)
         if handler is None:
@@ -131,7 +131,7 @@ class ControlServer:
         with self._lock:
             try:
                 return ok(handler(args))
-            except (ProtocolError, TestbedError) as e:
+            except (RequestRefused, TestbedError) as e:
                 return error(f"{cmd}: {e}")
             except Exception as e:  # a bug in a handler: say so, keep serving
                 log.exception("control server: handler %s failed", cmd)

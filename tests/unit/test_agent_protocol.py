@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from testbed.agent.client import AgentClient, AgentError
-from testbed.agent.protocol import ProtocolError, decode_body, decode_request
+from testbed.agent.protocol import RequestRefused, decode_body, decode_request
 from testbed.agent.server import ControlServer
 
 TOKEN = "t" * 32
@@ -32,7 +32,7 @@ def req(**kw) -> bytes:
     (req(cmd="status", args={"job_id": "j", "sudo": True}), "args.sudo"),
 ])
 def test_refusals(line, expected):
-    with pytest.raises(ProtocolError, match=expected):
+    with pytest.raises(RequestRefused, match=expected):
         decode_request(line, TOKEN)
 
 
@@ -46,12 +46,12 @@ def test_refusals(line, expected):
     (json.dumps({"cmd": ["ping"]}).encode(), "unknown command 'list'"),
 ])
 def test_body_refusals(body, expected):
-    with pytest.raises(ProtocolError, match=expected):
+    with pytest.raises(RequestRefused, match=expected):
         decode_body(body)
 
 
 def test_deep_request_is_refused_before_the_token_is_looked_at():
-    with pytest.raises(ProtocolError, match="nested deeper"):
+    with pytest.raises(RequestRefused, match="nested deeper"):
         decode_request(b'{"token": "' + TOKEN.encode() + b'", "x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", TOKEN)
 
 

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from testbed.agent.agent import Agent
-from testbed.agent.protocol import ProtocolError, SetThroughput, decode_request
+from testbed.agent.protocol import RequestRefused, SetThroughput, decode_request
 from testbed.agent.runner import JobRunner, cgroup_quota
 from testbed.power.throttle import DutyCycleThrottle
 
@@ -30,7 +30,7 @@ def req(args: dict) -> bytes:
     ({"job_id": "j1", "frac": 0.5, "cores": 2}, "args.cores"),
 ])
 def test_refused_arguments(args, where):
-    with pytest.raises(ProtocolError, match=where):
+    with pytest.raises(RequestRefused, match=where):
         decode_request(req(args), TOKEN)
 
 
@@ -99,7 +99,7 @@ def test_agent_without_a_run_id_uses_duty_cycle_and_frees(tmp_path, monkeypatch)
         assert res["job_id"] == "j1" and res["throttle"] == "duty-cycle" and "no run id" in res["throttle_reason"]
         again = agent.set_throughput(SetThroughput(job_id="j1", frac=1.0))
         assert again["frac"] == 1.0 and agent.jobs["j1"].throttle is runner.throttle
-        with pytest.raises(ProtocolError, match="no job"):
+        with pytest.raises(RequestRefused, match="no job"):
             agent.set_throughput(SetThroughput(job_id="nope", frac=0.5))
         assert "set_throughput" in agent.handlers()
     finally:
