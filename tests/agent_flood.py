@@ -141,3 +141,14 @@ def sustained(flood: Flood, *, rounds: int = 1, period_s: float = 0.02) -> Itera
         stop.set()
         th.join(timeout=10)
         flood.close()
+
+
+class FlakyListener(socket.socket):
+    """A listening socket whose accept() fails with given errors first (set ``failures``)."""
+
+    failures: list[BaseException] = []
+
+    def accept(self):  # type: ignore[override]
+        if self.failures:
+            raise self.failures.pop(0)
+        return super().accept()

@@ -12,6 +12,7 @@ from testbed.agent.client import AgentClient, AgentError
 from testbed.agent.protocol import COMMANDS
 from testbed.agent.results import AgentInfo, Checkpoint, CheckpointSent, JobStatus, Resumed, ThroughputSet
 from testbed.agent.server import ControlServer
+from tests.unit.test_agent_throughput import FakeJob
 
 TOKEN = "t" * 32
 STATUS = {"steps": 3, "paused": False, "done": False, "error": None, "throughput_frac": 1.0, "throttle": None}
@@ -99,23 +100,13 @@ def test_a_refusal_is_the_agents_message(served):
         c.status("../etc")
 
 
-class _FakeJob:
-    def __init__(self):
-        self.steps_done, self.loss_history = 0, []
-
-    def step(self) -> float:
-        self.steps_done += 1
-        self.loss_history.append(1.0)
-        return 1.0
-
-
 def test_the_parsers_read_a_real_agents_answers(tmp_path):
     """A real Agent behind the control server (a stand-in job: no torch): the typed answers parse."""
     from testbed.agent.agent import Agent
     from testbed.agent.runner import JobRunner
 
     agent = Agent("a", tmp_path, TOKEN)
-    runner = JobRunner(_FakeJob(), steps_per_s=200.0, max_steps=None)
+    runner = JobRunner(FakeJob(), steps_per_s=200.0, max_steps=None)
     agent.jobs["j1"] = runner
     runner.start()
     srv = ControlServer("127.0.0.1", 0, TOKEN, agent.handlers())

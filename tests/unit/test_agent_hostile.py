@@ -24,7 +24,7 @@ from testbed.agent.wire import (
     CHALLENGE_BYTES, MAX_JSON_DEPTH, MAX_REQUEST_BYTES, auth_mac, frame, json_depth_exceeds, parse_challenge,
     read_frame, recv_exact,
 )
-from tests.agent_flood import Flood, sustained
+from tests.agent_flood import FlakyListener, Flood, sustained
 
 TOKEN = "t" * 32
 FLOOD = 2000
@@ -263,28 +263,17 @@ def test_json_depth_scan(text, deeper):
 
 
 # -- the accept loop ---------------------------------------------------------------------------------------
-class _FlakyListener(socket.socket):
-    """A listening socket whose accept() fails with given errors first."""
-
-    failures: list[BaseException] = []
-
-    def accept(self):  # type: ignore[override]
-        if self.failures:
-            raise self.failures.pop(0)
-        return super().accept()
-
-
 def test_accept_loop_survives_errors(server):
-    _FlakyListener.failures = [OSError(errno.EMFILE, "Too many open files")] * 4 + [
+    FlakyListener.failures = [OSError(errno.EMFILE, "Too many open files")] * 4 + [
         OSError(errno.ENFILE, "Too many open files in system"), OSError(errno.ECONNABORTED, "aborted"),
         RuntimeError("anything else"),
     ]
-    srv = server(socket_factory=_FlakyListener)
+    srv = server(socket_factory=FlakyListener)
     client = AgentClient("127.0.0.1", srv.port, TOKEN, connect_timeout_s=20)
     assert client.call("ping") == {"pong": True}
     st = srv.stats()
     assert st["out_of_fds"] == 5 and st["accept_errors"] == 1 and st["loop_errors"] == 1
-    assert _FlakyListener.failures == [] and srv.thread.is_alive()  # type: ignore[attr-defined]
+    assert FlakyListener.failures == [] and srv.thread.is_alive()  # type: ignore[attr-defined]
     client.close()
 
 

@@ -23,7 +23,7 @@ from testbed.transfer.protocol import (
     recv_exact,
 )
 from testbed.transfer.server import MAX_NAKS_PER_CHUNK
-from tests.agent_flood import Flood, sustained
+from tests.agent_flood import FlakyListener, Flood, sustained
 
 TOKEN = "transfer-token-" + "x" * 17
 FLOOD = 2000
@@ -349,27 +349,16 @@ def test_authenticated_connections_are_capped_and_busy_is_retried(server, ckpt):
 
 
 # -- the accept loop ---------------------------------------------------------------------------------------
-class _FlakyListener(socket.socket):
-    """A listening socket whose accept() fails with given errors first."""
-
-    failures: list[BaseException] = []
-
-    def accept(self):  # type: ignore[override]
-        if self.failures:
-            raise self.failures.pop(0)
-        return super().accept()
-
-
 def test_accept_loop_survives_errors(server, ckpt):
-    _FlakyListener.failures = [OSError(errno.EMFILE, "Too many open files")] * 4 + [
+    FlakyListener.failures = [OSError(errno.EMFILE, "Too many open files")] * 4 + [
         OSError(errno.ENFILE, "Too many open files in system"), OSError(errno.ECONNABORTED, "aborted"),
         RuntimeError("anything else"),
     ]
-    srv = server(socket_factory=_FlakyListener)
+    srv = server(socket_factory=FlakyListener)
     _legit(srv, ckpt, "flaky", connect_timeout_s=20)
     st = srv.stats()
     assert st["out_of_fds"] == 5 and st["accept_errors"] == 1 and st["loop_errors"] == 1
-    assert _FlakyListener.failures == []
+    assert FlakyListener.failures == []
 
 
 class _ServeProcess:
