@@ -63,22 +63,9 @@ def runs_present() -> list[str]:
 
 def _stop_pids(pids: list[int], run_id: str, rep: CleanReport) -> None:
     """End the listed processes that still run and whose command line names this run, all at once."""
-    import psutil
+    from testbed.netem.processes import owned_processes
 
-    procs = []
-    for pid in pids:
-        try:
-            p = psutil.Process(pid)
-            if p.status() == psutil.STATUS_ZOMBIE:
-                continue  # exited; its parent (or init) reaps it
-            if run_id not in " ".join(p.cmdline()):
-                continue  # the PID now belongs to someone else
-            procs.append(p)
-        except (psutil.NoSuchProcess, psutil.ZombieProcess):
-            continue
-        except psutil.Error as e:
-            rep.errors.append(f"process {pid}: {e}")
-    _end(procs, rep)
+    _end(owned_processes(pids, run_id, rep.errors), rep)
 
 
 def _end(procs: list, rep: CleanReport) -> None:

@@ -157,10 +157,11 @@ def stop_popens(popens: Iterable[subprocess.Popen | psutil.Process], timeout_s: 
     return rep
 
 
-def owned_processes(pids: Iterable[int], marker: str) -> list[psutil.Process]:
+def owned_processes(pids: Iterable[int], marker: str, errors: list[str] | None = None) -> list[psutil.Process]:
     """The processes among ``pids`` that are still running (not zombies) *and* whose command line
     contains ``marker`` (e.g. a run id): after a crash a recorded PID may belong to someone else.
-    A zombie's command line is empty; it has ended anyway."""
+    A zombie's command line is empty; it has ended anyway. A PID that cannot be inspected (access
+    denied) is skipped, and reported in ``errors`` when given."""
     out = []
     for pid in pids:
         try:
@@ -169,6 +170,9 @@ def owned_processes(pids: Iterable[int], marker: str) -> list[psutil.Process]:
                 continue
             if marker in " ".join(p.cmdline()):
                 out.append(p)
-        except (psutil.NoSuchProcess, psutil.AccessDenied, ValueError):
+        except (psutil.NoSuchProcess, ValueError):
             continue
+        except psutil.Error as e:
+            if errors is not None:
+                errors.append(f"process {pid}: {e}")
     return out
