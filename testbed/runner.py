@@ -16,6 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from testbed.errors import SpecError
+from testbed.node_kinds import NODE_KINDS
 from testbed.inputs import build_inputs
 from testbed.netem import state
 from testbed.netem.naming import new_run_id
@@ -41,8 +42,10 @@ def choose_substrate(requested: str, sc) -> tuple[str, str]:
 
     if not probe("netns").available:
         return "sim", "network namespaces are not available here (see `testbed doctor`)"
-    if sc.emulation.nodes == "agents" and importlib.util.find_spec("torch") is None:
-        return "sim", "the scenario asks for real training agents but torch is not installed"
+    kind = NODE_KINDS.get(sc.emulation.nodes)
+    missing = [m for m in kind.requires_modules if importlib.util.find_spec(m) is None]
+    if missing:
+        return "sim", f"the scenario's nodes ({kind.name}) need {', '.join(missing)}, which is not installed"
     return "netns", "root and network namespaces available: sites are namespaces, links are shaped, bytes are real"
 
 

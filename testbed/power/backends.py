@@ -6,9 +6,8 @@ refuses the others, and the factory of its cap enforcer, :mod:`testbed.power.cap
 sits below the spec (which checks `power.backend` against it) and stores the factories without importing them, so the scenario's
 choices (and its JSON schema) come from the registry, not from a hand-kept list.
 
-Nodes a backend can cap, one of :data:`NODE_KINDS`: ``analytic`` (the sim substrate: nothing
-runs, every quantity is modelled), ``ballast`` (live fabric, migrations move ballast, no
-training) and ``agents`` (live fabric, a node agent per site trains a real job).
+Nodes a backend can cap: kinds from :mod:`testbed.node_kinds` (``analytic``, ``ballast``,
+``agents``, or a registered one), or :data:`ANY_NODES` for a backend that caps whatever runs.
 
 ``emulated`` is not a backend but the default choice: the highest-ranked backend with an
 ``emulation_rank`` that can cap the run's nodes (the agent CPU throttle where agents train, else
@@ -22,9 +21,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from testbed.errors import SpecError
+from testbed.node_kinds import NODE_KINDS
 from testbed.registry import Registry
 
-NODE_KINDS = ("analytic", "ballast", "agents")
+ANY_NODES = "*"
+"""In ``runs_on``: the backend caps every kind of nodes, those registered later included."""
 EMULATED = "emulated"
 
 
@@ -32,15 +33,19 @@ EMULATED = "emulated"
 class PowerBackend:
     name: str
     factory: Callable[[Any], Any]  # PowerSetup -> CapEnforcer (testbed.power.caps)
-    runs_on: frozenset[str]        # node kinds it can cap
+    runs_on: frozenset[str]        # node kinds it can cap (testbed.node_kinds), or {ANY_NODES}
     refusal: str                   # why not elsewhere, and what to use instead
     description: str = ""
     emulation_rank: int | None = None  # ``emulated`` may choose it (highest rank that runs on the nodes)
 
     def __post_init__(self) -> None:
-        unknown = set(self.runs_on) - set(NODE_KINDS)
+        unknown = set(self.runs_on) - set(NODE_KINDS.names()) - {ANY_NODES}
         if not self.runs_on or unknown:
-            raise ValueError(f"power backend {self.name!r}: runs_on must be a non-empty subset of {NODE_KINDS}")
+            raise ValueError(f"power backend {self.name!r}: runs_on must be {{{ANY_NODES!r}}} or a non-empty "
+                             f"subset of the registered kinds of nodes {NODE_KINDS.names()}")
+
+    def can_cap(self, nodes: str) -> bool:
+        return ANY_NODES in self.runs_on or nodes in self.runs_on
 
 
 BACKENDS: Registry[PowerBackend] = Registry("power backend")
@@ -63,7 +68,7 @@ def resolve(name: str, nodes: str) -> PowerBackend:
     """The backend that caps a run whose nodes are ``nodes``; :class:`SpecError` on ``power.backend``
     when the name is unknown or the backend cannot cap such nodes."""
     if name == EMULATED:
-        ranked = sorted((b for _, b in BACKENDS.items() if b.emulation_rank is not None and nodes in b.runs_on),
+        ranked = sorted((b for _, b in BACKENDS.items() if b.emulation_rank is not None and b.can_cap(nodes)),
                         key=lambda b: -b.emulation_rank)  # type: ignore[operator]
         if not ranked:
             raise SpecError([("power.backend", f"no emulated power backend can cap {nodes} nodes")])
@@ -71,7 +76,7 @@ def resolve(name: str, nodes: str) -> PowerBackend:
     if name not in BACKENDS:
         raise SpecError([("power.backend", f"unknown power backend {name!r} (known: {', '.join(names())})")])
     backend = BACKENDS.get(name)
-    if nodes not in backend.runs_on:
+    if not backend.can_cap(nodes):
         raise SpecError([("power.backend", backend.refusal)])
     return backend
 

@@ -10,7 +10,7 @@ from testbed.power.caps import CapEnforcer, CapReport, JobCap
 from testbed.power.emulated import EmulatedDevice
 from testbed.power.node_model import NodePower
 from testbed.power.profile import PowerProfile
-from testbed.power.backends import NODE_KINDS, PowerBackend, register
+from testbed.power.backends import ANY_NODES, PowerBackend, register
 
 NAME = "model"
 
@@ -42,7 +42,7 @@ class ModelCaps(CapEnforcer):
 
 
 register(PowerBackend(
-    NAME, lambda setup: ModelCaps.for_scenario(setup.scenario), frozenset(NODE_KINDS),
+    NAME, lambda setup: ModelCaps.for_scenario(setup.scenario), frozenset({ANY_NODES}),
     refusal="", description="the power profile's model: caps enforced as requested, nothing measured",
     emulation_rank=0,
 ))

@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
+from testbed import node_kinds
 from testbed.power import backends as power_backends
 from testbed.spec.federated import Federated
 from testbed.spec.limits import Limits
@@ -26,12 +27,18 @@ class Emulation(Strict):
     byte_scale: float | Literal["auto"] = Field("auto", description="Bytes sent per scenario byte.")
     runtime: Literal["process", "docker"] = "process"
     require_latency: bool = True
-    nodes: Literal["ballast", "agents"] = Field(
-        "ballast",
-        description="ballast: migrations move seeded ballast of the checkpoint's scaled size; agents: a node "
-        "agent per site trains a real PyTorch job and migrations move its real checkpoint (+ ballast).",
+    nodes: str = Field(
+        "ballast", json_schema_extra=node_kinds.schema_choices,
+        description="What runs at the sites (testbed.node_kinds): ballast: migrations move seeded ballast of the "
+        "checkpoint's scaled size; agents: a node agent per site trains a real PyTorch job and migrations move "
+        "its real checkpoint (+ ballast); or a registered kind.",
     )
     steps_per_s: float = Field(2.0, gt=0, le=1000, description="Pace of real training per job (agents).")
+
+    @field_validator("nodes")
+    @classmethod
+    def _registered(cls, v: str) -> str:
+        return node_kinds.check_live(v)
 
     @field_validator("byte_scale")
     @classmethod

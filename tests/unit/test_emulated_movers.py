@@ -27,7 +27,7 @@ def _inputs(nodes: str):
 
 
 def test_one_mover_per_kind_of_node():
-    assert MOVERS == {"ballast": BallastMover, "agents": AgentMover}
+    assert dict(MOVERS.items()) == {"ballast": BallastMover, "agents": AgentMover}
     assert isinstance(NetnsSubstrate(_inputs("ballast"), run_id="t1").mover, BallastMover)
     assert isinstance(NetnsSubstrate(_inputs("agents"), run_id="t2").mover, AgentMover)
 
@@ -65,3 +65,34 @@ def test_transfer_ids_and_lag():
     order = MigrationOrder("job 1/x", "a", "b", 2.0, 3600.4)
     assert transfer_id(order) == "m.job_1_x.3600"
     assert order_lag(order, 3601.4) == pytest.approx(1.0) and order_lag(order, 10.0) == 0.0
+
+
+def test_a_new_kind_of_nodes_is_one_file():
+    import importlib
+
+    from testbed import node_kinds
+    from testbed.power.factory import backend_for
+    from testbed.spec.scenario import Scenario
+
+    with pytest.raises(errors.SpecError, match="emulation.nodes"):
+        _inputs("throwaway-ballast")  # not registered yet: refused at validation, naming the field
+    fixture = importlib.import_module("tests.fixtures.throwaway_mover")
+    assert fixture.NAME in node_kinds.live_names()
+    assert fixture.NAME in Scenario.model_json_schema()["$defs"]["Emulation"]["properties"]["nodes"]["enum"]
+    sub = NetnsSubstrate(_inputs(fixture.NAME), run_id="t6")
+    assert isinstance(sub.mover, fixture.ThrowawayMover) and sub.cap_target().nodes == fixture.NAME
+    assert sub.mover.describe()["nodes"].startswith(fixture.NAME)
+    # the profile model caps any kind of nodes; the agent throttle only agents
+    assert backend_for(sub._in.scenario, fixture.NAME).name == "model"
+    with pytest.raises(errors.SpecError, match="power.backend"):
+        sc = sub._in.scenario.model_copy(update={"power": sub._in.scenario.power.model_copy(
+            update={"backend": "emulated-throttle"})})
+        backend_for(sc, fixture.NAME)
+
+
+def test_a_kind_without_a_mover_is_refused_naming_the_field():
+    from testbed.node_kinds import NodeKind, register_node_kind
+
+    register_node_kind(NodeKind("throwaway-nomover", "registered, but nothing carries it"))
+    with pytest.raises(errors.SpecError, match="emulation.nodes.*no mover"):
+        NetnsSubstrate(_inputs("throwaway-nomover"), run_id="t7")

@@ -11,9 +11,10 @@ from testbed.errors import TestbedError
 from testbed.power.caps import CapTarget, Throttled
 from testbed.seeding import derive_seed
 from testbed.substrate.base import MigrationOrder, MigrationOutcome
-from testbed.substrate.emulated.mover import Emulation, Mover, order_lag, transfer_id
+from testbed.substrate.emulated.mover import Emulation, Mover, order_lag, register_mover, transfer_id
 
 
+@register_mover
 class AgentMover(Mover):
     nodes = "agents"
 

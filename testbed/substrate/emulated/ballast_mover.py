@@ -7,11 +7,12 @@ from __future__ import annotations
 from testbed.netem.nsexec import socket_factory
 from testbed.seeding import derive_seed
 from testbed.substrate.base import MigrationOrder, MigrationOutcome
-from testbed.substrate.emulated.mover import Emulation, Mover, order_lag, transfer_id
+from testbed.substrate.emulated.mover import Emulation, Mover, order_lag, register_mover, transfer_id
 
 TRANSFER_PORT = 7000
 
 
+@register_mover
 class BallastMover(Mover):
     nodes = "ballast"
 

@@ -27,14 +27,10 @@ from testbed.netem.plan import FabricPlan, plan_fabric, unreachable
 from testbed.netem.scaling import CAPACITY_MBIT_DIRECT, CAPACITY_MBIT_RELAY, Scaling
 from testbed.power.caps import CapTarget
 from testbed.substrate.base import MigrationOrder, MigrationOutcome, Substrate
-from testbed.substrate.emulated.agent_mover import AgentMover
-from testbed.substrate.emulated.ballast_mover import BallastMover
+from testbed.substrate.emulated import agent_mover, ballast_mover  # noqa: F401  (the built-in movers register)
 from testbed.substrate.emulated.clock import EmulationClock
-from testbed.substrate.emulated.mover import Emulation, Mover
+from testbed.substrate.emulated.mover import MOVERS, Emulation, Mover
 from testbed.substrate.emulated.replay import LinkReplayer, change_points
-
-MOVERS: dict[str, type[Mover]] = {m.nodes: m for m in (BallastMover, AgentMover)}
-
 
 class EmulatedSubstrate(Substrate):
     """Owns the fabric, the clock and the link replay; its mover owns the jobs and their moves."""
@@ -57,11 +53,19 @@ class EmulatedSubstrate(Substrate):
         self._flying: dict[str, tuple[MigrationOrder, threading.Thread]] = {}
         self._changed = threading.Condition(self._lock)
         self._cancel = threading.Event()
-        self.mover: Mover = MOVERS[inputs.scenario.emulation.nodes](inputs)
+        self.mover: Mover = self._mover_for(inputs)
         self.fabric: Fabric | None = None
         self.scaling: Scaling | None = None
         self.clock: EmulationClock | None = None
         self._replayer: LinkReplayer | None = None
+
+    @staticmethod
+    def _mover_for(inputs: Inputs) -> Mover:
+        nodes = inputs.scenario.emulation.nodes
+        if nodes not in MOVERS:
+            raise SpecError([("emulation.nodes", f"no mover is registered for {nodes!r} nodes "
+                              f"(movers: {', '.join(MOVERS.names())})")])
+        return MOVERS.get(nodes)(inputs)
 
     # -- lifecycle -------------------------------------------------------------------------------
     def __enter__(self) -> "EmulatedSubstrate":

@@ -1,8 +1,15 @@
 """A mover: what runs on an emulated fabric's sites and carries a migration across it.
 
 The emulated base (:mod:`testbed.substrate.emulated.base`) owns the fabric, the clock and the
-link replay; its mover owns what starts, moves, finishes and caps jobs. One mover per
-``emulation.nodes``: ``ballast`` (:mod:`.ballast_mover`) or ``agents`` (:mod:`.agent_mover`).
+link replay; its mover owns what starts, moves, finishes and caps jobs. One mover per live kind of
+nodes (``emulation.nodes``, :mod:`testbed.node_kinds`): ``ballast`` (:mod:`.ballast_mover`) or
+``agents`` (:mod:`.agent_mover`). A new one is one file:
+
+    register_node_kind(NodeKind("mine", "what runs at the sites"))   # what emulation.nodes accepts
+    @register_mover
+    class MyMover(Mover):
+        nodes = "mine"
+        ...
 """
 
 from __future__ import annotations
@@ -13,9 +20,11 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
 from testbed.inputs import Inputs
+from testbed.node_kinds import NODE_KINDS
 from testbed.netem.fabric import Fabric
 from testbed.netem.scaling import Scaling
 from testbed.power.caps import CapTarget
+from testbed.registry import Registry
 from testbed.substrate.base import MigrationOrder, MigrationOutcome
 from testbed.substrate.emulated.clock import EmulationClock
 
@@ -76,3 +85,15 @@ def transfer_id(order: MigrationOrder) -> str:
 def order_lag(order: MigrationOrder, t_begin_s: float) -> float:
     """Scenario seconds between the controller's decision and the transfer's real start."""
     return max(0.0, t_begin_s - order.t_start_s)
+
+
+MOVERS: Registry[type[Mover]] = Registry("mover")
+"""Movers by the kind of nodes they carry (``emulation.nodes``)."""
+
+
+def register_mover(cls: type[Mover]) -> type[Mover]:
+    """Class decorator: the mover of ``cls.nodes``, a live kind registered in :mod:`testbed.node_kinds`."""
+    kind = NODE_KINDS.get(getattr(cls, "nodes", None))
+    if not kind.live:
+        raise ValueError(f"mover {cls.__name__}: {kind.name!r} is not a live kind of nodes")
+    return MOVERS.add(kind.name, cls)
