@@ -18,8 +18,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from testbed.analysis import calibration
 from testbed.analysis import validation as v
-from testbed.feasibility import TCP_EFFICIENCY_MTU1500
+from testbed.analysis.calibration import calibrate_transfer  # noqa: F401  (the report's calibration, by name)
 
 METRICS = ("non_renewable_kwh", "renewable_kwh", "mean_jct_h", "jobs_completed", "migrations", "migrations_overran",
            "migration_overhead_frac")
@@ -97,31 +98,6 @@ def sim_vs_emulation(sums: pd.DataFrame) -> pd.DataFrame:
                 rows.append({"policy": label, "metric": metric, "substrate": sub, "sim": a, "emulated": b,
                              "diff": b - a, "diff %": 100.0 * (b - a) / a if a else np.nan, "pairs": len(idx)})
     return pd.DataFrame(rows)
-
-
-def calibrate_transfer(m: pd.DataFrame) -> dict | None:
-    """Fit ``actual_transfer = a x 8 S / B + b`` over completed emulated migrations of runs without a
-    swept steady degradation (background variance and events stay in): protocol efficiency = 1 / a,
-    ramp = b (s). These values go into the scenario's ``substrate:`` block to make the sim match."""
-    if not len(m):
-        return None
-    d = m[(m["substrate"] != "sim") & (m["status"] == "completed")]
-    deg = [c for c in d.columns if c.endswith("steady_degradation_pct")]
-    for c in deg:
-        d = d[pd.to_numeric(d[c], errors="coerce").fillna(0) == 0]
-    if len(d) < 3:
-        return None
-    x = d["pred_transfer_plain_s"].astype(float).to_numpy()
-    y = d["actual_transfer_s"].astype(float).to_numpy()
-    if np.ptp(x) <= 0:
-        a, b = float(np.mean(y / x)), 0.0
-    else:
-        a, b = np.polyfit(x, y, 1)
-    pred = a * x + b
-    ss = float(np.sum((y - y.mean()) ** 2))
-    r2 = 1.0 - float(np.sum((y - pred) ** 2)) / ss if ss > 0 else 1.0
-    return {"n": int(len(d)), "protocol_efficiency": float(1.0 / a), "ramp_s": float(b), "r2": r2,
-            "reference_efficiency": TCP_EFFICIENCY_MTU1500}
 
 
 REPORT_FORMAT = "testbed-report/1"
@@ -241,14 +217,9 @@ def _write_report(dirs: list[Path], runs: list, m: pd.DataFrame, sums: pd.DataFr
     if len(svse):
         lines += ["## Sim vs emulation", "", "Same scenario, cell and seed on both substrates: how far the analytic "
                   "substrate is from the emulated one.", "", _md_table(svse), ""]
-    cal = calibrate_transfer(m)
-    if cal:
-        lines += ["## Sim transfer model calibrated from emulation", "",
-                  f"Fit over {cal['n']} emulated migrations (runs without swept steady degradation): actual = a x 8S/B + b gives protocol "
-                  f"efficiency {cal['protocol_efficiency']:.4f} (TCP/MTU 1500 reference {cal['reference_efficiency']:.4f}) "
-                  f"and a ramp of {cal['ramp_s']:.1f} s (R² {cal['r2']:.3f}). To use it in sim runs:", "",
-                  "```yaml", "substrate:", f"  protocol_efficiency: {min(1.0, cal['protocol_efficiency']):.4f}",
-                  "  slow_start: true   # keeps the RTT ramp", "```", ""]
+    cal = calibration.calibrate(m)
+    if cal is not None:
+        lines += calibration.markdown(cal)
     if len(m):
         m.drop(columns=["candidates"], errors="ignore").to_parquet(out / "migrations.parquet", index=False)
     sums.to_csv(out / "summaries.csv", index=False)

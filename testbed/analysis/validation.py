@@ -15,13 +15,14 @@ Errors are relative: ``(predicted - actual) / actual``.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from testbed.analysis import degradation
 from testbed.errors import TestbedError
 from testbed.feasibility import TCP_EFFICIENCY_MTU1500
 
@@ -40,15 +41,18 @@ class Run:
     scenario: str
     cell: str
     params: dict
+    resolved: dict = field(default_factory=dict)  # the run's resolved scenario (manifest.json)
+    overrides: dict = field(default_factory=dict)  # a sweep trial's field overrides (trial.json)
 
 
-def _run_of(path: Path, cell: str = "", params: dict | None = None) -> Run:
+def _run_of(path: Path, cell: str = "", params: dict | None = None, overrides: dict | None = None) -> Run:
     man = json.loads((path / "manifest.json").read_text())
     sub = man.get("substrate") or {}
     scen = man.get("scenario") if isinstance(man.get("scenario"), dict) else {}
     resolved = scen.get("resolved") if isinstance(scen.get("resolved"), dict) else {}
     name = resolved.get("name") or Path(scen.get("path", "") or "").stem
-    return Run(path, str(sub.get("substrate", "sim")), int(man.get("seed", 0)), name or path.name, cell, params or {})
+    return Run(path, str(sub.get("substrate", "sim")), int(man.get("seed", 0)), name or path.name, cell, params or {},
+               resolved, dict(overrides or {}))
 
 
 def find_runs(directory: Path) -> list[Run]:
@@ -63,7 +67,8 @@ def find_runs(directory: Path) -> list[Run]:
         runs = []
         for _, t in trials[trials["status"] == "done"].iterrows():
             meta = json.loads((directory / t["dir"] / "trial.json").read_text())
-            runs.append(_run_of(directory / t["dir"], str(t["cell"]), dict(meta.get("params") or {})))
+            runs.append(_run_of(directory / t["dir"], str(t["cell"]), dict(meta.get("params") or {}),
+                                dict(meta.get("overrides") or {})))
         if not runs:
             raise ReportError(f"{directory}: a sweep with no finished trial")
         return runs
@@ -86,7 +91,7 @@ def gather(runs: list[Run]) -> tuple[pd.DataFrame, pd.DataFrame]:
             sums.append({**meta, **s, "label": label})
             m = pd.read_parquet(run.path / label / "migrations.parquet")
             if len(m):
-                migs.append(m.assign(**meta, label=label))
+                migs.append(degradation.mark(m.assign(**meta, label=label), run.resolved))
     mdf = pd.concat(migs, ignore_index=True) if migs else pd.DataFrame()
     if len(mdf):
         mdf = add_concurrency(add_predictions(mdf))
@@ -113,10 +118,12 @@ def add_predictions(m: pd.DataFrame) -> pd.DataFrame:
 
 def add_concurrency(m: pd.DataFrame) -> pd.DataFrame:
     """``shared_site_overlaps``: how many other migrations of the same run and policy were in flight
-    at the same time *and* shared a site with this one (their bytes compete for the same links).
-    Eq. 1 assumes each transfer has its link to itself; emulation shows what sharing costs."""
+    at the same time *and* shared a site with this one (their bytes compete for the same links);
+    ``same_link_overlaps``: those of them on the same link (either direction). Eq. 1 assumes each
+    transfer has its link to itself; emulation shows what sharing costs."""
     m = m.copy()
     m["shared_site_overlaps"] = 0
+    m["same_link_overlaps"] = 0
     if not len(m):
         return m
     t0 = m["t_decision_s"].astype(float)
@@ -129,7 +136,9 @@ def add_concurrency(m: pd.DataFrame) -> pd.DataFrame:
             over = (a0 < a1[i]) & (a1 > a0[i])
             over[i] = False
             share = (src == src[i]) | (dst == dst[i]) | (src == dst[i]) | (dst == src[i])
+            same = ((src == src[i]) & (dst == dst[i])) | ((src == dst[i]) & (dst == src[i]))
             m.at[row, "shared_site_overlaps"] = int((over & share).sum())
+            m.at[row, "same_link_overlaps"] = int((over & same).sum())
     return m
 
 
