@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import os
 import platform
 import subprocess
 import sys
@@ -10,6 +12,9 @@ from importlib import metadata
 from pathlib import Path
 
 import testbed
+from testbed.spec.load import resolve_file  # the loader's own lookup, so the same file is hashed
+
+_HASH_CHUNK_BYTES = 1 << 20
 
 _PACKAGES = ("numpy", "pandas", "pyarrow", "pydantic", "PyYAML", "matplotlib", "pvlib", "openpyxl", "scipy")
 
@@ -39,6 +44,54 @@ def git_state() -> dict[str, str | bool | None]:
     return {"commit": commit, "dirty": None if status is None else bool(status)}
 
 
+def file_sha256(path: Path) -> str:
+    """sha256 of a file's bytes, read in chunks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(_HASH_CHUNK_BYTES), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _named_files(resolved: dict) -> list[tuple[str, str]]:
+    """(field path, file name) of every file a resolved scenario reads besides itself: its topology
+    file, renewable trace files and power-profile files (the loader has made the last two absolute)."""
+    out: list[tuple[str, str]] = []
+    if isinstance(resolved.get("topology"), str):
+        out.append(("topology", resolved["topology"]))
+    renewable = (resolved.get("traces") or {}).get("renewable") or {}
+    for key in sorted(renewable):
+        src = renewable[key]
+        if isinstance(src, dict) and isinstance(src.get("file"), str):
+            out.append((f"traces.renewable.{key}.file", src["file"]))
+    node_types = resolved.get("node_types") or {}
+    for name in sorted(node_types):
+        ref = node_types[name].get("power_profile") if isinstance(node_types[name], dict) else None
+        if isinstance(ref, str) and Path(ref).is_absolute():  # a shipped profile is named, not a file
+            out.append((f"node_types.{name}.power_profile", ref))
+    return out
+
+
+def input_files(scenario_path: str | Path, resolved: dict) -> list[dict]:
+    """One entry per input file the scenario reads: the field naming it, its path relative to the
+    scenario file's folder, its size and sha256 (``sha256: null`` and ``problem`` if it can no
+    longer be read when the manifest is written)."""
+    base = Path(scenario_path).resolve().parent
+    entries = []
+    for field, name in _named_files(resolved):
+        path = resolve_file(name, base)
+        entry: dict = {"field": field, "path": name if path is None else os.path.relpath(path, base)}
+        try:
+            if path is None:
+                raise FileNotFoundError(name)
+            entry["bytes"] = path.stat().st_size
+            entry["sha256"] = file_sha256(path)
+        except OSError as e:
+            entry.update(bytes=None, sha256=None, problem=f"cannot be read ({type(e).__name__})")
+        entries.append(entry)
+    return entries
+
+
 def build_manifest(*, scenario_sha256: str, scenario_path: str, scenario_resolved: dict, seed: int,
                    substrate: dict, policies: list[dict], wall_s: dict[str, float], argv: list[str]) -> dict:
     return {
@@ -46,6 +99,7 @@ def build_manifest(*, scenario_sha256: str, scenario_path: str, scenario_resolve
         "created_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "command": argv,
         "scenario": {"path": scenario_path, "sha256": scenario_sha256, "copy": "scenario.yaml", "resolved": scenario_resolved},
+        "input_files": input_files(scenario_path, scenario_resolved),
         "seed": seed,
         "substrate": substrate,
         "policies": policies,

@@ -62,7 +62,9 @@ class Caiso(Strict):
     kind: Literal["caiso"]
     file: str
     column: str = Field("solar_curtailment", description="solar_curtailment | wind_curtailment | total_curtailment | production:<Column>")
-    scale_to_kw: float | None = Field(None, gt=0, description="Map the series maximum to this many kW (default: MW -> kW).")
+    scale_to_kw: float = Field(
+        gt=0, description="Required: the kW that the series' maximum over the scenario window maps to (CAISO "
+        "data are grid-scale MW; read unscaled, a curtailment series would feed a site hundreds of MW).")
 
 
 @renewable_source
@@ -76,7 +78,10 @@ class GooglePower(Strict):
     pdu: str | None = None
     capacity_kw: float = Field(gt=0)
     mode: Literal["available", "utilisation"] = "available"
-    start_offset_h: float = Field(0.0, ge=0)
+    align: Literal["day", "week", "trace_start"] = Field(
+        "day", description="What scenario t=0 replays: the trace instant with the same US Pacific time of day "
+        "as start (day), the same weekday and time of day (week), or the trace start 2019-05-01 00:00 PT (trace_start).")
+    offset_h: float = Field(0.0, ge=-24 * 366, le=24 * 366, description="Hours added after the alignment (any sign).")
 
 
 @renewable_source

@@ -17,6 +17,20 @@ capacity in [0, 1], one sample per 5 minutes).
   (:func:`google_trace_start`), the same absolute instant whatever PDU is loaded, so several
   sites replay simultaneous data.
 
+Alignment to the scenario (:func:`replay_offset_s`, used for ``kind: google`` sources). The
+trace's clock is US Pacific time (America/Los_Angeles; the whole of May 2019 is PDT). ``start``
+is read on that clock, and ``t = 0`` replays the trace instant with:
+
+* ``align="day"`` (default): the same Pacific wall-clock time of day as ``start``, on the
+  trace's first day (2019-05-01);
+* ``align="week"``: the same weekday and time of day, in the trace's first week (2019-05-01 is
+  a Wednesday; a Monday start replays from Monday 2019-05-06);
+* ``align="trace_start"``: the trace start, 2019-05-01 00:00 PT, whatever ``start`` is;
+
+then ``offset_h`` hours later (any sign; e.g. ``offset_h: 168`` replays the following week).
+The replay is continuous from there on: the alignment is made once, at ``t = 0``, so a
+scenario that crosses a daylight-saving change keeps replaying in absolute time.
+
 Missing (NaN) utilisation rows are dropped; a gap longer than ``max_gap_s`` between remaining
 samples is an error (shorter gaps hold the previous value). Values outside [0, 1] are errors.
 """
@@ -37,10 +51,12 @@ from testbed.traces.base import Trace
 from testbed.traces.fileerrors import check_header_line, missing_column, numeric_column, read_failure
 from testbed.traces.kinds import TraceContext, register_trace_kind
 
-__all__ = ["google_epoch", "google_trace_start", "load_google_power"]
+__all__ = ["ALIGNS", "google_epoch", "google_trace_start", "load_google_power", "replay_offset_s"]
 
 EPOCH_LEAD_S = 600.0
 MODES = ("available", "utilisation")
+ALIGNS = ("day", "week", "trace_start")
+TRACE_TZ = "America/Los_Angeles"
 
 
 def google_trace_start() -> datetime:
@@ -51,6 +67,22 @@ def google_trace_start() -> datetime:
 def google_epoch() -> datetime:
     """The absolute instant of ``time == 0``: 600 s before :func:`google_trace_start`."""
     return google_trace_start() - timedelta(seconds=EPOCH_LEAD_S)
+
+
+def replay_offset_s(start: datetime, *, align: str = "day", offset_h: float = 0.0) -> float:
+    """Seconds after :func:`google_trace_start` of the trace instant replayed at scenario ``t = 0``
+    (alignment rules in the module docstring)."""
+    if align not in ALIGNS:
+        raise ValueError(f"align must be one of {ALIGNS}, got {align!r}")
+    if start.tzinfo is None or start.utcoffset() is None:
+        raise ValueError(f"the scenario start must be timezone-aware, got {start!r}")
+    base_s = 0.0
+    if align != "trace_start":
+        local = start.astimezone(ZoneInfo(TRACE_TZ))
+        base_s = local.hour * 3600.0 + local.minute * 60.0 + local.second + local.microsecond / 1e6
+        if align == "week":
+            base_s += ((local.weekday() - google_trace_start().weekday()) % 7) * 86400.0
+    return base_s + float(offset_h) * 3600.0
 
 
 def _read(path: Path) -> pd.DataFrame:
@@ -120,8 +152,16 @@ def load_google_power(path: str | Path, *, column: str = "measured_power_util", 
 
 @register_trace_kind(GooglePower)
 def _build(src: GooglePower, ctx: TraceContext) -> Trace:
-    return load_google_power(
-        Path(src.file), column=src.column, cell=src.cell, pdu=src.pdu, capacity_kw=src.capacity_kw,
-        start_offset_s=src.start_offset_h * 3600.0, duration_s=ctx.scenario.duration_s, step_s=ctx.step_s,
-        mode=src.mode, name=ctx.name,
-    )
+    offset_s = replay_offset_s(ctx.scenario.start, align=src.align, offset_h=src.offset_h)
+    try:
+        trace = load_google_power(
+            Path(src.file), column=src.column, cell=src.cell, pdu=src.pdu, capacity_kw=src.capacity_kw,
+            start_offset_s=offset_s, duration_s=ctx.scenario.duration_s, step_s=ctx.step_s,
+            mode=src.mode, name=ctx.name,
+        )
+    except TraceError as e:
+        if "covers" not in e.message:
+            raise
+        raise TraceError(e.where, f"{e.message} (align: {src.align}, offset_h: {src.offset_h:g})") from None
+    return Trace(trace.times_s, trace.values, unit=trace.unit, name=trace.name, end_s=trace.end_s,
+                 meta={**trace.meta, "align": src.align, "offset_h": src.offset_h})

@@ -214,19 +214,22 @@ scen("trace_csv_wrong_column_names_asked", "value_column naming a column the fil
      trace({"kind": "csv", "file": "../data/valid.csv", "value_column": "kw_out"}))
 scen("trace_csv_valid", "a good CSV trace (valid)", 0, run=True, edits=trace({"kind": "csv", "file": "../data/valid.csv"}))
 scen("trace_caiso_not_workbook", "a .xlsx that is not a workbook", 2, "not a readable .xlsx",
-     trace({"kind": "caiso", "file": "../data/not_a_workbook.xlsx"}))
+     trace({"kind": "caiso", "file": "../data/not_a_workbook.xlsx", "scale_to_kw": 3}))
 scen("trace_caiso_missing_sheet", "a workbook without the Curtailments sheet", 2, "no sheet 'Curtailments'",
-     trace({"kind": "caiso", "file": "@DATA@/production_only.xlsx"}))
+     trace({"kind": "caiso", "file": "@DATA@/production_only.xlsx", "scale_to_kw": 3}))
 scen("trace_caiso_too_short", "CAISO data for one day, run of three", 2, "covers",
-     [(["duration_h"], 72), (["start"], "2024-06-03T00:00:00-07:00")] + trace({"kind": "caiso", "file": "../data/caiso_one_day.csv"}))
+     [(["duration_h"], 72), (["start"], "2024-06-03T00:00:00-07:00")] + trace({"kind": "caiso", "file": "../data/caiso_one_day.csv", "scale_to_kw": 3}))
 scen("trace_caiso_bad_interval", "CAISO interval 13", 2, "Interval", [(["start"], "2024-06-03T00:00:00-07:00")]
-     + trace({"kind": "caiso", "file": "../data/caiso_bad_interval.csv"}))
+     + trace({"kind": "caiso", "file": "../data/caiso_bad_interval.csv", "scale_to_kw": 3}))
 scen("trace_caiso_missing_column", "CAISO production column that is not there", 2, "Production",
-     [(["start"], "2024-06-03T00:00:00-07:00")] + trace({"kind": "caiso", "file": "../data/caiso_one_day.csv", "column": "production:Imports"}))
+     [(["start"], "2024-06-03T00:00:00-07:00")] + trace({"kind": "caiso", "file": "../data/caiso_one_day.csv", "column": "production:Imports", "scale_to_kw": 3}))
+scen("trace_caiso_no_scale", "CAISO trace without scale_to_kw (MW data would feed a site hundreds of MW)", 2,
+     "traces.renewable.default.scale_to_kw", [(["start"], "2024-06-03T00:00:00-07:00")]
+     + trace({"kind": "caiso", "file": "../data/caiso_valid.csv"}))
 scen("trace_caiso_valid", "CAISO curtailments as CSV (valid)", 0, run=True,
      edits=[(["start"], "2024-06-03T00:00:00-07:00")] + trace({"kind": "caiso", "file": "../data/caiso_valid.csv", "scale_to_kw": 3}))
 scen("trace_google_not_covering", "Google trace of one day, offset past it", 2, "covers",
-     trace({"kind": "google", "file": "../data/google_one_day.csv", "capacity_kw": 3, "start_offset_h": 20}))
+     trace({"kind": "google", "file": "../data/google_one_day.csv", "capacity_kw": 3, "offset_h": 20}))
 scen("trace_google_gap", "Google trace with a 2 h gap", 2, "gap", trace({"kind": "google", "file": "../data/google_gap.csv", "capacity_kw": 3}))
 scen("trace_google_out_of_range", "Google utilisation 1.5", 2, "outside [0, 1]",
      trace({"kind": "google", "file": "../data/google_out_of_range.csv", "capacity_kw": 3}))
@@ -246,7 +249,7 @@ scen("secret_csv_value", "secret in a CSV value cell", 2, "data row 1", trace({"
 scen("secret_csv_time", "secret in a CSV timestamp cell", 2, "cannot parse timestamps", trace({"kind": "csv", "file": "@SECRETS@/time.csv"}))
 scen("secret_binary", "secret inside a binary file read as CSV", 2, "traces.renewable.default.file",
      trace({"kind": "csv", "file": "@SECRETS@/binary.csv"}))
-scen("secret_caiso_date", "secret in a CAISO Date cell", 2, "Date", trace({"kind": "caiso", "file": "@SECRETS@/caiso.csv"}))
+scen("secret_caiso_date", "secret in a CAISO Date cell", 2, "Date", trace({"kind": "caiso", "file": "@SECRETS@/caiso.csv", "scale_to_kw": 3}))
 scen("secret_google_time", "secret in a Google time cell", 2, "'time'",
      trace({"kind": "google", "file": "@SECRETS@/google.csv", "capacity_kw": 1}))
 scen("secret_gzip_name", "a .csv.gz that is not gzip (gzip quotes its first bytes)", 2, "traces.renewable.default.file",
@@ -372,7 +375,7 @@ arr["workloads"] = {"arrivals": {"jobs_per_day": 20}, "mix": [{"family": "x", "c
 sweep("sweep_zero_job_draws", "trials whose seeds draw no job at all", 2, "the arrivals draw no job",
       text="scenario: base_arrivals.yaml\nseeds: 3\ngrid:\n  workloads.arrivals.until_h: [0.01]\n")
 scen("secret_zip_bomb_workbook", "a 300 kB .xlsx that inflates to 300 MB", 2, "uncompressed",
-     trace({"kind": "caiso", "file": "@SECRETS@/bomb.xlsx"}))
+     trace({"kind": "caiso", "file": "@SECRETS@/bomb.xlsx", "scale_to_kw": 3}))
 scen("secret_gzip_bomb", "a 300 kB .csv.gz that inflates to 300 MB", 2, "uncompressed",
      trace({"kind": "google", "file": "@SECRETS@/bomb.csv.gz", "capacity_kw": 1}))
 scen("secret_wide_header", "a CSV whose first line has 10 million columns", 2, "first line is longer",
