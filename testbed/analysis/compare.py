@@ -1,4 +1,6 @@
-"""Policies side by side, and the seed paper's claims beside what this run measured."""
+"""Policies side by side, and the seed paper's claims beside what this run measured (only for a
+scenario that reproduces the paper's setup: testbed.analysis.paper_setup). A verdict on a claim needs
+``MIN_SEEDS`` seeds; ``testbed report`` gives it over a sweep's seeds (testbed.analysis.claims)."""
 
 from __future__ import annotations
 
@@ -34,25 +36,87 @@ def common_mean_jct_h(jobs: dict[str, pd.DataFrame], labels: list[str]) -> dict[
     return out
 
 
-def verdict(measured: float | None, paper: float) -> str:
-    if measured is None:
+MIN_SEEDS = 10  # a claim is judged over at least this many seeds of one scenario cell
+SIGNIFICANCE = 0.05  # two-sided level of the paired test vs static
+
+# The claims judged per seed, each a per-seed change vs static of a policy's metric:
+# (key, claim, paper's text, paper's value, policy, metric in comparison.json's policy rows).
+PAPER_CLAIMS = (
+    ("nonrenewable_fa", "Feasibility-aware: non-renewable energy vs Static", "-52 %",
+     PAPER["nonrenewable_fa_vs_static_pct"], "feasibility_aware", "non_renewable_kwh"),
+    ("jct_fa", "Feasibility-aware: mean JCT vs Static", "-18 %", PAPER["jct_fa_vs_static_pct"],
+     "feasibility_aware", "mean_jct_common_h"),
+    ("jct_eo", "Energy-only: mean JCT vs Static", "+35 %", PAPER["jct_eo_vs_static_pct"], "energy_only",
+     "mean_jct_common_h"),
+)
+OVERHEAD_CLAIM = "Feasibility-aware: migration overhead"
+
+
+def not_enough_seeds(n: int) -> str:
+    return f"not enough seeds (n={n}<{MIN_SEEDS})"
+
+
+def verdict(interval, paired, paper: float) -> str:
+    """A change-vs-static claim over seeds: ``interval`` (stats.Interval of the per-seed change, %)
+    and ``paired`` (stats.PairedTest of the policy's metric against static's, per seed).
+
+    - "reproduced": at least ``MIN_SEEDS`` seeds and the paper's number lies in the 95 % CI;
+    - "same direction, weaker/stronger": the paired test finds a difference (p < 0.05) with the
+      paper's sign, but the CI misses the paper's number;
+    - "not reproduced (...)": the difference is not significant, or has the opposite sign;
+    - "not enough seeds (n<10)": too few seeds to judge."""
+    if interval is None:
         return "not measured (policy missing)"
-    if abs(measured - paper) <= max(5.0, 0.25 * abs(paper)):
+    if interval.n < MIN_SEEDS:
+        return not_enough_seeds(interval.n)
+    if interval.lo <= paper <= interval.hi:
         return "reproduced"
-    if measured * paper < 0 and abs(measured) > 1.0:
-        return "contradicted (opposite sign)"
-    if abs(measured) < 1.0:
-        return "not reproduced (no effect)"
-    return "same direction, weaker" if abs(measured) < abs(paper) else "same direction, stronger"
+    p = paired.t_p if paired is not None else float("nan")
+    if not p < SIGNIFICANCE:
+        return f"not reproduced (no significant difference from static, paired t p={p:.2g})"
+    if interval.mean * paper < 0:
+        return "not reproduced (opposite direction)"
+    return "same direction, weaker" if abs(interval.mean) < abs(paper) else "same direction, stronger"
+
+
+def overhead_verdict(interval, migrations: int) -> str:
+    """"< 2 %" over seeds: reproduced when the 95 % CI of the overhead lies below 2 %; a policy
+    that never migrated has no overhead to speak of."""
+    if migrations == 0:
+        return "not applicable (no migration)"
+    if interval is None:
+        return "not measured (policy missing)"
+    if interval.n < MIN_SEEDS:
+        return not_enough_seeds(interval.n)
+    limit = PAPER["overhead_fa_max_frac"] * 100.0
+    return "reproduced" if interval.hi < limit else f"not reproduced (95 % CI reaches {limit:g} %)"
+
+
+def breakeven_claim(max_breakeven_min: float | None) -> dict:
+    """Eq. 2 for the paper's 40 GB @ 10 Gbit/s (analytic, no seed), beside the largest here."""
+    analytic = breakeven_min(energy_cost_kwh(1.8, transfer_time_s(40, 10)), 0.75)
+    worst = max_breakeven_min
+    return {
+        "claim": "Energy breakeven within minutes (40 GB @ 10 Gbit/s: ~1.3 min)",
+        "paper": "~1.3 min",
+        "measured": f"{analytic:.2f} min (Eq. 2); largest over all migrations here: "
+        + ("none" if worst is None else f"{worst:.2f} min"),
+        "verdict": ("reproduced for 40 GB @ 10 Gbit/s" if abs(analytic - 1.28) < 0.05 else "not reproduced")
+        + ("" if worst is None or worst < 10 else "; not 'minutes' for the largest checkpoint/slowest link here"),
+    }
 
 
 def _first(summaries: dict[str, dict], policy: str) -> str | None:
     return next((lb for lb, s in summaries.items() if s["policy"] == policy), None)
 
 
-def compare(summaries: dict[str, dict], jobs: dict[str, pd.DataFrame]) -> dict:
+def compare(summaries: dict[str, dict], jobs: dict[str, pd.DataFrame], paper: tuple[bool, str] | None = None) -> dict:
+    """The policies side by side (changes vs static) and, when ``paper`` (testbed.analysis.
+    paper_setup's answer for the run's scenario) says the scenario reproduces the paper's setup,
+    the paper's claims with this run's value. One run is one seed: a verdict needs
+    ``MIN_SEEDS`` (``testbed report`` over a sweep judges them); here each says so."""
     labels = list(summaries)
-    static, fa, eo = _first(summaries, "static"), _first(summaries, "feasibility_aware"), _first(summaries, "energy_only")
+    static = _first(summaries, "static")
     jct_common = common_mean_jct_h(jobs, labels)
     rows = {}
     for lb, s in summaries.items():
@@ -66,43 +130,32 @@ def compare(summaries: dict[str, dict], jobs: dict[str, pd.DataFrame]) -> dict:
             ),
             "mean_jct_change_vs_static_pct": pct_change(jct_common[lb], jct_common[static]) if static else None,
         }
-    t40 = transfer_time_s(40, 10)
-    analytic_breakeven = breakeven_min(energy_cost_kwh(1.8, t40), 0.75)
-    claims = [
-        _claim("Feasibility-aware: non-renewable energy vs Static", f"{PAPER['nonrenewable_fa_vs_static_pct']:+.0f} %",
-               fa and rows[fa]["non_renewable_change_vs_static_pct"], PAPER["nonrenewable_fa_vs_static_pct"], "%"),
-        _claim("Feasibility-aware: mean JCT vs Static", f"{PAPER['jct_fa_vs_static_pct']:+.0f} %",
-               fa and rows[fa]["mean_jct_change_vs_static_pct"], PAPER["jct_fa_vs_static_pct"], "%"),
-        _claim("Energy-only: mean JCT vs Static", f"{PAPER['jct_eo_vs_static_pct']:+.0f} %",
-               eo and rows[eo]["mean_jct_change_vs_static_pct"], PAPER["jct_eo_vs_static_pct"], "%"),
-    ]
-    overhead = fa and rows[fa]["migration_overhead_frac"]
-    claims.append({
-        "claim": "Feasibility-aware: migration overhead", "paper": "< 2 %",
+    out = {"reference_policy": static, "policies": rows, "claims": []}
+    if paper is not None:
+        out["paper_setup"] = {"matches": bool(paper[0]), "reason": paper[1]}
+        if not paper[0]:
+            return out
+    for key, text, paper_text, value, policy, metric in PAPER_CLAIMS:
+        lb = _first(summaries, policy)
+        change = "non_renewable_change_vs_static_pct" if metric == "non_renewable_kwh" else "mean_jct_change_vs_static_pct"
+        measured = rows[lb][change] if lb and static else None
+        out["claims"].append({
+            "claim": text, "paper": paper_text, "key": key,
+            "measured": None if measured is None else f"{measured:+.1f} %", "measured_value": measured,
+            "verdict": "not measured (policy missing)" if measured is None else not_enough_seeds(1),
+        })
+    fa = _first(summaries, "feasibility_aware")
+    overhead = rows[fa]["migration_overhead_frac"] if fa else None
+    out["claims"].append({
+        "claim": OVERHEAD_CLAIM, "paper": "< 2 %", "key": "overhead_fa",
         "measured": None if overhead is None else f"{overhead * 100:.2f} %",
+        "measured_value": None if overhead is None else overhead * 100.0,
         "verdict": "not measured (policy missing)" if overhead is None
-        else ("reproduced" if overhead < PAPER["overhead_fa_max_frac"] else "not reproduced"),
+        else ("not applicable (no migration)" if not rows[fa]["migrations"] else not_enough_seeds(1)),
     })
     worst = max((s["max_breakeven_min"] for s in summaries.values() if s["max_breakeven_min"] is not None), default=None)
-    claims.append({
-        "claim": "Energy breakeven within minutes (40 GB @ 10 Gbit/s: ~1.3 min)",
-        "paper": "~1.3 min",
-        "measured": f"{analytic_breakeven:.2f} min (Eq. 2); largest over all migrations here: "
-        + ("none" if worst is None else f"{worst:.2f} min"),
-        "verdict": ("reproduced for 40 GB @ 10 Gbit/s" if abs(analytic_breakeven - 1.28) < 0.05 else "not reproduced")
-        + ("" if worst is None or worst < 10 else "; not 'minutes' for the largest checkpoint/slowest link here"),
-    })
-    return {"reference_policy": static, "policies": rows, "claims": claims}
-
-
-def _claim(text: str, paper_text: str, measured: float | None, paper: float, unit: str) -> dict:
-    return {
-        "claim": text,
-        "paper": paper_text,
-        "measured": None if measured is None else f"{measured:+.1f} {unit}",
-        "measured_value": measured,
-        "verdict": verdict(measured, paper),
-    }
+    out["claims"].append({**breakeven_claim(worst), "key": "breakeven"})
+    return out
 
 
 def _fmt(x, digits: int = 2) -> str:
@@ -129,8 +182,18 @@ def comparison_markdown(cmp: dict, *, title: str, notes: list[str]) -> str:
               "|---|" + "---:|" * len(cols)]
     for lb, r in cmp["policies"].items():
         lines.append(f"| {lb} | " + " | ".join(_fmt(r[k], d) for k, _, d in cols) + " |")
-    lines += ["", "## The paper's claims beside this run", "", "| claim | paper | measured | verdict |", "|---|---|---|---|"]
-    for c in cmp["claims"]:
-        lines.append(f"| {c['claim']} | {c['paper']} | {c['measured'] or '-'} | {c['verdict']} |")
+    setup = cmp.get("paper_setup")
+    if setup is not None and not setup["matches"]:
+        lines += ["", "## The paper's claims", "",
+                  f"Not judged: this scenario does not reproduce the paper's setup ({setup['reason']}); "
+                  "see testbed/analysis/paper_setup.py for what does."]
+    else:
+        lines += ["", "## The paper's claims beside this run", "",
+                  f"One run is one seed: a claim is judged over at least {MIN_SEEDS} seeds of the same scenario "
+                  "(`testbed sweep` with that many seeds, then `testbed report`), with the 95 % CI of the mean "
+                  "and a paired test vs static.", "",
+                  "| claim | paper | measured (this seed) | verdict |", "|---|---|---|---|"]
+        for c in cmp["claims"]:
+            lines.append(f"| {c['claim']} | {c['paper']} | {c['measured'] or '-'} | {c['verdict']} |")
     lines += ["", "## Definitions", ""] + [f"- {n}" for n in notes] + [""]
     return "\n".join(lines)

@@ -10,15 +10,13 @@ calibrated from the emulated migrations.
 
 from __future__ import annotations
 
-import json
 import warnings
-from collections import Counter
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from testbed.analysis import calibration
+from testbed.analysis import calibration, claims
 from testbed.analysis import validation as v
 from testbed.analysis.calibration import calibrate_transfer  # noqa: F401  (the report's calibration, by name)
 
@@ -41,38 +39,6 @@ def _md_table(df: pd.DataFrame, digits: int = 3) -> str:
                 cells.append(str(x))
         out.append("| " + " | ".join(cells) + " |")
     return "\n".join(out) + "\n"
-
-
-def claims_table(runs: list[v.Run]) -> pd.DataFrame:
-    """Each claim per substrate: mean measured value over runs, and the verdicts the runs gave."""
-    rows: dict[tuple[str, str], dict] = {}
-    for run in runs:
-        f = run.path / "comparison.json"
-        if not f.is_file():
-            continue
-        for c in json.loads(f.read_text())["claims"]:
-            r = rows.setdefault((c["claim"], run.scenario, run.substrate),
-                                {"claim": c["claim"], "paper": c["paper"], "scenario": run.scenario,
-                                 "substrate": run.substrate, "values": [], "verdicts": []})
-            if c.get("measured_value") is not None:
-                r["values"].append(float(c["measured_value"]))
-            elif c.get("measured"):
-                r.setdefault("texts", []).append(str(c["measured"]))
-            r["verdicts"].append(c["verdict"])
-    out = []
-    for r in rows.values():
-        vals = np.array(r["values"], dtype=float)
-        verdicts = Counter(r["verdicts"]).most_common()
-        out.append({
-            "claim": r["claim"], "paper": r["paper"], "scenario": r["scenario"], "substrate": r["substrate"],
-            "runs": len(r["verdicts"]),
-            "measured (mean)": f"{vals.mean():+.2f}" if vals.size else
-            (Counter(r.get("texts", [])).most_common(1)[0][0] if r.get("texts") else "-"),
-            "range": f"[{vals.min():+.2f}, {vals.max():+.2f}]" if vals.size > 1 else "",
-            "verdict": "; ".join(f"{k} ({n})" if len(verdicts) > 1 else k for k, n in verdicts),
-        })
-    df = pd.DataFrame(out)
-    return df.sort_values(["scenario", "claim", "substrate"], kind="stable").reset_index(drop=True) if len(df) else df
 
 
 def sim_vs_emulation(sums: pd.DataFrame) -> pd.DataFrame:
@@ -212,7 +178,7 @@ def _write_report(dirs: list[Path], runs: list, m: pd.DataFrame, sums: pd.DataFr
                   "migration at its size and predicted bandwidth, green if it completed within its true budget.", "",
                   "![phase diagram](phase_diagram.png)", ""]
 
-    lines += ["## The seed's claims, measured", "", _md_table(claims_table(runs)), ""]
+    lines += claims.markdown(runs)
     svse = sim_vs_emulation(sums)
     if len(svse):
         lines += ["## Sim vs emulation", "", "Same scenario, cell and seed on both substrates: how far the analytic "

@@ -16,6 +16,7 @@ import pandas as pd
 from tqdm import tqdm
 
 from testbed.analysis.compare import compare, comparison_markdown
+from testbed.analysis.paper_setup import paper_setup
 from testbed.analysis.plots import energy_by_policy, energy_mix, jct_cdf, power_caps
 from testbed.analysis.summary import energy_by_site, summarize
 from testbed.controller.controller import Controller
@@ -101,7 +102,7 @@ class MigrationStudy(Study):
 
     def compare(self, summaries: dict[str, dict], out: Path) -> tuple[dict, str]:
         self._bar.close()
-        cmp = compare(summaries, self._jobs)
+        cmp = compare(summaries, self._jobs, paper=paper_setup(self.sc.model_dump(mode="json")))
         title = f"{self.sc.name} (seed {self.inputs.seed}, substrate {self.substrate})"
         if self.plots:
             jct_cdf(self._jobs, out / "jct_cdf.png", f"JCT CDF - {self.sc.name}")

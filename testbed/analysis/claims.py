@@ -1,0 +1,121 @@
+"""The paper's claims judged over seeds: ``testbed report``'s verdicts.
+
+Runs are grouped by scenario, substrate and sweep cell (one group = one setting, its seeds). Only
+groups whose scenario reproduces the paper's setup (testbed.analysis.paper_setup) are judged; the
+others are listed as user scenarios. Per group and claim: the per-seed change vs static (%), its
+mean and 95 % Student-t CI, a paired t-test and a Wilcoxon signed-rank test of the policy's metric
+against static's over the same seeds, and the verdict of testbed.analysis.compare.verdict (which
+says "reproduced" only when the paper's number lies in the CI, over at least 10 seeds).
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+
+from testbed.analysis import compare as cmp
+from testbed.analysis.paper_setup import paper_setup
+from testbed.analysis.stats import paired_test, t_interval
+
+
+def _label(policies: dict, policy: str) -> str | None:
+    """The policy's row: the one labelled with its name, else the first running it."""
+    if policy in policies and policies[policy].get("policy") == policy:
+        return policy
+    return next((lb for lb, r in policies.items() if r.get("policy") == policy), None)
+
+
+def _num(x) -> float:
+    return float(x) if x is not None else float("nan")
+
+
+def _p(x: float) -> str:
+    return "-" if not np.isfinite(x) else f"{x:.2g}"
+
+
+def judge(runs: list) -> tuple[pd.DataFrame, list[tuple[str, str]]]:
+    """(one row per paper-setup group and claim, [(user scenario, why it is not the paper's setup)])."""
+    groups: dict[tuple[str, str, str], list[dict]] = {}
+    user: dict[str, str] = {}
+    for run in runs:
+        f = run.path / "comparison.json"
+        if not f.is_file():
+            continue
+        ok, why = paper_setup(run.resolved)
+        if not ok:
+            user.setdefault(run.scenario, why)
+            continue
+        groups.setdefault((run.scenario, run.substrate, run.cell), []).append(json.loads(f.read_text()))
+    rows = []
+    for (scenario, substrate, cell), comps in sorted(groups.items()):
+        where = {"scenario": scenario, "substrate": substrate, "cell": cell or "-", "seeds": len(comps)}
+        for _, text, paper_text, value, policy, metric in cmp.PAPER_CLAIMS:
+            a, b = [], []
+            for c in comps:
+                lb, st = _label(c["policies"], policy), _label(c["policies"], "static")
+                if lb and st:
+                    a.append(_num(c["policies"][lb].get(metric)))
+                    b.append(_num(c["policies"][st].get(metric)))
+            a, b = np.array(a, dtype=float), np.array(b, dtype=float)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                change = np.where(b != 0, 100.0 * (a - b) / b, np.nan)
+            ci, test = t_interval(change), paired_test(a, b)
+            rows.append({"claim": text, "paper": paper_text, **where, **_shown(ci, "%"),
+                         "paired test vs static (t p / Wilcoxon p)":
+                         "-" if test is None else f"{_p(test.t_p)} / {_p(test.wilcoxon_p)}",
+                         "verdict": cmp.verdict(ci, test, value)})
+        over, migrations = [], 0
+        for c in comps:
+            lb = _label(c["policies"], "feasibility_aware")
+            if lb:
+                over.append(100.0 * _num(c["policies"][lb].get("migration_overhead_frac")))
+                migrations += int(c["policies"][lb].get("migrations") or 0)
+        ci = t_interval(over)
+        rows.append({"claim": cmp.OVERHEAD_CLAIM, "paper": "< 2 %", **where, **_shown(ci, "%", 2),
+                     "paired test vs static (t p / Wilcoxon p)": "-",
+                     "verdict": cmp.overhead_verdict(ci, migrations) if over else "not measured (policy missing)"})
+        worst = [r.get("max_breakeven_min") for c in comps for r in c["policies"].values()]
+        worst = [w for w in worst if w is not None]
+        be = cmp.breakeven_claim(max(worst) if worst else None)
+        rows.append({"claim": be["claim"], "paper": be["paper"], **where, "mean": be["measured"], "95 % CI": "-",
+                     "paired test vs static (t p / Wilcoxon p)": "-", "verdict": be["verdict"]})
+    return pd.DataFrame(rows), sorted(user.items())
+
+
+def _shown(ci, unit: str, digits: int = 1) -> dict:
+    if ci is None:
+        return {"mean": "-", "95 % CI": "-"}
+    span = "-" if ci.n < 2 else f"[{ci.lo:+.{digits}f}, {ci.hi:+.{digits}f}] {unit}"
+    return {"mean": f"{ci.mean:+.{digits}f} {unit}", "95 % CI": span}
+
+
+def markdown(runs: list) -> list[str]:
+    """The report's claims section."""
+    table, user = judge(runs)
+    lines = ["## The seed's claims, measured", "",
+             f"Judged only on scenarios that reproduce the paper's setup ({_criterion()}), per scenario, substrate "
+             f"and sweep cell over its seeds: the mean per-seed change vs static, its 95 % Student-t CI, and "
+             f"paired tests of the policy's metric against static's over the same seeds. **reproduced**: at least "
+             f"{cmp.MIN_SEEDS} seeds and the paper's number inside the CI; **same direction**: a significant "
+             f"difference (paired t p < {cmp.SIGNIFICANCE:g}) with the paper's sign but the CI misses its number; "
+             "**not reproduced**: no significant difference, or the opposite sign. Migration overhead: reproduced "
+             "when the CI lies below 2 %; not applicable when the policy never migrated.", ""]
+    if len(table):
+        from testbed.analysis.report import _md_table
+
+        lines += [_md_table(table), ""]
+    else:
+        lines += ["_No run here reproduces the paper's setup, so no claim of the paper is judged._", ""]
+    if user:
+        lines += ["User scenarios (comparison tables only, the paper's claims not judged): "
+                  + "; ".join(f"`{name}` ({why})" for name, why in user) + ".", ""]
+    return lines
+
+
+def _criterion() -> str:
+    from testbed.analysis.paper_setup import PAPER_ALPHA, PAPER_DURATION_H, PAPER_SITES
+
+    return (f"a migration study of {PAPER_SITES} sites over {PAPER_DURATION_H:g} h with static and "
+            f"feasibility_aware at alpha {PAPER_ALPHA:g}")
