@@ -1,8 +1,8 @@
 """Real model exchanges for the PowerTrip study on the netns substrate.
 
 Sites become network namespaces joined by the scenario's links, shaped to its bandwidth (scaled:
-``B x byte_scale x time_scale``) with its latency (``/ time_scale``), exactly as the migration
-study's netns substrate does (:mod:`testbed.netem`). Every site runs a transfer server. In each
+``B x byte_scale x time_scale``) with its latency (``/ time_scale``), planned by the same
+function as the migration study's substrates (:mod:`testbed.substrate.emulated.wan`). Every site runs a transfer server. In each
 round, for every selected site, concurrently:
 
 - **down**: the aggregator sends the serialized global model (``torch.save`` of the state_dict)
@@ -25,12 +25,10 @@ from testbed.federated.exchange import Exchange
 from testbed.federated.roundtime import SiteTime
 from testbed.inputs import Inputs
 from testbed.netem.fabric import Fabric
-from testbed.netem.links import scaled_links
 from testbed.netem.naming import new_run_id
 from testbed.netem.nsexec import socket_factory
-from testbed.netem.plan import plan_fabric
 from testbed.seeding import derive_seed
-from testbed.netem.scaling import CAPACITY_MBIT_DIRECT, CAPACITY_MBIT_RELAY
+from testbed.substrate.emulated.wan import default_capacity_mbit, plan_wan, resolve_impairment
 from testbed.transfer.client import send
 from testbed.transfer.server import TransferServer
 from testbed.transfer.source import BallastSource, ConcatSource, Source
@@ -88,17 +86,14 @@ class NetnsExchange(Exchange):
         self.close()
 
     def open(self) -> None:
-        from testbed.doctor.qdisc import detect_impairment
-
-        impairment = detect_impairment() if self._impairment == "auto" else self._impairment
-        capacity = CAPACITY_MBIT_RELAY if impairment == "relay" else CAPACITY_MBIT_DIRECT
+        impairment = resolve_impairment(self._impairment)
         # every selected link may carry a transfer at once: the fastest link gets a fair share of what
         # the machine shapes accurately, so concurrent flows do not contend for CPU
         n_links = max(1, len(self.sc.links))
-        self.scaling, links = scaled_links(self.inp, capacity_mbit=max(10.0, capacity * 4 / n_links))
-        for li in links:
+        capacity = max(10.0, default_capacity_mbit(impairment) * 4 / n_links)
+        self.scaling, plan = plan_wan(self.inp, self.run_id, impairment=impairment, capacity_mbit=capacity)
+        for li in plan.links:
             self._rates[(li.a, li.b)], self._rates[(li.b, li.a)] = li.rate_ab_mbit, li.rate_ba_mbit
-        plan = plan_fabric(self.run_id, [s.name for s in self.sc.sites], links, impairment)  # type: ignore[arg-type]
         self.fabric = Fabric(plan, purpose="federated")
         self.fabric.up()
         for s in plan.sites:

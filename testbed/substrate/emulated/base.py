@@ -14,6 +14,7 @@ A subclass only builds the fabric (:meth:`EmulatedSubstrate.make_fabric`): netns
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 import threading
 
@@ -21,16 +22,17 @@ from testbed.errors import SpecError, TestbedError
 from testbed.inputs import Inputs
 from testbed.lifecycle import critical
 from testbed.netem.fabric import Fabric
-from testbed.netem.links import scaled_links
 from testbed.netem.naming import new_run_id
-from testbed.netem.plan import FabricPlan, plan_fabric, unreachable
-from testbed.netem.scaling import CAPACITY_MBIT_DIRECT, CAPACITY_MBIT_RELAY, Scaling
+from testbed.netem.plan import FabricPlan
+from testbed.netem.scaling import Scaling
 from testbed.power.caps import CapTarget
-from testbed.substrate.base import MigrationOrder, MigrationOutcome, Substrate
+from testbed.substrate.base import HostLoadSample, MigrationOrder, MigrationOutcome, Substrate
 from testbed.substrate.emulated import agent_mover, ballast_mover  # noqa: F401  (the built-in movers register)
 from testbed.substrate.emulated.clock import EmulationClock
+from testbed.substrate.emulated.host_load import OTHER_CORES_MAX, STEAL_CORES_MAX, HostLoad
 from testbed.substrate.emulated.mover import MOVERS, Emulation, Mover
 from testbed.substrate.emulated.replay import LinkReplayer, change_points
+from testbed.substrate.emulated.wan import plan_wan, resolve_impairment
 
 class EmulatedSubstrate(Substrate):
     """Owns the fabric, the clock and the link replay; its mover owns the jobs and their moves."""
@@ -53,6 +55,7 @@ class EmulatedSubstrate(Substrate):
         self._flying: dict[str, tuple[MigrationOrder, threading.Thread]] = {}
         self._changed = threading.Condition(self._lock)
         self._cancel = threading.Event()
+        self._polled_to_s = 0.0  # scenario time the controller has polled up to
         self.mover: Mover = self._mover_for(inputs)
         self.fabric: Fabric | None = None
         self.scaling: Scaling | None = None
@@ -78,21 +81,8 @@ class EmulatedSubstrate(Substrate):
 
     def open(self) -> None:
         sc = self._in.scenario
-        from testbed.doctor.qdisc import detect_impairment
-
-        impairment = detect_impairment() if self._impairment_req == "auto" else self._impairment_req
-        wants_latency = any(
-            link.latency_ms != 0 or link.jitter_ms > 0 or link.loss_pct > 0 for link in sc.links
-        )
-        if impairment == "none" and wants_latency and sc.emulation.require_latency:
-            raise SpecError([("emulation.require_latency", "links ask for latency/jitter/loss but impairment "
-                              "'none' was requested; allow the relay or netem, or set require_latency: false")])
-        capacity = self._capacity or (CAPACITY_MBIT_RELAY if impairment == "relay" else CAPACITY_MBIT_DIRECT)
-        self.scaling, links = scaled_links(self._in, capacity_mbit=capacity, impaired=impairment != "none")
-        plan = plan_fabric(self.run_id, [s.name for s in sc.sites], links, impairment)  # type: ignore[arg-type]
-        missing = unreachable(plan)
-        if missing:
-            raise SpecError([("links", f"site {missing[0][1]} is unreachable from {missing[0][0]}")])
+        impairment = resolve_impairment(self._impairment_req)
+        self.scaling, plan = plan_wan(self._in, self.run_id, impairment=impairment, capacity_mbit=self._capacity)
         self.fabric = self.make_fabric(plan)
         self.fabric.up()
         clock = EmulationClock(self.scaling.time_scale, skip_idle=self._skip_idle)
@@ -138,7 +128,11 @@ class EmulatedSubstrate(Substrate):
         th.start()
 
     def _migrate(self, order: MigrationOrder) -> None:
+        load = HostLoad().start()
         outcome = self.mover.migrate(order)
+        h = load.stop()
+        outcome = dataclasses.replace(outcome, host_load=HostLoadSample(
+            h.host_cores, h.own_cores, h.other_cores, h.steal_cores, h.contended))
         with self._changed:
             self._flying.pop(order.job_id, None)
             self._done.append(outcome)
@@ -159,7 +153,12 @@ class EmulatedSubstrate(Substrate):
             ready = sorted((o for o in self._done if o.resume_s <= until_s), key=lambda o: o.resume_s)
             for o in ready:
                 self._done.remove(o)
-        return ready
+            # a migration whose measured phases end before this step began (its disk I/O took less
+            # scenario time scaled back to S than the emulation's clock spent on the scaled bytes)
+            # resumes at the step's start: the controller has already counted the step before
+            floor = self._polled_to_s
+            self._polled_to_s = max(self._polled_to_s, until_s)
+        return [o if o.resume_s >= floor else dataclasses.replace(o, resume_floor_s=floor) for o in ready]
 
     def in_flight(self) -> list[MigrationOrder]:
         with self._lock:
@@ -182,4 +181,6 @@ class EmulatedSubstrate(Substrate):
             "rate_change_max_lag_wall_ms": max((a["lag_wall_ms"] for a in live), default=None),
             "rate_change_max_call_ms": max((a["call_ms"] for a in applied), default=None),
             **self.mover.describe(),
+            "contention": (f"host CPU during each migration (psutil): contended when other processes used > "
+                           f"{OTHER_CORES_MAX} core or steal > {STEAL_CORES_MAX} core on average"),
         }

@@ -1,0 +1,49 @@
+"""A run's shaped WAN, planned one way for every live fabric: the migration study's substrates
+(netns, mininet) and the federated study's exchange.
+
+``plan_wan`` checks that the links can be had as asked (latency where the scenario needs it,
+every site reachable), chooses the scaling from the same directed links that are shaped
+(:func:`testbed.netem.links.scaled_links`) and plans namespaces and addresses. The caller makes
+the fabric from the plan (its own kind: ``Fabric``, ``MininetFabric``), owns it, and brings it up.
+"""
+
+from __future__ import annotations
+
+from testbed.errors import SpecError
+from testbed.inputs import Inputs
+from testbed.netem.links import scaled_links
+from testbed.netem.plan import FabricPlan, plan_fabric, unreachable
+from testbed.netem.scaling import CAPACITY_MBIT_DIRECT, CAPACITY_MBIT_RELAY, Scaling
+
+
+def resolve_impairment(requested: str) -> str:
+    """``auto``: what this kernel offers (netem, else the userspace relay); anything else as asked."""
+    if requested != "auto":
+        return requested
+    from testbed.doctor.qdisc import detect_impairment
+
+    return detect_impairment()
+
+
+def default_capacity_mbit(impairment: str) -> float:
+    """What one link can carry accurately on this machine with that impairment."""
+    return CAPACITY_MBIT_RELAY if impairment == "relay" else CAPACITY_MBIT_DIRECT
+
+
+def plan_wan(inputs: Inputs, run_id: str, *, impairment: str,
+             capacity_mbit: float | None = None) -> tuple[Scaling, FabricPlan]:
+    """The scaling and fabric plan of the scenario's WAN. ``impairment`` is resolved
+    (:func:`resolve_impairment`); ``capacity_mbit`` defaults to :func:`default_capacity_mbit`.
+    :class:`SpecError` when the scenario needs latency and ``none`` was asked, or a site is unreachable."""
+    sc = inputs.scenario
+    wants_latency = any(link.latency_ms != 0 or link.jitter_ms > 0 or link.loss_pct > 0 for link in sc.links)
+    if impairment == "none" and wants_latency and sc.emulation.require_latency:
+        raise SpecError([("emulation.require_latency", "links ask for latency/jitter/loss but impairment "
+                          "'none' was requested; allow the relay or netem, or set require_latency: false")])
+    capacity = capacity_mbit or default_capacity_mbit(impairment)
+    scaling, links = scaled_links(inputs, capacity_mbit=capacity, impaired=impairment != "none")
+    plan = plan_fabric(run_id, [s.name for s in sc.sites], links, impairment)  # type: ignore[arg-type]
+    missing = unreachable(plan)
+    if missing:
+        raise SpecError([("links", f"site {missing[0][1]} is unreachable from {missing[0][0]}")])
+    return scaling, plan
