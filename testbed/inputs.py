@@ -90,10 +90,10 @@ def _bandwidth(sc: Scenario, seed: int) -> tuple[dict[tuple[str, str], Trace], d
         if bw.steady_degradation_pct > 0:
             events.append(DegradationEvent(0.0, sc.duration_s + PAD_S, bw.steady_degradation_pct / 100.0))
         for src, dst in ((link.a, link.b), (link.b, link.a)):
-            rate = link.rate_gbps(src, dst)
+            rate = link.directed_bandwidth_gbps(src, dst)
             nominal[(src, dst)] = rate
             traces[(src, dst)] = bandwidth_trace(
-                nominal_gbps=rate, duration_s=sc.duration_s + PAD_S, step_s=sc.step_s,
+                nominal_bandwidth_gbps=rate, duration_s=sc.duration_s + PAD_S, step_s=sc.step_s,
                 seed=_sub_seed(var.seed, seed, "bandwidth", src, dst), cv=var.cv, corr_s=var.corr_s,
                 events=events, name=f"bandwidth:{src}->{dst}",
             )

@@ -116,7 +116,7 @@ class Link(Strict):
     def key(self) -> str:
         return f"{self.a}-{self.b}"
 
-    def rate_gbps(self, src: str, dst: str) -> float:
+    def directed_bandwidth_gbps(self, src: str, dst: str) -> float:
         if (src, dst) == (self.a, self.b):
             return self.bandwidth_gbps
         if (src, dst) == (self.b, self.a):
@@ -141,7 +141,7 @@ def directed_links(sites: Sequence[Site], links: Sequence[Link]) -> list[Directe
     for link in links:
         latency = link_latency_ms(link, by_name)
         for src, dst in ((link.a, link.b), (link.b, link.a)):
-            out.append(DirectedLink(src, dst, link.rate_gbps(src, dst), latency, link.jitter_ms, link.loss_pct))
+            out.append(DirectedLink(src, dst, link.directed_bandwidth_gbps(src, dst), latency, link.jitter_ms, link.loss_pct))
     return out
 
 

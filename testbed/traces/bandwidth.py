@@ -1,7 +1,7 @@
 """Bandwidth traces in Gbit/s: seeded variance around a nominal rate, plus degradation events.
 
-``bandwidth_trace`` = ``nominal_gbps * m(t) * prod(1 - frac_e for events e active at t)``,
-floored at ``floor_frac * nominal_gbps``, where
+``bandwidth_trace`` = ``nominal_bandwidth_gbps * m(t) * prod(1 - frac_e for events e active at t)``,
+floored at ``floor_frac * nominal_bandwidth_gbps``, where
 
 * ``m(t)`` is lognormal multiplicative variance: ``m = exp(sigma z - sigma^2 / 2)`` with ``z``
   a stationary AR(1) (see :mod:`testbed.traces.ar1`, correlation time ``corr_s``) and
@@ -66,11 +66,11 @@ def degrade(trace: Trace, events: Iterable[DegradationEvent], *, floor: float = 
                  meta={**trace.meta, "events": len(events), "floor": floor})
 
 
-def bandwidth_trace(*, nominal_gbps: float, duration_s: float, step_s: float, seed: int,
+def bandwidth_trace(*, nominal_bandwidth_gbps: float, duration_s: float, step_s: float, seed: int,
                     cv: float = 0.0, corr_s: float = 600.0, events: Iterable[DegradationEvent] = (),
                     floor_frac: float = 0.01, name: str) -> Trace:
     """Bandwidth in Gbit/s over ``[0, duration_s)`` (model in the module docstring)."""
-    for key, value in (("nominal_gbps", nominal_gbps), ("duration_s", duration_s),
+    for key, value in (("nominal_bandwidth_gbps", nominal_bandwidth_gbps), ("duration_s", duration_s),
                        ("step_s", step_s), ("corr_s", corr_s)):
         if not (math.isfinite(value) and value > 0):
             raise ValueError(f"{name}: {key} must be a finite number > 0, got {value}")
@@ -86,10 +86,10 @@ def bandwidth_trace(*, nominal_gbps: float, duration_s: float, step_s: float, se
         z = ar1_standard(n, step_s=step_s, corr_s=corr_s, rng=np.random.Generator(np.random.PCG64(seed)))
         sigma = math.sqrt(math.log1p(cv * cv))
         mult = np.exp(sigma * z - sigma * sigma / 2.0)
-    base = Trace(grid, nominal_gbps * mult, unit="Gbit/s", name=name, end_s=float(duration_s),
-                 meta={"generator": "bandwidth_trace", "seed": seed, "nominal_gbps": nominal_gbps,
+    base = Trace(grid, nominal_bandwidth_gbps * mult, unit="Gbit/s", name=name, end_s=float(duration_s),
+                 meta={"generator": "bandwidth_trace", "seed": seed, "nominal_bandwidth_gbps": nominal_bandwidth_gbps,
                        "cv": cv, "corr_s": corr_s})
-    return degrade(base, events, floor=floor_frac * nominal_gbps)
+    return degrade(base, events, floor=floor_frac * nominal_bandwidth_gbps)
 
 
 def steady_degradation(trace: Trace, frac: float, *, name: str | None = None) -> Trace:

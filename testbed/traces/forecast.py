@@ -67,7 +67,7 @@ class BandwidthForecaster:
     def __init__(
         self,
         truth_gbps: dict[tuple[str, str], Trace],
-        nominal_gbps: dict[tuple[str, str], float],
+        nominal_bandwidth_gbps: dict[tuple[str, str], float],
         *,
         mode: BandwidthMode = "nominal",
         bias_frac: float = 0.0,
@@ -76,7 +76,7 @@ class BandwidthForecaster:
         step_s: float = 300.0,
     ):
         self._truth = truth_gbps
-        self._nominal = nominal_gbps
+        self._nominal = nominal_bandwidth_gbps
         self.mode = mode
         self._mu = math.log1p(bias_frac)
         self._sigma = noise_frac
@@ -86,7 +86,7 @@ class BandwidthForecaster:
     def pairs(self) -> list[tuple[str, str]]:
         return list(self._nominal)
 
-    def nominal_gbps(self, src: str, dst: str) -> float:
+    def nominal_bandwidth_gbps(self, src: str, dst: str) -> float:
         return self._nominal[(src, dst)]
 
     def forecast_gbps(self, src: str, dst: str, t_s: float) -> float:

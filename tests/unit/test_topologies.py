@@ -40,7 +40,7 @@ def test_shipped_topology_is_valid_and_connected(name, n_sites, n_links):
     assert graph_problems(topo) == []
     assert all(NAME_RE.match(s.name) for s in topo.sites)
     assert all(s.node_type in BUILTIN_NODE_TYPES for s in topo.sites)
-    assert all(1 <= link.rate_gbps(a, b) <= 10 for link in topo.links for a, b in [(link.a, link.b), (link.b, link.a)])
+    assert all(1 <= link.directed_bandwidth_gbps(a, b) <= 10 for link in topo.links for a, b in [(link.a, link.b), (link.b, link.a)])
 
 
 @pytest.mark.parametrize("name", ["us-100", "global-7"])
@@ -60,7 +60,7 @@ def test_us100_is_a_star_around_the_aggregator():
     assert all(link.b == "agg" for link in topo.links)
     assert sorted(link.a for link in topo.links) == sorted(s.name for s in topo.sites[1:])
     assert all(4 <= s.nodes <= 8 for s in topo.sites)
-    rates = {link.a: (link.rate_gbps(link.a, "agg"), link.rate_gbps("agg", link.a)) for link in topo.links}
+    rates = {link.a: (link.directed_bandwidth_gbps(link.a, "agg"), link.directed_bandwidth_gbps("agg", link.a)) for link in topo.links}
     assert rates["newyork"] == (10, 10)  # metro
     assert set(rates.values()) == {(10, 10), (2.5, 2.5), (5, 5), (1, 2.5), (2.5, 5)}
     assert all(up <= down for up, down in rates.values())  # uplink (updates) never above downlink

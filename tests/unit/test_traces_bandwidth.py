@@ -9,7 +9,7 @@ from testbed.traces import DegradationEvent, Trace, bandwidth_trace, degrade, st
 
 
 def make(**kw):
-    args = dict(nominal_gbps=10.0, duration_s=3600.0, step_s=60.0, seed=1, name="a-b")
+    args = dict(nominal_bandwidth_gbps=10.0, duration_s=3600.0, step_s=60.0, seed=1, name="a-b")
     args.update(kw)
     return bandwidth_trace(**args)
 
@@ -79,7 +79,7 @@ def test_event_validation(kw):
         DegradationEvent(**kw)
 
 
-@pytest.mark.parametrize("bad", [dict(nominal_gbps=0), dict(cv=-0.1), dict(step_s=0), dict(floor_frac=2)])
+@pytest.mark.parametrize("bad", [dict(nominal_bandwidth_gbps=0), dict(cv=-0.1), dict(step_s=0), dict(floor_frac=2)])
 def test_generator_validation(bad):
     with pytest.raises(ValueError):
         make(**bad)
