@@ -52,6 +52,7 @@ class Job:
     migrating_s: float = 0.0
     running_s: float = 0.0
     n_migrations: int = 0
+    prev_site: str | None = None  # the site its last completed migration left
     energy_kwh: float = 0.0
     renewable_kwh: float = 0.0
     transfer_kwh: float = 0.0
@@ -259,6 +260,8 @@ class Cluster:
         assert mig is not None
         self.sites[mig.src].outgoing.remove(job.submission.id)
         self.sites[mig.dst].incoming.remove(job.submission.id)
+        if site != mig.src:
+            job.prev_site = mig.src
         job.site = site
         job.status = Status.RUNNING
         job.run_since_s = resume_s

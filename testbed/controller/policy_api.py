@@ -41,6 +41,29 @@ class JobView:
     origin: str
     arrival_s: float
     work_gpu_h: float
+    moves: int = 0                   # migrations begun so far (completed or not)
+    at_site_since_s: float = 0.0     # when it last started or resumed running at ``site``
+    prev_site: str | None = None     # the site its last completed migration left
+
+    def dwell_s(self, now_s: float) -> float | None:
+        """Seconds it has run at ``site`` since its last move; None if it never moved."""
+        return now_s - self.at_site_since_s if self.moves > 0 else None
+
+
+def share_window_s(inputs: Inputs, site: str, t_s: float, jobs_ahead: int, *, forecast: bool) -> float:
+    """The window ``site`` can give one more job at ``t_s``: seconds until its renewable power
+    drops below ``(jobs_ahead + 1) x`` one node's active power, ``jobs_ahead`` being the jobs
+    already there or moving there (they are covered first). 0 if it cannot power one more now.
+
+    ``forecast``: the controller's view. The site's window forecast carries one error draw per
+    window (``forecast = truth x exp(e)``); the same factor applies to every share of that window.
+    Else the truth (what the run records the migration against)."""
+    one_node_kw = inputs.windows.threshold_kw(site)
+    true_s = inputs.renewable_kw[site].remaining_above(t_s, (max(0, jobs_ahead) + 1) * one_node_kw)
+    if not forecast or true_s <= 0:
+        return true_s
+    # true_s > 0: the one-node window is open too (its threshold is lower) and at least as long
+    return true_s * inputs.windows.forecast_remaining_s(site, t_s) / inputs.windows.true_remaining_s(site, t_s)
 
 
 class ClusterView:
@@ -101,8 +124,21 @@ class ClusterView:
         return self.renewable_kw(site) - self.load_kw(site)
 
     def window_forecast_s(self, site: str) -> float:
-        """Forecast remaining renewable window (renewable >= one node's active power)."""
-        return self._in.windows.forecast_remaining_s(site, self.now_s)
+        """Forecast window ``site`` can give one more job (T_energy of Eq. 1): how long its renewable
+        power keeps covering the jobs there or moving there (this round's moves included) plus
+        one more node (:func:`share_window_s`). 0: it cannot power one more job now."""
+        return share_window_s(self._in, site, self.now_s, self.jobs_after_moves(site), forecast=True)
+
+    def job_power_kw(self, site: str, grid_topup_kw: float | None, extra_jobs: int = 0) -> float:
+        """Wall power of one running node at ``site`` at the GPU cap the site's budget buys it: the
+        renewable power now plus ``grid_topup_kw`` (None: unlimited) shared evenly by its jobs after
+        this round's moves plus ``extra_jobs`` (the trace-to-cap rule, transfers and idle nodes aside)."""
+        node = self._c.sites[site].power
+        n = self.jobs_after_moves(site) + extra_jobs
+        if grid_topup_kw is None or n <= 0:
+            return node.active_kw(node.max_cap_w)
+        budget_kw = (max(0.0, self.renewable_kw(site)) + grid_topup_kw) / n
+        return node.active_kw(node.clamp_w(node.cap_for_budget_kw(budget_kw)))
 
     def bandwidth_forecast_gbps(self, src: str, dst: str) -> float | None:
         if (src, dst) not in self._in.latency_ms:
@@ -119,6 +155,7 @@ class ClusterView:
         return JobView(
             j.submission.id, j.submission.family, j.site, j.submission.checkpoint_gb, j.work_left_gpu_h,
             j.work_left_gpu_h / speed * 3600.0, j.submission.origin, j.submission.arrival_s, j.submission.work_gpu_h,
+            j.n_migrations, j.run_since_s, j.prev_site,
         )
 
     def running_jobs(self, site: str) -> list[JobView]:

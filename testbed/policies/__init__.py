@@ -11,7 +11,7 @@ from testbed.spec.policies import policy_label
 from testbed.spec.scenario import Scenario
 
 # the built-in policies: importing a file registers it
-from testbed.policies import energy_only, feasibility_aware, no_filter, static  # noqa: E402,F401  isort: skip
+from testbed.policies import energy_only, feasibility_aware, feasibility_classes, no_filter, static  # noqa: E402,F401  isort: skip
 
 
 def make_policy(spec, scenario: Scenario) -> Policy:

@@ -2,20 +2,26 @@
 
 Placement goes to the free site with the largest surplus. At each decision point every job
 running on grid power moves to the free site with the largest surplus that can power it,
-whatever the checkpoint size, bandwidth or remaining window.
+whatever the checkpoint size, bandwidth or remaining window. The shared damping
+(:mod:`testbed.policies.hysteresis`: minimum dwell, return margin) applies unless switched off.
 """
 
 from __future__ import annotations
 
 from testbed.controller.policy_api import Candidate, Move, Policy
+from testbed.policies.hysteresis import Damped
 from testbed.policies.placement import greenest, grid_jobs_by_remaining
 from testbed.policies.registry import register_policy
 from testbed.spec.policies import EnergyOnly
 
 
-@register_policy(EnergyOnly, spec_arg=False)
-class EnergyOnlyPolicy(Policy):
+@register_policy(EnergyOnly)
+class EnergyOnlyPolicy(Damped, Policy):
     name = "energy_only"
+
+    def __init__(self, label, scenario, spec):
+        super().__init__(label, scenario)
+        self.init_damping(spec)
 
     def place(self, job, view):
         site, why = greenest(job, view)
@@ -25,14 +31,24 @@ class EnergyOnlyPolicy(Policy):
         moves, records = [], []
         for src in view.sites:
             for job in grid_jobs_by_remaining(view, src):
+                held = self.held(view, job)
+                if held:
+                    records.append(self.record(view, "stay", job.id, src, None, held))
+                    continue
                 cands = [
                     d for d in view.sites
                     if d != src and view.bandwidth_forecast_gbps(src, d) is not None
                     and view.free_nodes(d) > 0 and view.surplus_kw(d) >= view.p_active_kw(d)
                 ]
                 info = [Candidate(d, scores=(("surplus_kw", round(view.surplus_kw(d), 4)),)) for d in cands]
+                back = [d for d in cands if self.is_return(job, d)
+                        and not self.return_ok(job, d, self.reference_energy(view, job, d))]
+                cands = [d for d in cands if d not in back]
                 if not cands:
-                    records.append(self.record(view, "stay", job.id, src, None, "on grid; no free site with renewable surplus"))
+                    why = "on grid; no free site with renewable surplus"
+                    if back:
+                        why = f"on grid; a move back to {back[0]} would not save (1 + {self.return_margin:g}) x its cost"
+                    records.append(self.record(view, "stay", job.id, src, None, why, info))
                     continue
                 dst = max(cands, key=lambda d: (view.surplus_kw(d), -view.sites.index(d)))
                 reason = f"on grid at {src}; largest surplus at {dst} ({view.surplus_kw(dst):.2f} kW)"

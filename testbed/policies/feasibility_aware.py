@@ -6,7 +6,10 @@ surplus is a candidate. The hard filter keeps candidates that satisfy
     with ``epsilon``, P(true window >= total / alpha) >= 1 - epsilon under the forecast-error
     model (``assumed_window_noise_pct``, default the scenario's forecast noise) and, with
     ``assumed_bandwidth_noise_pct``, a log-normal bandwidth error too (union bound: epsilon/2 each);
-  - Eq. 2: the migration's energy breaks even before the window or the job ends.
+  - Eq. 2: the grid energy the move saves over ``min(window, remaining time)`` exceeds what the
+    transfer costs (:mod:`testbed.policies.move_energy`: the power the move really saves, not P_node).
+The window (T_energy) is the one the destination can give this job: its share of the renewable
+power after the jobs already there or moving there (``ClusterView.window_forecast_s``).
 Survivors are ranked by ``U(d) = gamma * R(d) - beta * L(d)`` with
   - ``R(d) = min(1, renewable_kw(d) / (load_kw(d) + P_node(d)))``: renewable availability, the
     share of d's power after the move that renewables cover now (0 for staying on grid). The
@@ -19,25 +22,30 @@ Survivors are ranked by ``U(d) = gamma * R(d) - beta * L(d)`` with
     only destinations with a free node are considered.
 The job moves if the best U beats staying, ``U(src) = -beta * T_rem * (1 / s_grid(src) - 1)``,
 by more than ``min_gain``.
-``no_filter`` runs this same code with the filter off: the independent test of Eq. 1.
+``no_filter`` runs this same code with the filter off: the independent test of Eq. 1;
+``feasibility_classes`` with the paper's fixed classes in place of Eq. 1. All three share the
+damping of :mod:`testbed.policies.hysteresis` (minimum dwell, return margin).
 """
 
 from __future__ import annotations
 
 from testbed.controller.policy_api import Candidate, Move, Policy
-from testbed.feasibility import FeasibilityParams, assess
+from testbed.feasibility import FeasibilityParams, Prediction, assess
+from testbed.policies.hysteresis import Damped
+from testbed.policies.move_energy import move_energy
 from testbed.policies.placement import grid_jobs_by_remaining, origin_or_least_loaded
 from testbed.policies.registry import register_policy
 from testbed.spec.policies import FeasibilityAware
 
 
 @register_policy(FeasibilityAware)
-class FeasibilityAwarePolicy(Policy):
+class FeasibilityAwarePolicy(Damped, Policy):
     name = "feasibility_aware"
     use_filter = True
 
     def __init__(self, label, scenario, spec):
         super().__init__(label, scenario)
+        self.init_damping(spec)
         self.spec = spec
         self.model = spec.feasibility_model(scenario.feasibility)  # its own parameters, else the scenario's
         noise_pct = spec.assumed_window_noise_pct
@@ -46,6 +54,10 @@ class FeasibilityAwarePolicy(Policy):
         # the risk budget's forecast error model (none without a risk budget: Eq. 1 on the forecasts)
         self.window_noise_frac = noise_pct / 100.0 if spec.epsilon is not None else 0.0
         self.bandwidth_noise_frac = spec.assumed_bandwidth_noise_pct / 100.0
+
+    def time_ok(self, pred: Prediction) -> bool:
+        """The filter's time rule: Eq. 1 (the risk budget's verdict with ``epsilon``)."""
+        return pred.feasible
 
     @staticmethod
     def _availability(view, site: str) -> float:
@@ -81,23 +93,36 @@ class FeasibilityAwarePolicy(Policy):
             pred = assess(job.checkpoint_gb, bw, window_s, params, epsilon=self.spec.epsilon,
                           window_noise_frac=self.window_noise_frac, bandwidth_noise_frac=self.bandwidth_noise_frac)
             remaining_s = job.work_left_gpu_h / view.speed(dst) * 3600.0
-            energy_ok = pred.breakeven_min * 60.0 < min(window_s, remaining_s)
+            energy = move_energy(view, job, dst, cost_kwh=pred.e_cost_kwh, window_s=window_s,
+                                 src_topup_kw=self.grid_topup_kw(view, src))
             r = self._availability(view, dst)
             slow_h = max(0.0, remaining_s - window_s) / 3600.0 * (1.0 / view.grid_only_speed(dst, 1) - 1.0)
             lag_h = pred.total_s / 3600.0 + slow_h
-            scores = (("R", round(r, 6)), ("L_h", round(lag_h, 6)), ("U", self.spec.gamma * r - self.spec.beta * lag_h))
-            out.append(Candidate(dst, pred, eq1_ok=pred.feasible, eq2_ok=energy_ok, scores=scores))
+            scores = (("R", round(r, 6)), ("L_h", round(lag_h, 6)), ("U", self.spec.gamma * r - self.spec.beta * lag_h),
+                      *energy.scores(), ("return_ok", float(self.return_ok(job, dst, energy))))
+            out.append(Candidate(dst, pred, eq1_ok=self.time_ok(pred), eq2_ok=energy.pays_off(), scores=scores))
         return out
 
     def decide(self, view):
         moves, records = [], []
         for src in view.sites:
             for job in grid_jobs_by_remaining(view, src):
+                held = self.held(view, job)
+                if held:
+                    records.append(self.record(view, "stay", job.id, src, None, held))
+                    continue
                 cands = self._candidates(view, job, src)
                 passing = [c for c in cands if c.passes_filter]
                 eligible = passing if self.use_filter else cands
                 if not cands:
                     records.append(self.record(view, "stay", job.id, src, None, "on grid; no free site with renewable surplus"))
+                    continue
+                back = [c for c in eligible if not c.score("return_ok")]
+                eligible = [c for c in eligible if c.score("return_ok")]
+                if back and not eligible:
+                    why = (f"a move back to {back[0].dst} saves {back[0].score('gain_kwh'):.3f} kWh, not "
+                           f"(1 + {self.return_margin:g}) x its cost {back[0].score('cost_kwh'):.3f} kWh")
+                    records.append(self.record(view, "stay", job.id, src, None, why, cands, len(passing)))
                     continue
                 if not eligible:
                     worst = min((c.row() for c in cands), key=lambda row: row["budget_s"] - row["total_s"])  # as recorded

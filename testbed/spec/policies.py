@@ -71,13 +71,33 @@ class Static(_Base):
     name: Literal["static"]
 
 
+DEFAULT_MIN_DWELL_H = 2.0
+DEFAULT_RETURN_MARGIN = 1.0
+
+
+class Hysteresis(Strict):
+    """Damping of a migrating policy's moves, so that a job does not bounce between sites.
+    ``min_dwell_h: 0`` and ``return_margin: 0`` together are the paper's behaviour (no damping)."""
+
+    min_dwell_h: float = Field(
+        DEFAULT_MIN_DWELL_H, ge=0,
+        description="Hours a job must run at a site after a move (completed or not) before it may move again; "
+        "0 = no dwell (the paper).",
+    )
+    return_margin: float = Field(
+        DEFAULT_RETURN_MARGIN, ge=0,
+        description="A move back to the site the job last left must save (1 + return_margin) x its energy cost "
+        "(Eq. 2 with a margin); 0 = no extra margin (the paper).",
+    )
+
+
 @migration_policy
-class EnergyOnly(_Base):
+class EnergyOnly(_Base, Hysteresis):
     name: Literal["energy_only"]
 
 
 @migration_policy
-class FeasibilityAware(_Base, FeasibilityOverrides):
+class FeasibilityAware(_Base, FeasibilityOverrides, Hysteresis):
     name: Literal["feasibility_aware"]
     epsilon: float | None = Field(None, gt=0, le=0.5, description="Risk budget in (0, 0.5]; None = deterministic Eq. 1.")
     assumed_window_noise_pct: float | None = Field(
@@ -105,6 +125,19 @@ class NoFilter(FeasibilityAware):
     """feasibility_aware with the Eq. 1 filter disabled: the independent test of Eq. 1."""
 
     name: Literal["no_filter"]  # type: ignore[assignment]
+
+
+@migration_policy
+class FeasibilityClasses(FeasibilityAware):
+    """feasibility_aware with the paper's fixed transfer-time classes as its hard filter instead of
+    Eq. 1: class A (transfer < 60 s) always passes, class C (>= 300 s) never does, and class B
+    passes as ``class_b`` says. Eq. 2 and the ranking are feasibility_aware's."""
+
+    name: Literal["feasibility_classes"]  # type: ignore[assignment]
+    class_b: Literal["eq1", "always"] = Field(
+        "eq1", description="Class B (60-300 s): 'eq1' = only if Eq. 1 holds (the paper's Algorithm 1), "
+        "'always' = the cut-offs alone decide.",
+    )
 
 
 MigrationPolicyBase = _Base
