@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 from testbed.feasibility import Prediction
+from testbed.substrate.base import MigrationOutcome
 
 
 # column of migrations.parquet: the Prediction attribute it holds. ``predicted_*`` are the
@@ -52,7 +53,9 @@ class MigrationRecord:
     # the truth at decision time (not seen by the controller)
     true_window_s: float
     true_budget_s: float
-    # what happened
+    # what happened. ``actual_*``: measured on an emulated substrate (phases scaled back to the real
+    # checkpoint size at measured throughputs); ``model_*``: the analytic substrate's modelled truth.
+    # A phase is in one family or the other, never both (see :meth:`finish`).
     status: str = "in_flight"
     actual_checkpoint_s: float | None = None
     actual_checkpoint_bytes: int | None = None
@@ -61,10 +64,55 @@ class MigrationRecord:
     actual_downtime_s: float | None = None
     actual_total_s: float | None = None
     actual_goodput_gbps: float | None = None
+    model_transfer_s: float | None = None
+    model_load_s: float | None = None
+    model_downtime_s: float | None = None
+    model_total_s: float | None = None
+    model_goodput_gbps: float | None = None
+    # how the measurement was made: bytes really written and read back (the scaled checkpoint), the
+    # measured save / load throughputs, the control plane's delay (scenario s) and own time (wall s)
+    measured_io_bytes: int | None = None
+    save_mb_per_s: float | None = None
+    load_mb_per_s: float | None = None
+    start_lag_s: float | None = None
+    control_s: float | None = None
+    # the host during the measurement (cores; testbed.substrate.emulated.host_load); null on sim
+    host_cpu_cores: float | None = None
+    own_cpu_cores: float | None = None
+    other_cpu_cores: float | None = None
+    steal_cpu_cores: float | None = None
+    contended: bool | None = None
     completed_in_window: bool | None = None
     within_budget: bool | None = None
     overran: bool | None = None
     detail: str = ""
+
+    def finish(self, out: MigrationOutcome) -> None:
+        """File an outcome: measured phases as ``actual_*``, modelled ones as ``model_*``; the total
+        and goodput are ``actual_*`` only when every phase was measured."""
+        self.status = out.status
+        measured = set(out.phases_measured)
+        phases = {"transfer": out.transfer_s, "load": out.load_s, "downtime": out.downtime_s}
+        for name, value in phases.items():
+            setattr(self, f"{'actual' if name in measured else 'model'}_{name}_s", value)
+        if "checkpoint" in measured:
+            self.actual_checkpoint_s, self.actual_checkpoint_bytes = out.checkpoint_s, out.checkpoint_bytes
+        whole = "actual" if measured >= set(phases) else "model"
+        setattr(self, f"{whole}_total_s", out.total_s)
+        setattr(self, f"{whole}_goodput_gbps", out.goodput_gbps)
+        self.measured_io_bytes = out.io_bytes
+        self.save_mb_per_s = None if out.save_bytes_per_s is None else out.save_bytes_per_s / 1e6
+        self.load_mb_per_s = None if out.load_bytes_per_s is None else out.load_bytes_per_s / 1e6
+        self.start_lag_s = out.start_lag_s
+        self.control_s = out.control_wall_s
+        if out.host_load is not None:
+            h = out.host_load
+            self.host_cpu_cores, self.own_cpu_cores = h.host_cores, h.own_cores
+            self.other_cpu_cores, self.steal_cpu_cores, self.contended = h.other_cores, h.steal_cores, h.contended
+        self.completed_in_window = out.status == "completed" and out.total_s <= self.true_window_s
+        self.within_budget = out.status == "completed" and out.total_s < self.true_budget_s
+        self.overran = not self.within_budget
+        self.detail = out.detail
 
     def row(self) -> dict:
         """One row of ``migrations.parquet``: the record's fields, then the prediction's columns."""
@@ -75,3 +123,18 @@ class MigrationRecord:
 
 MIGRATION_COLUMNS = [f.name for f in fields(MigrationRecord) if f.name != "predicted"] + list(_PREDICTION_COLUMNS)
 """The columns of ``migrations.parquet``, in order."""
+
+
+def outcome_s(m, what: str):
+    """A ``migrations.parquet`` frame's realised ``what`` (transfer, load, downtime, total) in
+    seconds: the measurement where there is one (``actual_*``), else the model's (``model_*``, sim).
+    For readers that compare predictions with what happened on every substrate alike."""
+    import pandas as pd
+
+    cols = [c for c in (f"actual_{what}_s", f"model_{what}_s") if c in m.columns]
+    if not cols:
+        return pd.Series(float("nan"), index=m.index)
+    out = pd.to_numeric(m[cols[0]], errors="coerce")
+    for c in cols[1:]:
+        out = out.fillna(pd.to_numeric(m[c], errors="coerce"))
+    return out

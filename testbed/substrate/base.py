@@ -21,8 +21,31 @@ class MigrationOrder:
 
 
 @dataclass(frozen=True)
+class HostLoadSample:
+    """The host's CPU during a measured migration, in cores (:mod:`testbed.substrate.emulated.host_load`)."""
+
+    host_cores: float
+    own_cores: float
+    other_cores: float
+    steal_cores: float
+    contended: bool
+
+
+@dataclass(frozen=True)
 class MigrationOutcome:
-    """What really happened (scenario seconds). ``resume_s`` is when the job runs again."""
+    """What happened, in scenario seconds. ``phases_measured`` names the phases that were measured
+    (the migration record files them as ``actual_*``); the others are modelled (``model_*``): the
+    analytic substrate measures none.
+
+    The phases: ``checkpoint_s`` (saving the checkpoint at the source; not in the paper's model),
+    ``transfer_s`` (bytes on the wire, connect to the receiver's final ack), ``load_s`` (making the
+    received checkpoint durable and reading it back, deserialising it with agents) and
+    ``downtime_s`` (the rest of pause-to-resume: pausing and restarting the job). ``start_lag_s``
+    is the control plane's delay between the decision and the first phase (an artefact of the
+    emulation's control loop, kept out of the phases); ``control_wall_s`` the control plane's own
+    wall seconds (commands and their answers, unscaled). Emulated disk I/O is measured on
+    ``io_bytes`` (the scaled checkpoint) and scaled back to the real size at the measured
+    throughputs ``save_bytes_per_s`` / ``load_bytes_per_s``."""
 
     order: MigrationOrder
     status: Literal["completed", "failed"]
@@ -32,8 +55,15 @@ class MigrationOutcome:
     goodput_gbps: float
     detail: str = ""
     phases_measured: tuple[str, ...] = field(default=())
-    checkpoint_s: float = 0.0  # taking the checkpoint at the source (not in the paper's model)
+    checkpoint_s: float = 0.0
     checkpoint_bytes: int | None = None  # the real checkpoint's size (the rest of the transfer is ballast)
+    start_lag_s: float = 0.0
+    control_wall_s: float | None = None
+    io_bytes: int | None = None
+    save_bytes_per_s: float | None = None
+    load_bytes_per_s: float | None = None
+    host_load: HostLoadSample | None = None
+    resume_floor_s: float = 0.0  # the emulation reported it no earlier than this (its clock had passed it)
 
     @property
     def total_s(self) -> float:
@@ -41,7 +71,7 @@ class MigrationOutcome:
 
     @property
     def resume_s(self) -> float:
-        return self.order.t_start_s + self.total_s
+        return max(self.order.t_start_s + self.start_lag_s + self.total_s, self.resume_floor_s)
 
 
 class Substrate(ABC):

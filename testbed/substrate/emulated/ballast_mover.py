@@ -1,12 +1,25 @@
-"""``emulation.nodes: ballast``: a transfer server per site, and each migration sends
-``size x byte_scale`` bytes of seeded ballast from the source namespace, chunked and SHA-256
-verified. Its transfer time is *measured*; load and downtime are modelled."""
+"""``emulation.nodes: ballast``: a transfer server per site, and each migration moves
+``size x byte_scale`` bytes of seeded ballast through the path a checkpoint takes: written to a
+file at the source (``fsync``), sent from it over the shaped WAN from the source namespace,
+chunked and SHA-256 verified, stored at the destination, made durable and read back from the
+device. Every phase is *measured* (:mod:`.checkpoint_io`): transfer on the emulation's clock,
+save and load as disk throughputs scaled back to the real size, downtime as the storage path's
+fixed overhead."""
 
 from __future__ import annotations
 
+import secrets
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from testbed.lifecycle import critical
+from testbed.netem import state
 from testbed.netem.nsexec import socket_factory
 from testbed.seeding import derive_seed
 from testbed.substrate.base import MigrationOrder, MigrationOutcome
+from testbed.substrate.emulated.checkpoint_io import fixed_overhead, remove, scaled_back_s
 from testbed.substrate.emulated.mover import Emulation, Mover, order_lag, register_mover, transfer_id
 
 TRANSFER_PORT = 7000
@@ -20,13 +33,23 @@ class BallastMover(Mover):
         super().__init__(inputs)
         self._em: Emulation | None = None
         self._servers: dict = {}
+        self._dir: Path | None = None
 
     def start(self, em: Emulation) -> None:
         from testbed.transfer.server import TransferServer
 
         self._em = em
+        run_id = em.fabric.plan.run_id
+        path = Path(tempfile.gettempdir()) / f"tb-{run_id}-ckpt-{secrets.token_hex(4)}"
+        with critical():  # listed in the run's state file, then made: testbed clean finds it
+            state.add(run_id, tmp_dirs=[str(path)])
+            path.mkdir(mode=0o700)
+            self._dir = path
         for s in em.fabric.plan.sites:
-            srv = TransferServer(s.addr, TRANSFER_PORT, token=em.token,
+            site_dir = self._dir / s.name
+            site_dir.mkdir()
+            # fsync=False: the destination's fsync is timed as part of the load (checkpoint_io)
+            srv = TransferServer(s.addr, TRANSFER_PORT, token=em.token, storage_dir=site_dir, fsync=False,
                                  socket_factory=socket_factory(em.fabric.site_ns(s.name)))
             srv.start()
             self._servers[s.name] = srv
@@ -35,48 +58,81 @@ class BallastMover(Mover):
         for srv in self._servers.values():
             srv.stop()
         self._servers.clear()
+        if self._dir is not None and self._em is not None:
+            with critical():
+                shutil.rmtree(self._dir, ignore_errors=True)
+                if not self._dir.exists():
+                    state.discard(self._em.fabric.plan.run_id, tmp_dirs=[str(self._dir)])
+                self._dir = None
 
     def migrate(self, order: MigrationOrder) -> MigrationOutcome:
         from testbed.transfer.client import send
-        from testbed.transfer.source import BallastSource
+        from testbed.transfer.disk_io import persist, read_back, write_file
+        from testbed.transfer.source import BallastSource, FileSource
 
         em = self._em
-        assert em is not None
-        model = self._in.scenario.substrate
+        assert em is not None and self._dir is not None
         n_bytes = em.scaling.bytes_sent(order.size_gb)
+        real_bytes = order.size_gb * 1e9
         chunk = min(4 << 20, max(64 << 10, n_bytes // 16))
-        t_begin = em.clock.now_s()
+        tid = transfer_id(order)
+        src_file, dst_file = self._dir / order.src / tid, self._dir / order.dst / tid
+        lag_s = order_lag(order, em.clock.now_s())
+        w0 = time.perf_counter()
+        save = load = fixed = None
+        transfer_wall = 0.0
         try:
-            source = BallastSource(n_bytes, seed=derive_seed(0, order.job_id) & 0xFFFFFFFF)
-            source.manifest(chunk)  # hashing the ballast is an artefact of scale: not part of the transfer
+            save = write_file(src_file, BallastSource(n_bytes, seed=derive_seed(0, order.job_id) & 0xFFFFFFFF))
+            source = FileSource(src_file)
+            source.manifest(chunk)  # hashing the checkpoint is part of saving it: not of the transfer
             report = send(
                 em.fabric.site_addr(order.dst), TRANSFER_PORT, source,
-                transfer_id=transfer_id(order), token=em.token, chunk_bytes=chunk,
+                transfer_id=tid, token=em.token, chunk_bytes=chunk,
                 socket_factory=socket_factory(em.fabric.site_ns(order.src)), cancel=em.cancel,
             )
+            transfer_wall = report.t_transfer_s + report.t_connect_s + report.t_verify_s
             ok = report.status == "completed"
-            transfer_s = em.scaling.scenario_s(report.t_transfer_s + report.t_connect_s + report.t_verify_s)
             detail = (f"measured: {n_bytes} B ballast over the emulated WAN, {report.goodput_mbps:.1f} Mbit/s wall; "
-                      f"start lag {order_lag(order, t_begin):.3f} s; reconnects {report.reconnects}")
-            if not ok:
+                      f"reconnects {report.reconnects}")
+            if ok:
+                load = persist(dst_file) + read_back(dst_file)[0]
+                fixed = fixed_overhead(self._dir / order.dst, tid)
+                detail += (f"; save {save.bytes_per_s / 1e6:.0f} MB/s, load {load.bytes_per_s / 1e6:.0f} MB/s, "
+                           f"fixed {fixed.seconds * 1e3:.1f} ms")
+            else:
                 detail += f"; {report.error}"
         except Exception as e:  # a broken transfer is a failed migration, recorded, never a crash
-            ok, transfer_s, detail = False, max(0.0, em.clock.now_s() - t_begin), f"transfer error: {e}"
-        lag_s = order_lag(order, t_begin)
+            ok, detail = False, f"transfer error: {e}"
+            transfer_wall = time.perf_counter() - w0 - (save.seconds if save else 0.0)
+        finally:
+            remove(src_file, dst_file)
+        wall = time.perf_counter() - w0
+        transfer_s = em.scaling.scenario_s(transfer_wall)
+        phase_wall = transfer_wall + sum(x.seconds for x in (save, load, fixed) if x is not None)
         return MigrationOutcome(
             order=order, status="completed" if ok else "failed",
-            transfer_s=lag_s + transfer_s, load_s=model.t_load_s, downtime_s=model.t_downtime_s,
+            checkpoint_s=scaled_back_s(save, real_bytes) if save else 0.0, transfer_s=transfer_s,
+            load_s=scaled_back_s(load, real_bytes) if load else 0.0,
+            downtime_s=fixed.seconds if fixed else 0.0,
             goodput_gbps=8 * order.size_gb / transfer_s if transfer_s > 0 else 0.0, detail=detail,
-            phases_measured=("transfer",),
+            phases_measured=("checkpoint", "transfer", "load", "downtime"),
+            start_lag_s=lag_s, control_wall_s=em.scaling.wall_s(lag_s) + max(0.0, wall - phase_wall),
+            io_bytes=n_bytes, save_bytes_per_s=save.bytes_per_s if save else None,
+            load_bytes_per_s=load.bytes_per_s if load else None,
         )
 
     def describe(self) -> dict:
         return {
-            "nodes": "ballast: seeded bytes of the checkpoint's scaled size",
-            "measured": ["transfer_s (checkpoint bytes x byte_scale over the shaped WAN)", "goodput"],
+            "nodes": "ballast: seeded bytes of the checkpoint's scaled size, through the checkpoint's disk path",
+            "measured": ["transfer_s (checkpoint bytes x byte_scale over the shaped WAN, connect to final ack, "
+                         "x time_scale)",
+                         "checkpoint_s (source: write + fsync of the scaled bytes; real size / measured MB/s)",
+                         "load_s (destination: fsync + read back from the device; real size / measured MB/s)",
+                         "downtime_s (the storage path's fixed overhead: an empty checkpoint saved, synced, "
+                         "read back; wall seconds)", "goodput"],
+            "control": "start_lag_s (scenario s between decision and the save) and control_s (wall s outside "
+                       "the phases: hashing, hand-over) are recorded apart, in no phase",
             "modelled": {
-                "load_s": f"constant {self._in.scenario.substrate.t_load_s} s",
-                "downtime_s": f"constant {self._in.scenario.substrate.t_downtime_s} s + controller start lag",
                 "job_progress": "node speed x power cap x time (GPU-hours)",
                 "energy": "node power profile x time; renewable share from the true renewable trace",
             },

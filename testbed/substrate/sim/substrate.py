@@ -4,6 +4,7 @@ A migration's *actual* duration comes from the truth, never from the controller'
 the transfer integrates the true bandwidth trace (times TCP protocol efficiency) from the
 moment it starts, after a handshake and slow-start ramp computed from the link RTT; load and
 downtime come from the scenario's ``substrate`` block. The controller decided on forecasts.
+Nothing here is measured: the migration record files every phase as ``model_*``.
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ class SimSubstrate(Substrate):
             load_s=self._model.t_load_s,
             downtime_s=self._model.t_downtime_s,
             goodput_gbps=goodput,
+            phases_measured=(),
             detail="modelled: true bandwidth trace x protocol efficiency" + (" + slow start" if self._model.slow_start else ""),
         )
         heapq.heappush(self._heap, (outcome.resume_s, self._seq, outcome))
