@@ -64,15 +64,7 @@ class Controller:
 
     @staticmethod
     def _finalize(rec: MigrationRecord, out: MigrationOutcome) -> None:
-        rec.status = out.status
-        rec.actual_checkpoint_s, rec.actual_checkpoint_bytes = out.checkpoint_s, out.checkpoint_bytes
-        rec.actual_transfer_s, rec.actual_load_s, rec.actual_downtime_s = out.transfer_s, out.load_s, out.downtime_s
-        rec.actual_total_s = out.total_s
-        rec.actual_goodput_gbps = out.goodput_gbps
-        rec.completed_in_window = out.status == "completed" and out.total_s <= rec.true_window_s
-        rec.within_budget = out.status == "completed" and out.total_s < rec.true_budget_s
-        rec.overran = not rec.within_budget
-        rec.detail = out.detail
+        rec.finish(out)  # measured phases as actual_*, modelled ones as model_* (records.py)
 
     def _admit_arrivals(self, pending: deque, now_s: float) -> None:
         while pending and pending[0].arrival_s <= now_s:
