@@ -1,8 +1,10 @@
-"""``testbed calibrate power``: measure a GPU's cap -> (throughput, draw) profile through NVML."""
+"""``testbed calibrate power``: measure a GPU's cap -> (throughput, draw) profile through NVML.
+``testbed calibrate load``: measure checkpoint save/load time against size on this machine (Eq. 1's T_load)."""
 
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 MAX_SECONDS = 86400.0  # per cap: a day
@@ -10,7 +12,7 @@ MAX_CAPS = 64
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("calibrate", help="measure a model's parameters on real hardware (power profile)")
+    p = sub.add_parser("calibrate", help="measure a model's parameters on real hardware (power profile, load time)")
     csub = p.add_subparsers(dest="calibrate", metavar="WHAT")
     csub.required = True
     pw = csub.add_parser("power", help="set GPU power caps through NVML, train at each, write a power profile")
@@ -28,6 +30,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     pw.add_argument("--out", type=Path, default=None,
                     help="profile YAML to write (default results/calibrate/<name>.yaml)")
     pw.set_defaults(func=_calibrate_power)
+    ld = csub.add_parser("load", help="time checkpoint save and load (torch) at several sizes; fit T_load(size)")
+    ld.add_argument("--sizes-mb", type=float, nargs="+", default=[64.0, 256.0, 1024.0], metavar="MB",
+                    help="checkpoint sizes to time, MiB (default 64 256 1024; at least 2 different)")
+    ld.add_argument("--repeats", type=int, default=3, help="timings per size (default 3)")
+    ld.add_argument("--device", default="cpu", help="torch device the checkpoint is loaded onto (default cpu)")
+    ld.add_argument("--dir", type=Path, default=Path("/var/tmp"),
+                    help="directory (on the disk checkpoints land on) for the test files (default /var/tmp)")
+    ld.add_argument("--scenario", type=Path, default=None,
+                    help="also print T_load for each model family of this scenario's jobs")
+    ld.add_argument("--out", type=Path, default=None,
+                    help="JSON file to write (default results/calibrate/load.json)")
+    ld.set_defaults(func=_calibrate_load)
 
 
 def _calibrate_power(args: argparse.Namespace) -> int:
@@ -86,4 +100,81 @@ def _calibrate_power(args: argparse.Namespace) -> int:
             print(f"note: {note}")
     save_profile(profile, out, measured=measured)
     print(f"written: {out} (limits restored on {node.name})")
+    return 0
+
+
+MAX_SIZE_MB = 65536.0
+PAPER_T_LOAD_S = 10.3
+
+
+def _calibrate_load(args: argparse.Namespace) -> int:
+    import json
+    import math
+    import shutil
+    import statistics
+    import tempfile
+
+    from testbed.errors import OutDirError, SpecError
+    from testbed.recorder.out_dir import check_out_file
+
+    problems = []
+    if not all(math.isfinite(x) and 0 < x <= MAX_SIZE_MB for x in args.sizes_mb):
+        problems.append(("--sizes-mb", f"sizes must be > 0 and <= {MAX_SIZE_MB:g} MiB"))
+    elif len(set(args.sizes_mb)) < 2:
+        problems.append(("--sizes-mb", "give at least 2 different sizes (a line needs them)"))
+    if not 1 <= args.repeats <= 100 or args.repeats * len(args.sizes_mb) < 3:
+        problems.append(("--repeats", "between 1 and 100, and at least 3 timings in all"))
+    if not args.dir.is_dir():
+        problems.append(("--dir", f"{args.dir}: not a directory"))
+    elif not os.access(args.dir, os.W_OK):
+        problems.append(("--dir", f"{args.dir}: not writable"))
+    elif shutil.disk_usage(args.dir).free < 2.5 * max(args.sizes_mb) * (1 << 20):
+        problems.append(("--dir", f"{args.dir}: less free space than 2.5 x the largest size"))
+    out = args.out or Path("results") / "calibrate" / "load.json"
+    try:
+        check_out_file(out, flag="--out", create_parents=args.out is None)
+    except OutDirError as e:
+        problems.append(("--out", f"{out}: {e.why}"))
+    families: dict[str, float] = {}
+    if args.scenario is not None and not problems:
+        from testbed.inputs import build_inputs
+        from testbed.spec.load import load_scenario
+
+        jobs = build_inputs(load_scenario(args.scenario).scenario).jobs
+        by_family: dict[str, list[float]] = {}
+        for j in jobs:
+            by_family.setdefault(j.family, []).append(j.checkpoint_gb)
+        families = {f: statistics.median(v) for f, v in sorted(by_family.items())}
+    if problems:
+        raise SpecError(problems)
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        raise SpecError([("calibrate load", "needs torch (bash scripts/setup.sh installs it)")])
+    from testbed.nodes.load_calibration import measure
+
+    work = Path(tempfile.mkdtemp(prefix="tb-loadcal-", dir=args.dir))
+    try:
+        print(f"timing torch checkpoints of {', '.join(f'{s:g}' for s in args.sizes_mb)} MiB x {args.repeats} "
+              f"in {args.dir} (loaded onto {args.device})")
+        cal = measure(args.sizes_mb, repeats=args.repeats, device=args.device, directory=work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"{'operation':<10} {'fixed s':>9} {'95% CI':>19} {'s per GB':>9} {'95% CI':>19} {'GB/s':>7} {'R2':>6}")
+    for op, f in cal.fits.items():
+        print(f"{op:<10} {f.fixed_s:9.3f} [{f.fixed_ci95[0]:8.3f},{f.fixed_ci95[1]:8.3f}] {f.s_per_gb:9.3f} "
+              f"[{f.s_per_gb_ci95[0]:8.3f},{f.s_per_gb_ci95[1]:8.3f}] {f.gb_per_s:7.2f} {f.r2:6.3f}")
+    record = cal.to_dict()
+    if families:
+        record["families"] = {}
+        print(f"\nT_load per model family (median checkpoint of the scenario's jobs; the paper: {PAPER_T_LOAD_S} s):")
+        for fam, size_gb in families.items():
+            t = cal.t_load_s(size_gb)
+            record["families"][fam] = {"checkpoint_gb": size_gb, "t_load_s": t, "paper_t_load_s": PAPER_T_LOAD_S}
+            print(f"  {fam:<24} {size_gb:8.1f} GB  T_load {t:8.1f} s  (paper {PAPER_T_LOAD_S} s)")
+    cold = cal.fits["load_cold"]
+    print(f"\nT_load(S) = {max(0.0, cold.fixed_s):.3f} s + S x {max(0.0, cold.s_per_gb):.3f} s/GB (cold load) on this machine")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(record, indent=2) + "\n")
+    print(f"written: {out}")
     return 0

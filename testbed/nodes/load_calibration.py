@@ -1,0 +1,151 @@
+"""Measure how long a checkpoint takes to save and to load on this machine, to calibrate Eq. 1's T_load.
+
+The paper charges every migration a constant ``T_load = 10.3 s`` whatever the checkpoint's size. Here
+a checkpoint of ``size`` bytes is a state_dict of float32 tensors (a model's layers), and:
+
+- **save**: ``torch.save`` to a file in ``directory``, then ``fsync`` (what a checkpoint costs the
+  source before it can be sent);
+- **load, cold**: the file's pages are dropped from the page cache (``posix_fadvise(DONTNEED)`` on
+  that file only; nothing else on the machine is touched), then ``torch.load`` onto ``device``
+  (with CUDA, the copy to the GPU is synchronised): what a destination pays for a checkpoint that
+  just arrived on its disk;
+- **load, warm**: the same with the file still in the page cache (the best case).
+
+Each is timed at several sizes and repeated; a least-squares line ``t = fixed_s + size_gb x
+s_per_gb`` per operation, with 95 % confidence intervals, turns the points into a model that
+extrapolates to a family's real checkpoint size: ``T_load(S) = fixed_s + S x s_per_gb``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+OPS = ("save", "load_cold", "load_warm")
+TENSOR_MB = 16  # tensors of at most this size make up a checkpoint (a model's layers)
+
+
+@dataclass(frozen=True)
+class LinearFit:
+    """``t = fixed_s + size_gb x s_per_gb`` with 95 % CIs (ordinary least squares)."""
+
+    fixed_s: float
+    s_per_gb: float
+    fixed_ci95: tuple[float, float]
+    s_per_gb_ci95: tuple[float, float]
+    r2: float
+    n: int
+
+    @property
+    def gb_per_s(self) -> float:
+        """Throughput of the per-byte part (inf if the fit found no size dependence)."""
+        return 1.0 / self.s_per_gb if self.s_per_gb > 0 else float("inf")
+
+    def seconds(self, size_gb: float) -> float:
+        return self.fixed_s + size_gb * self.s_per_gb
+
+
+def fit_line(size_gb: list[float], seconds: list[float]) -> LinearFit:
+    """Least squares with 95 % t-intervals; needs at least 3 points over at least 2 sizes."""
+    from scipy import stats
+
+    x, y = np.asarray(size_gb, float), np.asarray(seconds, float)
+    if len(x) < 3 or len(set(x.tolist())) < 2:
+        raise ValueError("a line needs at least 3 points over at least 2 sizes")
+    res = stats.linregress(x, y)
+    t = stats.t.ppf(0.975, len(x) - 2)
+    return LinearFit(float(res.intercept), float(res.slope),
+                     (float(res.intercept - t * res.intercept_stderr), float(res.intercept + t * res.intercept_stderr)),
+                     (float(res.slope - t * res.stderr), float(res.slope + t * res.stderr)),
+                     float(res.rvalue ** 2), len(x))
+
+
+@dataclass
+class LoadCalibration:
+    device: str
+    directory: str
+    torch_version: str
+    points: list[dict] = field(default_factory=list)  # {op, size_bytes, seconds, repeat}
+    fits: dict[str, LinearFit] = field(default_factory=dict)
+
+    def t_load_s(self, size_gb: float, *, cold: bool = True) -> float:
+        return self.fits["load_cold" if cold else "load_warm"].seconds(size_gb)
+
+    def to_dict(self) -> dict:
+        return {"format": "testbed-load-calibration/1", "device": self.device, "directory": self.directory,
+                "torch": self.torch_version, "points": self.points,
+                "fits": {op: {**asdict(f), "gb_per_s": f.gb_per_s} for op, f in self.fits.items()}}
+
+
+def _state_dict(size_bytes: int, seed: int):
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    per = TENSOR_MB << 20
+    out, left, i = {}, size_bytes, 0
+    while left > 0:
+        n = max(1, min(per, left) // 4)
+        out[f"layer{i}.weight"] = torch.randn(n, generator=g)
+        left -= 4 * n
+        i += 1
+    return out
+
+
+def _drop_cache(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def _sync(device: str) -> None:
+    if device.startswith("cuda"):
+        import torch
+
+        torch.cuda.synchronize(device)
+
+
+def measure(sizes_mb: list[float], *, repeats: int = 3, device: str = "cpu", directory: Path,
+            progress=None) -> LoadCalibration:
+    """Time save / cold load / warm load at each size, ``repeats`` times; fit one line per operation.
+    The files live in ``directory`` (created and emptied by the caller) and are removed as they go."""
+    import torch
+
+    cal = LoadCalibration(device, str(directory), torch.__version__)
+    for size_mb in sizes_mb:
+        size = int(size_mb * (1 << 20))
+        for r in range(repeats):
+            sd = _state_dict(size, seed=r)
+            path = directory / f"ckpt-{size}-{r}.pt"
+            t0 = time.perf_counter()
+            with open(path, "wb") as f:
+                torch.save(sd, f)
+                f.flush()
+                os.fsync(f.fileno())
+            save_s = time.perf_counter() - t0
+            del sd
+            real = path.stat().st_size
+            for op, cold in (("load_cold", True), ("load_warm", False)):
+                if cold:
+                    _drop_cache(path)
+                t0 = time.perf_counter()
+                loaded = torch.load(path, map_location=device, weights_only=True)
+                _sync(device)
+                dt = time.perf_counter() - t0
+                if sum(v.numel() * v.element_size() for v in loaded.values()) < size - 4:
+                    raise RuntimeError(f"{path}: read back fewer bytes than were saved")
+                del loaded
+                cal.points.append({"op": op, "size_bytes": real, "seconds": dt, "repeat": r})
+            cal.points.append({"op": "save", "size_bytes": real, "seconds": save_s, "repeat": r})
+            path.unlink()
+            if progress is not None:
+                progress(size_mb, r)
+    for op in OPS:
+        pts = [p for p in cal.points if p["op"] == op]
+        cal.fits[op] = fit_line([p["size_bytes"] / 1e9 for p in pts], [p["seconds"] for p in pts])
+    return cal
