@@ -23,6 +23,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from testbed.analysis import degradation
+from testbed.controller.records import outcome_s
 from testbed.errors import TestbedError
 from testbed.feasibility import TCP_EFFICIENCY_MTU1500
 
@@ -110,7 +111,7 @@ def add_predictions(m: pd.DataFrame) -> pd.DataFrame:
     m["pred_total_corrected_s"] = m["pred_transfer_corrected_s"] + fixed
     done = m["status"] == "completed"
     for what in ("transfer", "total"):
-        actual = m[f"actual_{what}_s"].astype(float).where(done)
+        actual = outcome_s(m, what).where(done)
         for var in ("plain", "corrected"):
             m[f"err_{what}_{var}"] = (m[f"pred_{what}_{var}_s"] - actual) / actual
     return m
@@ -127,7 +128,7 @@ def add_concurrency(m: pd.DataFrame) -> pd.DataFrame:
     if not len(m):
         return m
     t0 = m["t_decision_s"].astype(float)
-    t1 = t0 + m["actual_total_s"].astype(float).fillna(0.0)
+    t1 = t0 + outcome_s(m, "total").fillna(0.0)
     for _, g in m.groupby(["run", "label"], sort=False):
         idx = g.index.to_numpy()
         a0, a1 = t0[idx].to_numpy(), t1[idx].to_numpy()
@@ -195,13 +196,13 @@ def scatter_pred_vs_actual(m: pd.DataFrame, path: Path, title: str) -> Path:
     subs = sorted(set(done["substrate"])) if len(done) and "substrate" in done else [None]
     for ax, what in zip(axes, ("transfer", "total")):
         if len(done):
-            actual_all = done[f"actual_{what}_s"].astype(float)
+            actual_all = outcome_s(done, what)
             for si, sub in enumerate(subs):
                 d = done if sub is None else done[done["substrate"] == sub]
                 for var, marker in (("plain", "x"), ("corrected", "o")):
                     name = "8S/B (paper)" if var == "plain" else "8S/(B x 0.956)"
                     colour = _COLOURS[var] if len(subs) == 1 else f"C{2 * si + (var == 'corrected')}"
-                    ax.scatter(d[f"actual_{what}_s"].astype(float), d[f"pred_{what}_{var}_s"], s=14, marker=marker,
+                    ax.scatter(outcome_s(d, what), d[f"pred_{what}_{var}_s"], s=14, marker=marker,
                                alpha=0.7, color=colour, label=name if sub is None or len(subs) == 1 else f"{sub}: {name}")
             lo = max(1e-1, float(min(actual_all.min(), done[f"pred_{what}_plain_s"].min())) * 0.7)
             hi = float(max(actual_all.max(), done[f"pred_{what}_corrected_s"].max())) * 1.4
