@@ -51,6 +51,7 @@ class Job:
     migration: InFlight | None = None
     migrating_s: float = 0.0
     running_s: float = 0.0
+    waiting_s: float = 0.0  # held by its site's grid limit (testbed.power.budget): no work, node idle
     n_migrations: int = 0
     prev_site: str | None = None  # the site its last completed migration left
     energy_kwh: float = 0.0
@@ -97,6 +98,7 @@ class SiteEnergy:
     throughput_frac: float = 1.0           # speed of a running node under cap_w, relative to uncapped
     grid_topup_kw: float | None = None     # the policy's grid allowance this step (None: unlimited)
     grid_limit_kwh: float | None = None    # the energy that allowance permits over the step
+    waiting: int = 0                       # running jobs held this step so the rest fit the budget
 
     @property
     def grid_kwh(self) -> float:
@@ -111,7 +113,7 @@ class SiteEnergy:
 
     @property
     def overdraw_kwh(self) -> float:
-        """Grid energy beyond the allowance (caps already at the GPU's minimum could not cut more)."""
+        """Grid energy beyond the allowance: what holding jobs cannot cut (transfers, idle nodes)."""
         if self.grid_limit_kwh is None:
             return 0.0
         return max(0.0, self.grid_kwh - self.grid_limit_kwh)
@@ -156,6 +158,16 @@ class Cluster:
     def report(self, outcome: MigrationOutcome) -> None:
         self.jobs[outcome.order.job_id].migration.outcome = outcome  # type: ignore[union-attr]
 
+    def waiting_jobs(self, plans: dict[str, SitePowerPlan]) -> set[str]:
+        """The running jobs each site's plan holds this step (``plan.n_waiting``): the most recently
+        started (last in ``site.running``), so the jobs that have run longest keep running."""
+        out: set[str] = set()
+        for name, plan in plans.items():
+            running = self.sites[name].running
+            if plan.n_waiting > 0:
+                out.update(running[max(0, len(running) - plan.n_waiting):])
+        return out
+
     # -- one step ----------------------------------------------------------------------------
     def advance(self, t0: float, t1: float, renewable_kwh: dict[str, float],
                 plans: dict[str, SitePowerPlan] | None = None,
@@ -168,6 +180,7 @@ class Cluster:
         dt = t1 - t0
         plans = plans or {}
         job_caps_w = job_caps_w or {}
+        waiting = self.waiting_jobs(plans)
         caps_w = {name: (plans[name].cap_w if name in plans else site.power.max_cap_w)
                   for name, site in self.sites.items()}
         energy = {}
@@ -176,12 +189,14 @@ class Cluster:
             cap = caps_w[name]
             topup = plan.grid_topup_kw if plan is not None else site.grid_limit_kw
             requested = plan.cap_requested_w if plan is not None else cap
+            n_held = plan.n_waiting if plan is not None else 0
             energy[name] = SiteEnergy(
                 renewable_available_kwh=renewable_kwh[name],
-                cap_requested_w=requested if site.running else float("nan"),
-                cap_w=cap if site.running else float("nan"),
+                cap_requested_w=requested if len(site.running) > n_held else float("nan"),
+                cap_w=cap if len(site.running) > n_held else float("nan"),
                 throughput_frac=site.power.throughput_frac(cap),
                 grid_topup_kw=topup, grid_limit_kwh=None if topup is None else topup * dt / 3600.0,
+                waiting=n_held,
             )
         job_site_kwh: dict[tuple[str, str, str], float] = {}
         finished: list[Job] = []
@@ -224,6 +239,9 @@ class Cluster:
                 self._finish_migration(job, back_to, resume)
                 ended.append(mig)
                 run_from = resume
+            if job.status is Status.RUNNING and job.submission.id in waiting:
+                job.waiting_s += t1 - t0  # its node is idle: counted with the idle nodes below
+                continue
             if job.status is Status.RUNNING:
                 site = self.sites[job.site]
                 cap = job_caps_w.get(job.submission.id, caps_w[job.site])

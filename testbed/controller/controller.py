@@ -94,9 +94,14 @@ class Controller:
         """Hand this step's caps to the run's cap enforcer; returns the enforced cap per job (within
         the profile's range, which a real GPU's may exceed)."""
         caps = {}
+        requested_w: dict[str, float] = {}
+        held = self.cluster.waiting_jobs(plans)  # over the grid limit even at the lowest cap: no work
         for name, plan in plans.items():
             node = self.cluster.sites[name].power
             for job_id in self.cluster.sites[name].running:
+                if job_id in held:  # the lowest cap and (near) zero throughput: the agent throttle all but stops it
+                    caps[job_id], requested_w[job_id] = JobCap(name, node.min_cap_w, 0.0, 0.0), 0.0
+                    continue
                 caps[job_id] = JobCap(name, plan.cap_w, node.throughput_frac(plan.cap_w), node.profile.draw_w(plan.cap_w))
         reports = self.caps.apply(t0, caps) if caps else {}
         enforced = {}
@@ -105,7 +110,7 @@ class Controller:
             if rep is None:
                 raise PowerError(f"power backend {self.caps.name}: no report for job {job_id} at t={t0:g} s")
             enforced[job_id] = self.cluster.sites[cap.site].power.clamp_w(rep.enforced_cap_w)
-            self.run_log.power(t0, job_id, cap, plans[cap.site].cap_requested_w, rep)
+            self.run_log.power(t0, job_id, cap, requested_w.get(job_id, plans[cap.site].cap_requested_w), rep)
         return enforced
 
     def _start_queued(self, now_s: float) -> None:

@@ -64,7 +64,7 @@ class RunLog:
                 "overdraw_kwh": e.overdraw_kwh,
                 "cap_requested_w": e.cap_requested_w, "cap_w": e.cap_w, "throughput_frac": e.throughput_frac,
                 "power_model_kw": e.demand_kwh / hours,
-                "running": len(site.running), "queued": len(site.queue),
+                "running": len(site.running), "waiting": e.waiting, "queued": len(site.queue),
                 "incoming": len(site.incoming), "outgoing": len(site.outgoing),
             })
 
@@ -79,6 +79,7 @@ class RunLog:
                 "jct_h": (job.finished_s - s.arrival_s) / 3600.0 if done else None,
                 "queue_wait_h": ((job.started_s if job.started_s is not None else horizon_s) - s.arrival_s) / 3600.0,
                 "work_left_gpu_h": job.work_left_gpu_h, "running_s": job.running_s, "migrating_s": job.migrating_s,
+                "waiting_s": job.waiting_s,
                 "n_migrations": job.n_migrations, "energy_kwh": job.energy_kwh, "renewable_kwh": job.renewable_kwh,
                 "transfer_kwh": job.transfer_kwh, "transfer_renewable_kwh": job.transfer_renewable_kwh,
                 "compute_kwh": job.energy_kwh - job.transfer_kwh,

@@ -6,9 +6,17 @@ unlimited). The budget feeds, in order: migrations in flight (``P_sys/2`` at eac
 Eq. 2), idle nodes (``p_idle_kw``), then the running nodes, which share what is left evenly —
 each node's share becomes its cap through :meth:`NodePower.cap_for_budget_kw`.
 
-A share too small for the GPU's lowest cap is still *requested* as such; the driver (or the
-emulated backend) clamps it to ``min_cap_w``, and the energy the site then draws beyond its
-budget is accounted as grid power over the limit (``overdraw_kwh``), never hidden.
+When the share is too small for even the GPU's lowest cap (``min_cap_w``), work waits: the
+fewest running jobs that must stop to fit are held (``n_waiting``), their nodes idle
+(``p_idle_kw``) and make no progress, and the others share what is left (each then at or above
+the lowest cap). With ``k`` of ``n`` running nodes training::
+
+    fixed + (n - k) * p_idle + k * P_active(min_cap) <= budget,   k as large as fits
+
+Which jobs wait is the cluster's choice (:meth:`testbed.controller.cluster.Cluster.waiting_jobs`:
+the most recently started). Only what cannot be cut -- transfers in flight, idle and waiting
+nodes, and a node type whose lowest cap draws no more than idle -- can still exceed the budget;
+that energy is accounted as grid power over the limit (``overdraw_kwh``), never hidden.
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ class SitePowerPlan:
     node_budget_kw: float         # per running node (inf when unlimited)
     cap_requested_w: float        # per running node, before clamping
     cap_w: float                  # per running node, clamped to the GPU's range
+    n_waiting: int = 0            # running jobs held this step (no work, node idle) so the rest fit the budget
 
     @property
     def budget_kw(self) -> float:
@@ -44,5 +53,23 @@ def plan_site(site: str, node: NodePower, *, renewable_kw: float, grid_topup_kw:
     else:
         per_node = (renewable_kw + grid_topup_kw - fixed_kw) / n_running
         requested = node.cap_for_budget_kw(per_node)
+        n_waiting = _n_waiting(node, renewable_kw + grid_topup_kw - fixed_kw, n_running)
+        if 0 < n_waiting < n_running:
+            n_train = n_running - n_waiting
+            per_node = (renewable_kw + grid_topup_kw - fixed_kw - n_waiting * node.node_type.p_idle_kw) / n_train
+            requested = max(node.min_cap_w, node.cap_for_budget_kw(per_node))
+        return SitePowerPlan(site, renewable_kw, grid_topup_kw, fixed_kw, n_running, per_node, requested,
+                             node.clamp_w(requested), n_waiting)
     return SitePowerPlan(site, renewable_kw, grid_topup_kw, fixed_kw, n_running, per_node, requested,
                          node.clamp_w(requested))
+
+
+def _n_waiting(node: NodePower, room_kw: float, n_running: int) -> int:
+    """How many of ``n_running`` jobs must wait so that the rest train at or above the lowest cap
+    within ``room_kw`` (the budget left after transfers and idle nodes); 0 if all fit."""
+    floor_kw = node.active_kw(node.min_cap_w)
+    idle_kw = node.node_type.p_idle_kw
+    if room_kw >= n_running * floor_kw - 1e-12 or floor_kw <= idle_kw:
+        return 0
+    n_train = math.floor((room_kw - n_running * idle_kw) / (floor_kw - idle_kw) + 1e-9)
+    return n_running - min(n_running, max(0, n_train))
