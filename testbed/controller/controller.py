@@ -15,7 +15,7 @@ from collections.abc import Callable
 from testbed.controller.cluster import Cluster, InFlight, SiteState
 from testbed.controller.run_log import RunLog
 from testbed.controller.records import MigrationRecord
-from testbed.controller.policy_api import ClusterView, Move, Policy
+from testbed.controller.policy_api import ClusterView, Move, Policy, share_window_s
 from testbed.feasibility import FeasibilityParams, assess
 from testbed.inputs import Inputs
 from testbed.link import rtt_ms as round_trip_ms
@@ -47,15 +47,17 @@ class Controller:
         sc, inp = self.inputs.scenario, self.inputs
         job = self.cluster.jobs[move.job_id]
         pred = move.prediction
+        dst = self.cluster.sites[move.dst]
+        jobs_ahead = len(dst.running) + len(dst.incoming)  # the window is this job's share (policy_api.share_window_s)
         if pred is None:  # policies without a model: record the scenario's reference prediction
             params = FeasibilityParams.from_model(
                 sc.feasibility, rtt_ms=round_trip_ms(inp.latency_ms[(move.src, move.dst)]), p_sys_kw=sc.power.p_sys_kw,
                 p_node_kw=sc.node_type_of(move.dst).p_active_kw,
             )
-            window = inp.windows.forecast_remaining_s(move.dst, now_s)
+            window = share_window_s(inp, move.dst, now_s, jobs_ahead, forecast=True)
             bw = inp.bandwidth.forecast_gbps(move.src, move.dst, now_s)
             pred = assess(job.submission.checkpoint_gb, bw, max(window, 1e-9), params)
-        true_window = inp.windows.true_remaining_s(move.dst, now_s)
+        true_window = share_window_s(inp, move.dst, now_s, jobs_ahead, forecast=False)
         return MigrationRecord(
             policy=self.policy.label, job_id=move.job_id, family=job.submission.family, src=move.src, dst=move.dst,
             size_gb=job.submission.checkpoint_gb, t_decision_s=now_s, reason=move.reason, predicted=pred,

@@ -93,3 +93,21 @@ def test_feasibility_aware_records_and_filters_on_the_share_and_the_gain():
     assert not cand.eq2_ok  # the paper's breakeven (3.8 min < 1 h) would have passed it
     moves, records = policy.decide(view)
     assert moves == [] and records[-1].kind == "stay"
+
+
+def test_the_run_records_each_migration_against_its_own_share():
+    from testbed.controller.controller import Controller
+    from testbed.controller.policy_api import Move
+    from testbed.substrate.sim import SimSubstrate
+    from testbed.workload import JobSubmission
+
+    sc, inputs, _ = _setup({"a": [(0, 0.0)], "b": B_STEPS}, policies=("energy_only",))
+    with SimSubstrate(inputs) as sub:
+        ctl = Controller(inputs, make_policy(sc.policies[0], sc), sub)
+        for i, site in enumerate(["b", "b", "a"]):
+            ctl.cluster.admit(JobSubmission(f"j{i}", "m", 40.0, 6.0, 0.0, site), site, 0.0)
+        ctl.cluster.start_queued(0.0)
+        rec = ctl._record_for(Move("j2", "a", "b", "test"), 0.0)  # energy_only: the reference prediction
+    assert rec.true_window_s == pytest.approx(1 * H)  # two jobs at b: a third gets 1 h, not b's 3 h
+    assert rec.predicted.window_s == pytest.approx(1 * H)
+    assert rec.true_budget_s == pytest.approx(0.1 * H)
