@@ -97,16 +97,22 @@ class FeasibilityParams:
     """Parameters of Eq. 1 / Eq. 2; defaults are the paper's values."""
 
     alpha: float = 0.1
-    t_load_s: float = 10.3
+    t_load_s: float = 10.3  # the fixed part of T_load
     t_downtime_s: float = 0.4
     p_sys_kw: float = 1.8  # system power during the transfer
     p_node_kw: float = 0.75  # compute power at the destination
     robust_degradation_frac: float = 0.5  # class A survives this fractional bandwidth loss
     corrections: Corrections = field(default_factory=Corrections)
+    t_load_s_per_gb: float = 0.0  # T_load = t_load_s + S x t_load_s_per_gb (0: the paper's constant)
+
+    def load_s(self, size_gb: float) -> float:
+        """T_load of a checkpoint of ``size_gb``."""
+        return self.t_load_s + size_gb * self.t_load_s_per_gb
 
     def __post_init__(self) -> None:
         _require(_finite(self.alpha) and 0 < self.alpha <= 1, "alpha", "must be in (0, 1]")
         _require(_finite(self.t_load_s) and self.t_load_s >= 0, "t_load_s", "must be >= 0")
+        _require(_finite(self.t_load_s_per_gb) and self.t_load_s_per_gb >= 0, "t_load_s_per_gb", "must be >= 0")
         _require(_finite(self.t_downtime_s) and self.t_downtime_s >= 0, "t_downtime_s", "must be >= 0")
         _require(_finite(self.p_sys_kw) and self.p_sys_kw > 0, "p_sys_kw", "must be > 0")
         _require(_finite(self.p_node_kw) and self.p_node_kw > 0, "p_node_kw", "must be > 0")
@@ -120,7 +126,8 @@ class FeasibilityParams:
         ``robust_degradation_frac`` and the names of the corrections that are on) for one move:
         the link's ``rtt_ms`` (used by the slow-start correction) and the powers at its ends."""
         return cls(
-            alpha=model.alpha, t_load_s=model.t_load_s, t_downtime_s=model.t_downtime_s, p_sys_kw=p_sys_kw,
+            alpha=model.alpha, t_load_s=model.t_load_s, t_load_s_per_gb=model.t_load_s_per_gb,
+            t_downtime_s=model.t_downtime_s, p_sys_kw=p_sys_kw,
             p_node_kw=p_node_kw, robust_degradation_frac=model.robust_degradation_frac,
             corrections=Corrections(
                 protocol_efficiency=TCP_EFFICIENCY_MTU1500 if "protocol_efficiency" in model.corrections else None,
@@ -221,7 +228,7 @@ def budget_s(window_s: float, alpha: float) -> float:
 
 def migration_total_s(size_gb: float, bandwidth_gbps: float, params: FeasibilityParams) -> float:
     """Left-hand side of Eq. 1: ``T_transfer + T_load + T_downtime``."""
-    return transfer_time_s(size_gb, bandwidth_gbps, params.corrections) + params.t_load_s + params.t_downtime_s
+    return transfer_time_s(size_gb, bandwidth_gbps, params.corrections) + params.load_s(size_gb) + params.t_downtime_s
 
 
 def energy_cost_kwh(p_sys_kw: float, transfer_s: float) -> float:
@@ -270,7 +277,7 @@ def max_size_gb(bandwidth_gbps: float, window_s: float, params: FeasibilityParam
     """The Eq. 1 boundary: every smaller checkpoint is feasible, this size and larger are not.
 
     ``(alpha * W - T_load - T_downtime) * B / 8`` without corrections (closed form); bisection
-    with the slow-start correction.  0 if load + downtime already use the whole budget."""
+    with the slow-start correction or a load time that grows with size.  0 if load + downtime already use the whole budget."""
     limit_s = budget_s(window_s, params.alpha)
     available_s = limit_s - params.t_load_s - params.t_downtime_s
     if available_s <= 0:
@@ -279,6 +286,15 @@ def max_size_gb(bandwidth_gbps: float, window_s: float, params: FeasibilityParam
 
     def feasible(s_gb: float) -> bool:
         return migration_total_s(s_gb, bandwidth_gbps, params) < limit_s
+
+    if params.t_load_s_per_gb > 0:  # load grows with size too: bisect below the transfer-only bound
+        lo, hi = 0.0, size_gb
+        for _ in range(200):
+            mid = (lo + hi) / 2.0
+            if mid in (lo, hi):
+                break
+            lo, hi = (mid, hi) if feasible(mid) else (lo, mid)
+        size_gb = hi
 
     # Snap to the float where Eq. 1 flips, undoing the rounding of the closed form (a few ulps).
     for _ in range(64):
@@ -432,7 +448,7 @@ def assess(
     if epsilon is None and (window_noise_frac != 0 or window_bias_frac != 0 or bandwidth_noise_frac != 0):
         raise ValueError("epsilon: required when window_noise_frac, window_bias_frac or bandwidth_noise_frac is set")
     transfer = transfer_time_s(size_gb, bandwidth_gbps, params.corrections)
-    total = transfer + params.t_load_s + params.t_downtime_s
+    total = transfer + params.load_s(size_gb) + params.t_downtime_s
     nominal_budget = budget_s(window_s, params.alpha)
     e_cost = energy_cost_kwh(params.p_sys_kw, transfer)
     risk: dict = {}
@@ -444,7 +460,7 @@ def assess(
         if bandwidth_noise_frac > 0:
             z = _STD_NORMAL.inv_cdf(1.0 - epsilon / 2.0)
             risk_bw = bandwidth_gbps * math.exp(-bandwidth_noise_frac * z)
-            risk_total = transfer_time_s(size_gb, risk_bw, params.corrections) + params.t_load_s + params.t_downtime_s
+            risk_total = transfer_time_s(size_gb, risk_bw, params.corrections) + params.load_s(size_gb) + params.t_downtime_s
         risk = dict(
             risk_window_s=risk_window, risk_total_s=risk_total, risk_budget_s=risk_budget,
             risk_margin_s=risk_budget - risk_total, risk_feasible=risk_total < risk_budget,
@@ -459,7 +475,7 @@ def assess(
         epsilon=epsilon,
         corrections=params.corrections.names(),
         transfer_s=transfer,
-        load_s=params.t_load_s,
+        load_s=params.load_s(size_gb),
         downtime_s=params.t_downtime_s,
         total_s=total,
         paper_class=paper_class(transfer),

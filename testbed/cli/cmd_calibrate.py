@@ -173,7 +173,10 @@ def _calibrate_load(args: argparse.Namespace) -> int:
             record["families"][fam] = {"checkpoint_gb": size_gb, "t_load_s": t, "paper_t_load_s": PAPER_T_LOAD_S}
             print(f"  {fam:<24} {size_gb:8.1f} GB  T_load {t:8.1f} s  (paper {PAPER_T_LOAD_S} s)")
     cold = cal.fits["load_cold"]
-    print(f"\nT_load(S) = {max(0.0, cold.fixed_s):.3f} s + S x {max(0.0, cold.s_per_gb):.3f} s/GB (cold load) on this machine")
+    fixed, per_gb = max(0.0, cold.fixed_s), max(0.0, cold.s_per_gb)
+    print(f"\nT_load(S) = {fixed:.3f} s + S x {per_gb:.3f} s/GB (cold load) on this machine; for a scenario:\n"
+          f"feasibility: {{t_load_s: {fixed:.3f}, t_load_s_per_gb: {per_gb:.4f}}}")
+    record["proposed_feasibility"] = {"t_load_s": fixed, "t_load_s_per_gb": per_gb}
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(record, indent=2) + "\n")
     print(f"written: {out}")

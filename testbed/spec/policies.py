@@ -19,7 +19,10 @@ class FeasibilityModel(Strict):
     reference recorded for policies without a model, and the default of every policy's own parameters."""
 
     alpha: float = Field(0.1, gt=0, le=1)
-    t_load_s: float = Field(10.3, ge=0)
+    t_load_s: float = Field(10.3, ge=0, description="Load time at the destination, s (the fixed part with "
+                            "t_load_s_per_gb; the paper: 10.3 s for any size).")
+    t_load_s_per_gb: float = Field(0.0, ge=0, description="Load time per GB of checkpoint, s/GB: T_load = t_load_s + "
+                                   "S x t_load_s_per_gb (`testbed calibrate load` measures it; 0 = the paper).")
     t_downtime_s: float = Field(0.4, ge=0)
     robust_degradation_frac: float = Field(0.5, ge=0, lt=1, description="Class A = still feasible at this bandwidth loss.")
     corrections: list[Correction] = Field(default_factory=list)
@@ -31,6 +34,7 @@ class FeasibilityOverrides(Strict):
 
     alpha: float | None = Field(None, gt=0, le=1, description="Default: the scenario's feasibility.alpha.")
     t_load_s: float | None = Field(None, ge=0, description="Default: the scenario's feasibility.t_load_s.")
+    t_load_s_per_gb: float | None = Field(None, ge=0, description="Default: the scenario's feasibility.t_load_s_per_gb.")
     t_downtime_s: float | None = Field(None, ge=0, description="Default: the scenario's feasibility.t_downtime_s.")
     robust_degradation_frac: float | None = Field(
         None, ge=0, lt=1, description="Default: the scenario's feasibility.robust_degradation_frac.")

@@ -383,3 +383,32 @@ def test_bandwidth_noise_needs_a_risk_budget():
     d = small_scenario_dict(policies=[{"name": "feasibility_aware", "assumed_bandwidth_noise_pct": 20}])
     with pytest.raises(SpecError, match="assumed_bandwidth_noise_pct: needs a risk budget"):
         scenario_from_dict(d)
+
+
+def test_a_load_time_that_grows_with_size_enters_eq1_and_its_boundary():
+    from testbed.feasibility import FeasibilityParams, assess, max_size_gb, migration_total_s
+
+    paper = FeasibilityParams()
+    measured = FeasibilityParams(t_load_s=0.5, t_load_s_per_gb=1.8)
+    assert measured.load_s(40.0) == pytest.approx(0.5 + 72.0)
+    p = assess(40.0, 10.0, 9000.0, measured)
+    assert p.load_s == pytest.approx(72.5) and p.total_s == pytest.approx(32.0 + 72.5 + 0.4)
+    assert assess(40.0, 10.0, 9000.0, paper).load_s == 10.3  # the paper's constant, any size
+    # the boundary: (alpha W - fixed - downtime) / (8/B + s_per_gb), and Eq. 1 flips exactly there
+    edge = max_size_gb(10.0, 9000.0, measured)
+    assert edge == pytest.approx((900.0 - 0.5 - 0.4) / (0.8 + 1.8), rel=1e-9)
+    assert migration_total_s(edge, 10.0, measured) >= 900.0 > migration_total_s(edge * (1 - 1e-9), 10.0, measured)
+    assert edge < max_size_gb(10.0, 9000.0, FeasibilityParams(t_load_s=0.5))
+    with pytest.raises(ValueError, match="t_load_s_per_gb"):
+        FeasibilityParams(t_load_s_per_gb=-1.0)
+
+
+def test_the_scenario_model_carries_the_per_gb_load_to_every_policy():
+    from testbed.feasibility import FeasibilityParams
+    from testbed.spec.policies import FeasibilityModel, FeasibilityOverrides
+
+    model = FeasibilityModel(t_load_s=0.2, t_load_s_per_gb=1.5)
+    assert FeasibilityOverrides().feasibility_model(model).t_load_s_per_gb == 1.5
+    assert FeasibilityOverrides(t_load_s_per_gb=0.0).feasibility_model(model).t_load_s_per_gb == 0.0
+    params = FeasibilityParams.from_model(model, rtt_ms=50.0, p_sys_kw=1.8, p_node_kw=0.75)
+    assert params.load_s(100.0) == pytest.approx(150.2)
