@@ -67,35 +67,53 @@ class Agent:
         return {"losses": self._job(args.job_id).losses()}
 
     def checkpoint_and_pause(self, args) -> dict:
+        """Pause the job, then save its checkpoint (serialise, hash, write, fsync): timed apart."""
         from testbed.nodes.checkpoint import save
 
         runner = self._job(args.job_id)
         t0 = time.perf_counter()
         runner.pause()
+        t_pause = time.perf_counter() - t0
         path = self.ckpts / f"{args.job_id}.pt"
         info = save(runner.job, path)
         return {"path": str(path), "size_bytes": info.size_bytes, "sha256": info.sha256, "step": info.step,
-                "t_checkpoint_s": time.perf_counter() - t0}
+                "t_checkpoint_s": time.perf_counter() - t0, "t_pause_s": t_pause, "t_save_s": info.t_save_s}
 
     def send_checkpoint(self, args) -> dict:
+        """The checkpoint file, then ``ballast_bytes`` of ballast (written to a file first, fsynced,
+        timed as ``t_ballast_save_s``: the rest of a checkpoint of the scaled size goes through the
+        same disk path), through the transfer service; the destination stores both."""
         from testbed.transfer.client import send
+        from testbed.transfer.disk_io import write_file
         from testbed.transfer.source import BallastSource, ConcatSource, FileSource
 
         self._job(args.job_id)
         path = self.ckpts / f"{args.job_id}.pt"
         if not path.exists():
             raise RequestRefused(f"job {args.job_id!r} has no checkpoint: call checkpoint_and_pause first")
-        parts = [FileSource(path)] + ([BallastSource(args.ballast_bytes, seed=7)] if args.ballast_bytes else [])
-        source = ConcatSource(*parts) if len(parts) > 1 else parts[0]
-        chunk = min(4 << 20, max(64 << 10, source.size_bytes // 16))
-        source.manifest(chunk)  # hashing is part of checkpointing, not of the transfer
-        report = send(args.dst_addr, args.dst_port, source, transfer_id=args.transfer_id, token=self.token,
-                      chunk_bytes=chunk, deadline_s=args.deadline_s)
+        ballast = self.ckpts / f"{args.job_id}.ballast"
+        t_ballast = 0.0
+        try:
+            parts = [FileSource(path)]
+            if args.ballast_bytes:
+                t_ballast = write_file(ballast, BallastSource(args.ballast_bytes, seed=7)).seconds
+                parts.append(FileSource(ballast))
+            source = ConcatSource(*parts) if len(parts) > 1 else parts[0]
+            chunk = min(4 << 20, max(64 << 10, source.size_bytes // 16))
+            source.manifest(chunk)  # hashing is part of checkpointing, not of the transfer
+            report = send(args.dst_addr, args.dst_port, source, transfer_id=args.transfer_id, token=self.token,
+                          chunk_bytes=chunk, deadline_s=args.deadline_s)
+        finally:
+            ballast.unlink(missing_ok=True)
         return {"report": report.to_dict(), "checkpoint_bytes": path.stat().st_size,
-                "ballast_bytes": args.ballast_bytes}
+                "ballast_bytes": args.ballast_bytes, "t_ballast_save_s": t_ballast}
 
     def load_and_resume(self, args) -> dict:
-        from testbed.nodes.checkpoint import load
+        """Make the received file durable (fsync), read it back from the device (page cache
+        dropped), verify and deserialise the checkpoint at its front (``torch.load``), restore the
+        job and resume it; each step timed. The received file is removed once loaded."""
+        from testbed.nodes.checkpoint import job_from_state, state_from_bytes
+        from testbed.transfer.disk_io import persist, read_back
 
         if args.job_id in self.jobs:
             raise RequestRefused(f"job {args.job_id!r} already runs at {self.site}")
@@ -103,12 +121,24 @@ class Agent:
         if not path.is_file():
             raise RequestRefused(f"no received checkpoint {args.transfer_id!r} at {self.site}")
         t0 = time.perf_counter()
-        job = load(path, expect_sha256=args.sha256)  # CheckpointError (typed) on a mismatch or a bad file
+        durable = persist(path)
+        size = durable.n_bytes
+        keep = size if args.checkpoint_bytes is None else args.checkpoint_bytes
+        if keep > size:
+            raise RequestRefused(f"received {args.transfer_id!r} holds {size} bytes, fewer than the checkpoint's {keep}")
+        read, data = read_back(path, keep=keep)
+        t1 = time.perf_counter()
+        state = state_from_bytes(data, path, expect_sha256=args.sha256)  # CheckpointError (typed) on a bad file
+        t2 = time.perf_counter()
+        job = job_from_state(state, path)
         runner = JobRunner(job, steps_per_s=args.steps_per_s, max_steps=args.max_steps)
-        t_load = time.perf_counter() - t0
         self.jobs[args.job_id] = runner
         runner.start()
-        return {"t_load_s": t_load, "step": runner.status()["steps"]}
+        t3 = time.perf_counter()
+        path.unlink(missing_ok=True)
+        return {"t_load_s": t3 - t0, "step": runner.status()["steps"], "bytes_read": read.n_bytes,
+                "t_persist_s": durable.seconds, "t_read_s": read.seconds, "t_deserialize_s": t2 - t1,
+                "t_restore_s": t3 - t2}
 
     def resume(self, args) -> dict:
         runner = self._job(args.job_id)

@@ -148,9 +148,9 @@ class AgentClient:
                          deadline_s=deadline_s)
 
     def load_and_resume(self, job_id: str, *, transfer_id: str, sha256: str, steps_per_s: float | None = None,
-                        max_steps: int | None = None) -> Resumed:
+                        max_steps: int | None = None, checkpoint_bytes: int | None = None) -> Resumed:
         return self._ask(Resumed.parse, "load_and_resume", job_id=job_id, transfer_id=transfer_id, sha256=sha256,
-                         steps_per_s=steps_per_s, max_steps=max_steps)
+                         steps_per_s=steps_per_s, max_steps=max_steps, checkpoint_bytes=checkpoint_bytes)
 
     def resume(self, job_id: str) -> JobStatus:
         return self._ask(JobStatus.parse, "resume", job_id=job_id)

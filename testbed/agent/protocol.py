@@ -54,6 +54,8 @@ class SendCheckpoint(JobArgs):
 class LoadAndResume(JobArgs):
     transfer_id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$", description="SHA-256 of the checkpoint file (not the ballast).")
+    checkpoint_bytes: int | None = Field(None, ge=1, le=1 << 40, description=(
+        "Length of the checkpoint at the front of the received file (ballast follows); default: all of it."))
     steps_per_s: float = Field(5.0, gt=0, le=10_000)
     max_steps: int | None = Field(None, ge=1)
 

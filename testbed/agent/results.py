@@ -55,12 +55,14 @@ class Checkpoint:
     size_bytes: int
     sha256: str
     step: int
-    t_checkpoint_s: float
+    t_checkpoint_s: float  # pause + save
+    t_pause_s: float  # stopping the training loop
+    t_save_s: float  # serialise, hash, write, fsync
 
     @classmethod
     def parse(cls, a: dict[str, Any]) -> "Checkpoint":
         return cls(_need(a, "path"), _need(a, "size_bytes"), _need(a, "sha256"), _need(a, "step"),
-                   _need(a, "t_checkpoint_s"))
+                   _need(a, "t_checkpoint_s"), _need(a, "t_pause_s"), _need(a, "t_save_s"))
 
 
 @dataclass(frozen=True)
@@ -70,22 +72,30 @@ class CheckpointSent:
     report: dict[str, Any]
     checkpoint_bytes: int
     ballast_bytes: int
+    t_ballast_save_s: float  # writing the ballast to a file (fsync) before sending it
 
     @classmethod
     def parse(cls, a: dict[str, Any]) -> "CheckpointSent":
-        return cls(_need(a, "report"), _need(a, "checkpoint_bytes"), _need(a, "ballast_bytes"))
+        return cls(_need(a, "report"), _need(a, "checkpoint_bytes"), _need(a, "ballast_bytes"),
+                   _need(a, "t_ballast_save_s"))
 
 
 @dataclass(frozen=True)
 class Resumed:
     """``load_and_resume``: the checkpoint was verified and loaded; training resumed at ``step``."""
 
-    t_load_s: float
+    t_load_s: float  # all of the below
     step: int
+    bytes_read: int  # the received file: checkpoint + ballast
+    t_persist_s: float  # fsync of the received file
+    t_read_s: float  # reading it back from the device
+    t_deserialize_s: float  # SHA-256 check + torch.load of the checkpoint
+    t_restore_s: float  # building the job from the state and resuming it
 
     @classmethod
     def parse(cls, a: dict[str, Any]) -> "Resumed":
-        return cls(_need(a, "t_load_s"), _need(a, "step"))
+        return cls(_need(a, "t_load_s"), _need(a, "step"), _need(a, "bytes_read"), _need(a, "t_persist_s"),
+                   _need(a, "t_read_s"), _need(a, "t_deserialize_s"), _need(a, "t_restore_s"))
 
 
 @dataclass(frozen=True)

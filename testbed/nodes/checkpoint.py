@@ -109,6 +109,13 @@ def read_state(path: str | Path, *, expect_sha256: str | None = None) -> dict[st
         data = path.read_bytes()
     except OSError as e:
         raise CheckpointError(path, f"cannot read: {e.strerror or e}") from e
+    return state_from_bytes(data, path, expect_sha256=expect_sha256)
+
+
+def state_from_bytes(data: bytes, path: str | Path, *, expect_sha256: str | None = None) -> dict[str, Any]:
+    """The verified state dict of a checkpoint file's bytes already read (``path`` names it in errors):
+    SHA-256 check, ``torch.load`` (deserialisation), format and content check."""
+    path = Path(path)
     if expect_sha256 is not None and hashlib.sha256(data).hexdigest() != expect_sha256.lower():
         raise CheckpointError(path, f"SHA-256 of the file is not the expected {expect_sha256}")
     try:
@@ -150,7 +157,13 @@ def load(path: str | Path, *, device: torch.device | str | None = None, expect_s
          threads: int = determinism.DEFAULT_THREADS) -> TrainingJob:
     """A job that continues exactly where the saved one stopped (on ``device``: default cuda if
     available, else cpu). Configures determinism for this process like :meth:`TrainingJob.create`."""
-    state = read_state(path, expect_sha256=expect_sha256)
+    return job_from_state(read_state(path, expect_sha256=expect_sha256), path, device=device, threads=threads)
+
+
+def job_from_state(state: dict[str, Any], path: str | Path, *, device: torch.device | str | None = None,
+                   threads: int = determinism.DEFAULT_THREADS) -> TrainingJob:
+    """The job a verified state dict (:func:`read_state`, :func:`state_from_bytes`) restores."""
+    path = Path(path)
     determinism.configure(threads)
     try:
         workload = workloads.get(state["workload"])

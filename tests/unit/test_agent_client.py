@@ -21,9 +21,12 @@ ANSWERS = {
     "ping": {"site": "a", "jobs": {"j1": STATUS}},
     "start_job": STATUS, "status": STATUS, "resume": STATUS,
     "losses": {"losses": [2.5, 2.25]},
-    "checkpoint_and_pause": {"path": "/w/j1.pt", "size_bytes": 10, "sha256": SHA, "step": 3, "t_checkpoint_s": 0.1},
-    "send_checkpoint": {"report": {"status": "completed"}, "checkpoint_bytes": 10, "ballast_bytes": 5},
-    "load_and_resume": {"t_load_s": 0.2, "step": 3},
+    "checkpoint_and_pause": {"path": "/w/j1.pt", "size_bytes": 10, "sha256": SHA, "step": 3, "t_checkpoint_s": 0.1,
+                             "t_pause_s": 0.01, "t_save_s": 0.09},
+    "send_checkpoint": {"report": {"status": "completed"}, "checkpoint_bytes": 10, "ballast_bytes": 5,
+                        "t_ballast_save_s": 0.05},
+    "load_and_resume": {"t_load_s": 0.2, "step": 3, "bytes_read": 15, "t_persist_s": 0.01, "t_read_s": 0.02,
+                        "t_deserialize_s": 0.1, "t_restore_s": 0.07},
     "free": {"freed": "j1"},
     "set_throughput": {"job_id": "j1", "frac": 0.5, "throttle": "duty-cycle", "throttle_reason": "no cgroup",
                        "quota_cores": None},
@@ -66,10 +69,10 @@ def test_each_method_sends_its_command_and_parses_the_answer(served):
     assert c.start_job("j1", family="mlp", seed=7, steps_per_s=20.0) == st
     assert c.status("j1") == st and c.resume("j1") == st
     assert c.losses("j1") == [2.5, 2.25]
-    assert c.checkpoint_and_pause("j1") == Checkpoint("/w/j1.pt", 10, SHA, 3, 0.1)
+    assert c.checkpoint_and_pause("j1") == Checkpoint("/w/j1.pt", 10, SHA, 3, 0.1, 0.01, 0.09)
     sent = c.send_checkpoint("j1", dst_addr="10.0.0.2", dst_port=7000, ballast_bytes=5, transfer_id="m.j1.0")
-    assert sent == CheckpointSent({"status": "completed"}, 10, 5)
-    assert c.load_and_resume("j1", transfer_id="m.j1.0", sha256=SHA, steps_per_s=20.0) == Resumed(0.2, 3)
+    assert sent == CheckpointSent({"status": "completed"}, 10, 5, 0.05)
+    assert c.load_and_resume("j1", transfer_id="m.j1.0", sha256=SHA, steps_per_s=20.0) == Resumed(0.2, 3, 15, 0.01, 0.02, 0.1, 0.07)
     assert c.free("j1") is None
     th = c.set_throughput("j1", frac=0.5, cap_w=150.0)
     assert isinstance(th, ThroughputSet) and (th.frac, th.throttle, th.throttle_reason) == (0.5, "duty-cycle", "no cgroup")

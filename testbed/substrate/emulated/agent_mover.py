@@ -1,6 +1,6 @@
 """``emulation.nodes: agents``: a node agent per site runs each job's real training; a migration
 is checkpoint_and_pause (src) -> send_checkpoint over the WAN -> load_and_resume (dst) -> free (src),
-every phase measured. This mover is the substrate's throughput port
+every phase measured (disk phases scaled back to the real size at their measured throughput). This mover is the substrate's throughput port
 (:class:`~testbed.power.caps.ThroughputPort`): power backends slow a job's real training through it."""
 
 from __future__ import annotations
@@ -11,7 +11,9 @@ from testbed.errors import TestbedError
 from testbed.power.caps import CapTarget, Throttled
 from testbed.seeding import derive_seed
 from testbed.substrate.base import MigrationOrder, MigrationOutcome
+from testbed.substrate.emulated.checkpoint_io import scaled_back_s
 from testbed.substrate.emulated.mover import Emulation, Mover, order_lag, register_mover, transfer_id
+from testbed.transfer.disk_io import IoTiming
 
 
 @register_mover
@@ -77,7 +79,14 @@ class AgentMover(Mover):
 
     # -- migration ---------------------------------------------------------------------------------
     def migrate(self, order: MigrationOrder) -> MigrationOutcome:
-        """Any failure before the destination resumed: resume at the source, record the failure."""
+        """Any failure before the destination resumed: resume at the source, record the failure.
+
+        Phases, in scenario seconds for the real checkpoint of ``S`` bytes (``.checkpoint_io``):
+        checkpoint = S / save throughput (the real checkpoint serialised, hashed, written, fsynced
+        plus the ballast written and fsynced, at the source); transfer = wire time x time_scale;
+        load = S / load throughput (fsync, read back from the device, SHA-256 + torch.load, at the
+        destination); downtime = pausing the job + restoring and resuming it (wall seconds: fixed
+        costs, not scaled). Control round trips are ``control_wall_s``, in no phase."""
         from testbed.agent.client import AgentError
         from testbed.substrate.emulated.agents import TRANSFER_PORT as AGENT_TRANSFER_PORT
         from testbed.substrate.emulated.agents import agent_job_id
@@ -86,55 +95,74 @@ class AgentMover(Mover):
         assert em is not None and self._pool is not None
         jid = agent_job_id(order.job_id)
         src, dst = self._pool.client(order.src), self._pool.client(order.dst)
-        sc_s = em.scaling.scenario_s
+        real_bytes = order.size_gb * 1e9
         lag_s = order_lag(order, em.clock.now_s())
         w0 = time.perf_counter()
         ck = src.checkpoint_and_pause(jid)
-        w1 = time.perf_counter()
         ballast = max(0, em.scaling.bytes_sent(order.size_gb) - ck.size_bytes)
+        save = IoTiming(ck.size_bytes, ck.t_save_s)
+        load = None
+        agent_s = ck.t_checkpoint_s  # wall seconds the agents spent working (the rest is control)
+        t_transfer = t_restore = 0.0
         try:
+            w1 = time.perf_counter()
             sent = src.send_checkpoint(jid, dst_addr=em.fabric.site_addr(order.dst), dst_port=AGENT_TRANSFER_PORT,
                                        ballast_bytes=ballast, transfer_id=transfer_id(order))
             rep = sent.report
+            save = save + IoTiming(sent.ballast_bytes, sent.t_ballast_save_s)
+            t_transfer = rep["t_connect_s"] + rep["t_transfer_s"] + rep["t_verify_s"]
+            agent_s += sent.t_ballast_save_s + rep.get("t_manifest_s", 0.0) + t_transfer
             if rep["status"] != "completed":
                 raise AgentError(f"transfer {rep['status']}: {rep.get('error')}")
-            w2 = time.perf_counter()
             loaded = dst.load_and_resume(jid, transfer_id=transfer_id(order), sha256=ck.sha256,
-                                         steps_per_s=self._in.scenario.emulation.steps_per_s)
-            w3 = time.perf_counter()
+                                         steps_per_s=self._in.scenario.emulation.steps_per_s,
+                                         checkpoint_bytes=ck.size_bytes)
+            load = IoTiming(loaded.bytes_read, loaded.t_persist_s + loaded.t_read_s + loaded.t_deserialize_s)
+            t_restore = loaded.t_restore_s
+            agent_s += loaded.t_load_s
             src.free(jid)
             self._job_site[order.job_id] = order.dst
             status, detail = "completed", (f"measured: checkpoint {ck.size_bytes} B (step {ck.step}) + "
                                            f"{ballast} B ballast; {rep['goodput_mbps']:.1f} Mbit/s wall; "
-                                           f"reconnects {rep['reconnects']}, chunk resends {rep['chunk_resends']}")
-            t_transfer = rep["t_connect_s"] + rep["t_transfer_s"] + rep["t_verify_s"]
-            t_load = loaded.t_load_s
+                                           f"reconnects {rep['reconnects']}, chunk resends {rep['chunk_resends']}; "
+                                           f"save {save.bytes_per_s / 1e6:.0f} MB/s, load {load.bytes_per_s / 1e6:.0f} "
+                                           f"MB/s (persist {loaded.t_persist_s:.3f} s, read {loaded.t_read_s:.3f} s, "
+                                           f"torch.load {loaded.t_deserialize_s:.3f} s)")
         except AgentError as e:
-            w2 = w3 = time.perf_counter()
+            if not t_transfer:
+                t_transfer = time.perf_counter() - w1
             try:
                 src.resume(jid)
                 kept = "job resumed at the source from its checkpoint"
             except AgentError as e2:
                 kept = f"resume at the source failed too: {e2}"
             status, detail = "failed", f"{e}; {kept}"
-            t_transfer, t_load = w2 - w1, 0.0
-        total_wall = w3 - w0
-        overhead = max(0.0, total_wall - ck.t_checkpoint_s - t_transfer - t_load)
+        wall = time.perf_counter() - w0
+        transfer_s = em.scaling.scenario_s(t_transfer)
         return MigrationOutcome(
-            order=order, status=status, checkpoint_s=lag_s + sc_s(ck.t_checkpoint_s), transfer_s=sc_s(t_transfer),
-            load_s=sc_s(t_load), downtime_s=sc_s(overhead),
-            goodput_gbps=8 * order.size_gb / sc_s(t_transfer) if t_transfer > 0 else 0.0, detail=detail,
+            order=order, status=status, checkpoint_s=scaled_back_s(save, real_bytes), transfer_s=transfer_s,
+            load_s=scaled_back_s(load, real_bytes) if load is not None else 0.0,
+            downtime_s=ck.t_pause_s + t_restore,
+            goodput_gbps=8 * order.size_gb / transfer_s if transfer_s > 0 else 0.0, detail=detail,
             phases_measured=("checkpoint", "transfer", "load", "downtime"), checkpoint_bytes=ck.size_bytes,
+            start_lag_s=lag_s, control_wall_s=em.scaling.wall_s(lag_s) + max(0.0, wall - agent_s),
+            io_bytes=save.n_bytes, save_bytes_per_s=save.bytes_per_s,
+            load_bytes_per_s=load.bytes_per_s if load is not None else None,
         )
 
     def describe(self) -> dict:
         return {
             "nodes": f"agents ({self._in.scenario.emulation.runtime} runtime): a real PyTorch job per running "
                      "job, real checkpoints",
-            "measured": ["checkpoint_s (real checkpoint at the source agent)",
-                         "transfer_s (real checkpoint + ballast to size x byte_scale, over the shaped WAN)",
-                         "load_s (SHA-256 check + load at the destination agent)",
-                         "downtime_s (pause-to-resume minus the phases above: control round trips)", "goodput"],
+            "measured": ["checkpoint_s (source agent: the real checkpoint serialised, hashed, written, fsynced + "
+                         "ballast to size x byte_scale written, fsynced; real size / measured MB/s)",
+                         "transfer_s (real checkpoint + ballast over the shaped WAN, connect to final ack, "
+                         "x time_scale)",
+                         "load_s (destination agent: fsync, read back from the device, SHA-256 + torch.load; real "
+                         "size / measured MB/s)",
+                         "downtime_s (pausing the job + restoring and resuming it; wall seconds)", "goodput"],
+            "control": "start_lag_s (scenario s between decision and pause) and control_s (wall s of command round "
+                       "trips, outside the agents' work) are recorded apart, in no phase",
             "modelled": {
                 "job_progress": "node speed x the profile's throughput at the cap x time (GPU-hours); real "
                                 "training runs paced and, with power.backend emulated, throttled to that same "
