@@ -40,8 +40,8 @@ def site_capacity(site: str, node: NodePower, nodes: int, *, available_kw: float
     for m in range(1, nodes + 1):
         plan = plan_site(site, node, renewable_kw=available_kw, grid_topup_kw=grid_topup_kw, n_running=m,
                          n_idle=0, n_transfer_ends=0, p_sys_kw=p_sys_kw)
-        if plan.cap_requested_w < node.min_cap_w:
-            break  # more nodes only shrink each one's share further
+        if plan.n_waiting > 0 or plan.cap_requested_w < node.min_cap_w:
+            break  # below the lowest cap (the plan would hold jobs); more nodes only shrink each share further
         cap = plan.cap_w
         c = m * node.speed(cap)
         if c > best.capacity + 1e-12:

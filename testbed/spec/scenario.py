@@ -68,8 +68,9 @@ class Power(Strict):
     p_sys_kw: float = Field(1.8, gt=0, description="System power during a transfer (seed Eq. 2), split between both ends.")
     grid_limit_kw: float | None = Field(
         None, ge=0,
-        description="Grid top-up a site can draw beyond its renewables (None = unlimited). Beyond it, "
-        "running jobs are power-capped and slow down in proportion.",
+        description="Grid top-up a site can draw beyond its renewables (None = unlimited), enforced: running "
+        "jobs are power-capped and slow down as their power profile says; when even the lowest cap does not fit, "
+        "the most recently started jobs wait (no progress) until it does.",
     )
 
     @field_validator("backend")

@@ -16,7 +16,9 @@ or ``"production:<Column>"``. The header row is found among the first rows (the 
 Hour and Interval), so title rows above it are fine. Time labels and DST rules are in
 :mod:`testbed.traces.caiso_time`. Values are MW; the result is kW (x1000), or, with
 ``scale_to_kw``, scaled so that its maximum over the scenario window is ``scale_to_kw`` (a
-window with no curtailment stays all-zero). The result covers ``[0, duration_s)`` at
+window with no curtailment stays all-zero). A scenario's ``kind: caiso`` source must give
+``scale_to_kw`` (:class:`testbed.spec.trace_sources.Caiso`): grid-scale MW read as kW would
+feed one site hundreds of MW. The result covers ``[0, duration_s)`` at
 ``step_s`` (per-step means; see :func:`testbed.traces.align.fit_window`).
 """
 
