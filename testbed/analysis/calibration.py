@@ -100,7 +100,7 @@ def calibrate(m: pd.DataFrame) -> Calibration | None:
                            + ", ".join(f"{k}: {v}" for k, v in excluded.items() if v))
         return cal
     x = _line_rate_s(d)
-    y = d["actual_transfer_s"].astype(float).to_numpy()
+    y = pd.to_numeric(d["actual_transfer_s"], errors="coerce").to_numpy(float)  # measured only: emulated rows
     ok = np.isfinite(x) & np.isfinite(y) & (x > 0)
     x, y = x[ok], y[ok]
     cal.n = int(x.size)

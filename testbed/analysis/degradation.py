@@ -18,6 +18,8 @@ import math
 import numpy as np
 import pandas as pd
 
+from testbed.controller.records import outcome_s
+
 KIND_NONE, KIND_STEADY, KIND_EVENT, KIND_SWEPT, KIND_MEASURED = "none", "steady", "event", "swept", "measured"
 
 
@@ -60,7 +62,7 @@ def mark(m: pd.DataFrame, resolved: dict) -> pd.DataFrame:
     m = m.copy()
     bw = _bandwidth_spec(resolved)
     t0 = m["t_decision_s"].astype(float).to_numpy()
-    total = pd.to_numeric(m["actual_total_s"], errors="coerce").to_numpy(float)
+    total = outcome_s(m, "total").to_numpy(float)  # measured, or modelled on sim (records.outcome_s)
     t1 = np.where(np.isfinite(total), t0 + np.nan_to_num(total), math.inf)
     if bw is not None:
         found = [link_degradation(bw, s, d, a, b) for s, d, a, b in zip(m["src"], m["dst"], t0, t1)]

@@ -13,6 +13,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
+from testbed.controller.records import outcome_s
 from testbed.feasibility import (
     PAPER_CLASS_A_MAX_S,
     PAPER_CLASS_B_MAX_S,
@@ -174,4 +175,89 @@ def plot_phase_diagram(
     fig.draw_without_rendering()  # lay out first, so that on-screen slopes are known
     _label_paper_cutoffs(ax, bandwidths_gbps, params)
     fig.savefig(path, dpi=130)
+    return path
+
+
+# ------------------------------------------------------------------ normalised, per migration
+_KIND_WORDS = {"none": "undegraded link", "steady": "steady degradation", "event": "degradation event during it",
+               "swept": "degraded (swept)", "measured": "degraded (measured)"}
+
+
+def quadrant_counts(pred_ratio, actual_ratio) -> dict[tuple[int, int], int]:
+    """Migrations per quadrant of the normalised phase diagram, keyed (predicted infeasible,
+    overran): (0, 0) predicted feasible and made it, (0, 1) the model's misses, (1, 0) predicted
+    infeasible but made it, (1, 1) predicted infeasible and overran. A migration without a finite
+    actual ratio (never completed) overran; one without a prediction is not counted."""
+    x, y = np.asarray(pred_ratio, dtype=float), np.asarray(actual_ratio, dtype=float)
+    fx = np.isfinite(x)
+    made = fx & (y < 1)
+    left = fx & (x < 1)
+    return {(0, 0): int((left & made).sum()), (0, 1): int((left & ~made).sum()),
+            (1, 0): int((fx & ~left & made).sum()), (1, 1): int((fx & ~left & ~made).sum())}
+
+
+def plot_normalised_phase(path: str | Path, migrations, *, title: str | None = None) -> Path:
+    """Every migration judged against its *own* budget: x = predicted total / (alpha x the
+    predicted window), y = actual total / (alpha x the true window), both log; Eq. 1's boundary is
+    1 on both axes, so the quadrants are the confusion matrix. Needs the migrations.parquet
+    columns ``predicted_total_s``, ``predicted_budget_s``, ``actual_total_s`` (``model_total_s`` on
+    sim: testbed.controller.records.outcome_s), ``true_budget_s``,
+    ``status`` (optional ``degradation_kind`` colours the points, ``substrate`` picks markers).
+    A migration that never completed is drawn at the top edge."""
+    import pandas as pd
+
+    m = pd.DataFrame(migrations)
+    for column in ("predicted_total_s", "predicted_budget_s", "true_budget_s", "status"):
+        if column not in m:
+            raise ValueError(f"migrations: missing column {column!r}")
+    if "actual_total_s" not in m and "model_total_s" not in m:
+        raise ValueError("migrations: missing column 'actual_total_s' (or 'model_total_s' on sim)")
+    path = Path(path)
+    fig = Figure(figsize=(9, 7.5), layout="constrained")
+    ax = fig.add_subplot()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        x = m["predicted_total_s"].astype(float) / m["predicted_budget_s"].astype(float)
+        done = m["status"] == "completed"
+        y = (outcome_s(m, "total") / m["true_budget_s"].astype(float)).where(done)
+    finite = np.concatenate([x[np.isfinite(x) & (x > 0)].to_numpy(), y[np.isfinite(y) & (y > 0)].to_numpy()])
+    lo = min(0.5, float(finite.min()) / 1.5) if finite.size else 0.01
+    hi = max(2.0, float(finite.max()) * 1.5) if finite.size else 100.0
+    top = hi / 1.15  # where migrations without a finite actual ratio are drawn
+    ax.axvspan(lo, 1, ymin=0, ymax=1, color="#e8f5e9", lw=0)
+    ax.axhline(1, color="black", lw=1.4)
+    ax.axvline(1, color="black", lw=1.4, ls="--")
+    kinds = m["degradation_kind"].fillna("none") if "degradation_kind" in m else pd.Series("none", index=m.index)
+    subs = m["substrate"] if "substrate" in m else pd.Series("", index=m.index)
+    markers = {s: mk for s, mk in zip(sorted(set(subs)), ("o", "s", "D", "^"))}
+    colour = {k: f"C{i}" for i, k in enumerate(sorted(set(kinds), key=lambda k: (k != "none", k)))}
+    # the largest group first, so that the smaller ones stay visible on top of it
+    for z, kind in enumerate(sorted(set(kinds), key=lambda k: -int((kinds == k).sum()))):
+        for sub in sorted(set(subs)):
+            sel = (kinds == kind) & (subs == sub)
+            ok = sel & np.isfinite(y) & np.isfinite(x)
+            word = _KIND_WORDS.get(kind, kind) + (f", {sub}" if len(markers) > 1 else "")
+            ax.scatter(x[ok].clip(lo, hi), y[ok].clip(lo, hi), s=22, alpha=0.65, color=colour[kind], marker=markers[sub],
+                       label=f"{word} (n={int(ok.sum())})", zorder=3 + z)
+            miss = sel & ~np.isfinite(y) & np.isfinite(x)
+            if miss.any():
+                ax.scatter(x[miss].clip(lo, hi), np.full(int(miss.sum()), top), s=40, color=colour[kind], marker="^",
+                           label=f"{word}: never completed or no true window (n={int(miss.sum())})", zorder=3 + z)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(lo, hi)
+    count = quadrant_counts(x, y)
+    for tx, ty, text in ((0.03, 0.03, f"predicted feasible,\nmade it: {count[0, 0]}"),
+                         (0.03, 0.97, f"predicted feasible, overran\n(the model's misses): {count[0, 1]}"),
+                         (0.97, 0.03, f"predicted infeasible,\nwould have made it: {count[1, 0]}"),
+                         (0.97, 0.97, f"predicted infeasible,\noverran: {count[1, 1]}")):
+        ax.text(tx, ty, text, transform=ax.transAxes, ha="left" if tx < 0.5 else "right",
+                va="bottom" if ty < 0.5 else "top", fontsize=9, color="0.25",
+                bbox={"boxstyle": "round,pad=0.3", "fc": "white", "ec": "0.7", "alpha": 0.85})
+    ax.set_xlabel("predicted total time / (α × predicted window)   [Eq. 1 holds left of 1]")
+    ax.set_ylabel("realised total time / (α × true window)   [within budget below 1]")
+    ax.grid(alpha=0.3, which="major")
+    ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(0.0, 0.62), framealpha=0.9)
+    ax.set_title(title or "Each migration against its own budget (boundary at 1)", fontsize=11)
+    fig.savefig(path, dpi=110)
     return path

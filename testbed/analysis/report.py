@@ -120,9 +120,10 @@ def _write_report(dirs: list[Path], runs: list, m: pd.DataFrame, sums: pd.DataFr
               "fast. `err` = (predicted - actual) / actual.", ""]
     v.scatter_pred_vs_actual(m, out / "pred_vs_actual.png", "Predicted vs actual (all completed migrations)")
     lines += ["![predicted vs actual](pred_vs_actual.png)", ""]
-    by_cdf = numeric[0] if numeric else ("substrate" if len(subs) > 1 else None)
-    v.error_cdf(m, out / "error_cdf.png", "Transfer-time prediction error", by=by_cdf)
-    lines += ["![error CDF](error_cdf.png)", ""]
+    v.error_cdf(m, out / "error_cdf.png", "Transfer-time prediction error, per substrate and link condition")
+    lines += ["Error CDFs per substrate and per link condition of each migration (no degradation, steady "
+              "degradation, a degradation event during the transfer), one colour per degradation level:", "",
+              "![error CDF](error_cdf.png)", ""]
     group = ["substrate", *params]
     lines += ["Median and 90th-percentile |error| per group:", "", _md_table(v.error_table(m, group) if len(m) else None), ""]
 
@@ -143,39 +144,44 @@ def _write_report(dirs: list[Path], runs: list, m: pd.DataFrame, sums: pd.DataFr
               "policy decided with it.", ""]
     conf_by = ["substrate", "label", *params]
     conf = v.confusion(m, conf_by)
-    if len(conf):
-        def short(c: str) -> str:
-            return c.removeprefix("param:").split(".")[-1]
-
-        conf["group"] = conf.apply(lambda r: " / ".join([str(r["substrate"]), str(r["label"])]
-                                                        + [f"{short(p)}={r[p]}" for p in params]), axis=1)
-        v.confusion_plot(conf, out / "confusion.png", "Predicted feasible vs within budget", "group")
-        lines += ["![confusion](confusion.png)", ""]
-    lines += [_md_table(conf.drop(columns=["group"], errors="ignore") if len(conf) else conf), ""]
+    pooled = v.confusion(m, ["substrate", "label"])
+    if len(pooled):
+        pooled["group"] = pooled["label"].astype(str) + np.where(pooled["substrate"].nunique() > 1,
+                                                                 " (" + pooled["substrate"].astype(str) + ")", "")
+        v.confusion_plot(pooled, out / "confusion.png", "Predicted feasible vs within budget, per policy "
+                         + ("and substrate" if pooled["substrate"].nunique() > 1 else f"({pooled['substrate'].iloc[0]})")
+                         + (", all levels pooled" if params else ""), "group")
+        lines += ["Per policy" + (", all swept levels pooled:" if params else ":"), "",
+                  _md_table(pooled.drop(columns=["group"])), "", "![confusion](confusion.png)", ""]
+    if params:
+        lines += ["Per policy and swept level:", "", _md_table(conf), ""]
 
     if numeric and len(sums):
+        from testbed.analysis.params import axis_label, file_stem
+
         lines += ["## Energy and JCT per policy at each level", ""]
+        drawn: list[pd.Series] = []
         for p in numeric:
-            name = p.removeprefix("param:").replace("[", "_").replace("]", "").replace(".", "_")
-            f = out / f"by_level_{name}.png"
+            values = pd.to_numeric(sums[p], errors="coerce")
+            if any(values.equals(d) for d in drawn):  # a zipped axis: the same levels under another name
+                continue
+            drawn.append(values)
+            f = out / f"by_level_{file_stem(p)}.png"
             others = [q for q in params if q != p and q not in numeric]
-            v.by_level_plot(sums[sums[p].notna()].assign(**{p: pd.to_numeric(sums[p].dropna())}), p, f,
-                            f"Change vs static at each {p.removeprefix('param:')} (paired per seed; mean, 95 % CI)",
-                            split=others[0] if others else None)
+            quantity = axis_label(p, runs)
+            v.by_level_plot(sums[values.notna()].assign(**{p: values.dropna()}), p, f,
+                            f"Change vs static at each {quantity} (paired per seed; mean, 95 % CI)",
+                            split=others[0] if others else None, xlabel=quantity)
             lines += [f"![by level]({f.name})", ""]
 
     if len(m):
-        from testbed.analysis.phase_diagram import plot_phase_diagram
-        from testbed.feasibility import FeasibilityParams
+        from testbed.analysis.phase_diagram import plot_normalised_phase
 
-        window = float(m["predicted_window_s"].median())
-        alpha = float(m["predicted_alpha"].median())
-        pts = pd.DataFrame({"size_gb": m["size_gb"], "bandwidth_gbps": m["predicted_bandwidth_gbps"],
-                            "completed_in_budget": m["within_budget"].fillna(False).astype(bool)})
-        plot_phase_diagram(out / "phase_diagram.png", window, FeasibilityParams(alpha=alpha), points=pts)
+        plot_normalised_phase(out / "phase_diagram.png", m)
         lines += ["## Phase diagram with the measured migrations", "",
-                  f"Regions for the median predicted window ({window / 3600:.2f} h) and alpha {alpha:g}; each "
-                  "migration at its size and predicted bandwidth, green if it completed within its true budget.", "",
+                  "Each migration against its own budget: x = its predicted total time / (alpha x its predicted "
+                  "window), y = its actual total time / (alpha x its true window). Eq. 1's boundary is 1 on both "
+                  "axes: left of 1 the model said feasible, below 1 it made it; top-left are the model's misses.", "",
                   "![phase diagram](phase_diagram.png)", ""]
 
     lines += claims.markdown(runs)

@@ -223,49 +223,84 @@ def scatter_pred_vs_actual(m: pd.DataFrame, path: Path, title: str) -> Path:
     return path
 
 
-def error_cdf(m: pd.DataFrame, path: Path, title: str, by: str | None = None) -> Path:
-    """CDF of the relative error of the transfer-time prediction; one curve per prediction, and per
-    value of ``by`` (e.g. the degradation level) for the corrected one."""
-    fig = Figure(figsize=(8, 5), layout="constrained")
-    ax = fig.subplots()
+_KIND_WORDS = {"none": "no degradation", "steady": "steady degradation", "event": "degradation event during the transfer",
+               "swept": "degradation (swept)", "measured": "degradation (measured on the link)"}
+
+
+def _substrate_words(sub: str) -> str:
+    return "simulation (analytic)" if sub == "sim" else f"emulation ({sub})"
+
+
+def error_cdf(m: pd.DataFrame, path: Path, title: str) -> Path:
+    """CDFs of the transfer-time prediction error, one panel per substrate (simulation, each
+    emulation) and degradation kind (none, steady, an event during the transfer), one colour per
+    degradation level; solid: the TCP-corrected prediction, dashed: the paper's 8S/B."""
+    from matplotlib.lines import Line2D
+
     done = m[m["status"] == "completed"] if len(m) else m
-    for var, ls in (("plain", "--"), ("corrected", "-")):
-        groups = [(None, done)] if by is None or by not in done else list(done.groupby(by, sort=True))
-        for key, g in groups:
-            if f"err_transfer_{var}" not in g:  # no migration at all: an empty plot
-                continue
-            e = np.sort(g[f"err_transfer_{var}"].dropna().to_numpy() * 100.0)
-            if not e.size:
-                continue
-            lab = ("8S/B" if var == "plain" else "corrected") + ("" if key is None else f", {by.split(':')[-1]}={key}")
-            ax.step(e, np.arange(1, e.size + 1) / e.size, where="post", ls=ls, lw=1.4, label=f"{lab} (n={e.size})")
-    ax.axvline(0, color="black", lw=0.8)
-    ax.axvspan(-5, 5, color="#c8e6c9", alpha=0.5, label="within 5 %")
-    ax.set_xlabel("transfer-time prediction error (predicted - actual) / actual, %")
-    ax.set_ylabel("fraction of completed migrations")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="lower right")
-    ax.set_title(title, fontsize=10)
+    kinds = done["degradation_kind"].fillna("none") if "degradation_kind" in done else pd.Series("none", index=done.index)
+    levels = done["degradation_pct"].fillna(0.0) if "degradation_pct" in done else pd.Series(0.0, index=done.index)
+    subs = sorted(set(done["substrate"])) if len(done) and "substrate" in done else []
+    order = [k for k in ("none", "steady", "event", "swept", "measured") if k in set(kinds)]
+    panels = [(s, k) for s in subs for k in order if ((done["substrate"] == s) & (kinds == k)).any()] or [(None, None)]
+    cols = min(3, len(panels))
+    rows = -(-len(panels) // cols)
+    fig = Figure(figsize=(5.2 * cols, 4.0 * rows + 0.8), layout="constrained")
+    axes = np.atleast_1d(fig.subplots(rows, cols, squeeze=False, sharex=True, sharey=True)).ravel()
+    all_levels = sorted(set(levels.round(1)))
+    colours = {lv: f"C{i}" for i, lv in enumerate(all_levels)}
+    for ax, (sub, kind) in zip(axes, panels):
+        ax.axvspan(-5, 5, color="#c8e6c9", alpha=0.5)
+        ax.axvline(0, color="black", lw=0.8)
+        if sub is None:
+            ax.text(0.5, 0.5, "no completed migration", ha="center", transform=ax.transAxes)
+            continue
+        part = done[(done["substrate"] == sub) & (kinds == kind)]
+        for lv in sorted(set(levels[part.index].round(1))):
+            g = part[levels[part.index].round(1) == lv]
+            for var, ls in (("corrected", "-"), ("plain", "--")):
+                e = np.sort(g[f"err_transfer_{var}"].dropna().to_numpy() * 100.0)
+                if e.size:
+                    ax.step(e, np.arange(1, e.size + 1) / e.size, where="post", ls=ls, lw=1.5, color=colours[lv],
+                            label=(f"{lv:g} % degradation" if kind != "none" else "undegraded") + f" (n={e.size})"
+                            if var == "corrected" else None)
+        ax.set_title(f"{_substrate_words(sub)}: {_KIND_WORDS.get(kind, kind)}", fontsize=10)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8, loc="best")
+    for ax in axes[len(panels):]:
+        ax.set_axis_off()
+    for ax in axes[:len(panels)]:
+        ax.set_xlabel("prediction error (predicted - actual) / actual (%)")
+        ax.set_ylabel("fraction of completed migrations")
+    style = [Line2D([], [], color="0.2", ls="-", label="TCP-corrected prediction 8S / (0.956 B)"),
+             Line2D([], [], color="0.2", ls="--", label="paper's prediction 8S / B"),
+             Line2D([], [], color="#c8e6c9", lw=8, label="within ±5 %")]
+    fig.legend(handles=style, loc="outside lower center", ncols=3, fontsize=9, frameon=False)
+    fig.suptitle(title)
     fig.savefig(path, dpi=110)
     return path
 
 
 def confusion_plot(conf: pd.DataFrame, path: Path, title: str, label_col: str | None = None) -> Path:
-    """One 2x2 matrix per row of ``conf`` (predicted feasible x within budget), counts in cells."""
+    """One 2x2 matrix per row of ``conf`` (predicted feasible x within budget), counts in cells;
+    meant for a few rows (one per policy and substrate): the first 12, the title says when there are more."""
+    if len(conf) > 12:
+        title = f"{title} (first 12 of {len(conf)}; all in the table)"
+        conf = conf.head(12)
     n = max(1, len(conf))
     cols = min(4, n)
     rows = -(-n // cols)
-    fig = Figure(figsize=(3.2 * cols, 3.0 * rows + 0.6), layout="constrained")
+    fig = Figure(figsize=(3.4 * cols, 3.1 * rows + 0.6), layout="constrained")
     axes = np.atleast_1d(fig.subplots(rows, cols, squeeze=False)).ravel()
     for ax, (_, r) in zip(axes, conf.iterrows()):
         mat = np.array([[r["tp"], r["fp"]], [r["fn"], r["tn"]]], dtype=float)
         ax.imshow(mat, cmap="Blues", vmin=0, vmax=max(1.0, mat.max()))
-        for (i, j), v in np.ndenumerate(mat):
-            ax.text(j, i, f"{int(v)}", ha="center", va="center", fontsize=12,
-                    color="white" if v > mat.max() / 2 else "black")
+        for (i, j), val in np.ndenumerate(mat):
+            ax.text(j, i, f"{int(val)}", ha="center", va="center", fontsize=13,
+                    color="white" if val > mat.max() / 2 else "black")
         ax.set_xticks([0, 1], ["within\nbudget", "overran"])
         ax.set_yticks([0, 1], ["predicted\nfeasible", "predicted\ninfeasible"])
-        ax.set_title(str(r[label_col]) if label_col else "all", fontsize=9)
+        ax.set_title(str(r[label_col]) if label_col else "all", fontsize=10)
     for ax in axes[len(conf):]:
         ax.set_axis_off()
     fig.suptitle(title)
@@ -273,42 +308,59 @@ def confusion_plot(conf: pd.DataFrame, path: Path, title: str, label_col: str | 
     return path
 
 
-def by_level_plot(sums: pd.DataFrame, param: str, path: Path, title: str, split: str | None = None) -> Path:
+def by_level_plot(sums: pd.DataFrame, param: str, path: Path, title: str, split: str | None = None,
+                  xlabel: str | None = None) -> Path:
     """Non-renewable energy and mean JCT per policy against a swept parameter, as the change vs
     ``static`` in the same run (paired per seed, so the workload's seed-to-seed spread cancels):
-    mean and 95 % CI over seeds. ``split`` (e.g. the variant column) gets one line style per value."""
+    mean and 95 % CI over seeds. One column of panels per value of ``split`` (e.g. the variant);
+    the policies are offset a little along x so that their intervals do not hide each other."""
     from scipy import stats
 
-    fig = Figure(figsize=(12, 4.8), layout="constrained")
-    axes = fig.subplots(1, 2)
-    ref = sums[sums["policy"] == "static"] if "policy" in sums else sums.iloc[0:0]
-    styles = ["-", "--", ":", "-."]
     splits = sorted(sums[split].dropna().unique(), key=str) if split and split in sums else [None]
-    colours = {lb: f"C{i}" for i, lb in enumerate(sorted(set(sums["label"])))}
-    for ax, metric, lab in ((axes[0], "non_renewable_kwh", "non-renewable energy vs static (%)"),
-                            (axes[1], "mean_jct_h", "mean JCT vs static (%)")):
-        if not len(ref):
-            ax.text(0.5, 0.5, "no static policy to compare with", ha="center", transform=ax.transAxes)
-            continue
-        base = ref.set_index("run")[metric]
-        for si, sv in enumerate(splits):
-            part = sums if sv is None else sums[sums[split] == sv]
-            for label, g in part.groupby("label", sort=True):
-                if (g["policy"] == "static").all():
+    fig = Figure(figsize=(5.6 * len(splits) + 0.4, 8.2), layout="constrained")
+    axes = fig.subplots(2, len(splits), squeeze=False, sharex=True, sharey="row")
+    ref = sums[sums["policy"] == "static"] if "policy" in sums else sums.iloc[0:0]
+    labels = sorted(lb for lb, g in sums.groupby("label") if not (g["policy"] == "static").all())
+    colours = {lb: f"C{i}" for i, lb in enumerate(labels)}
+    markers = dict(zip(labels, "osD^vP*X"))
+    xs = np.sort(pd.to_numeric(sums[param], errors="coerce").dropna().unique())
+    span = float(xs.max() - xs.min()) if xs.size > 1 else 1.0
+    step = 0.025 * span
+    for col, sv in enumerate(splits):
+        part = sums if sv is None else sums[sums[split] == sv]
+        for row, (metric, lab) in enumerate((("non_renewable_kwh", "non-renewable energy vs static (%)"),
+                                             ("mean_jct_h", "mean JCT vs static (%)"))):
+            ax = axes[row, col]
+            if not len(ref):
+                ax.text(0.5, 0.5, "no static policy to compare with", ha="center", transform=ax.transAxes)
+                continue
+            base = ref.set_index("run")[metric]
+            for i, label in enumerate(labels):
+                g = part[part["label"] == label]
+                if not len(g):
                     continue
                 rel = 100.0 * (g[metric].to_numpy(float) / base.reindex(g["run"]).to_numpy(float) - 1.0)
-                d = pd.DataFrame({"x": g[param].to_numpy(), "y": rel}).dropna()
+                d = pd.DataFrame({"x": pd.to_numeric(g[param], errors="coerce").to_numpy(float), "y": rel}).dropna()
                 agg = d.groupby("x", sort=True)["y"].agg(["mean", "std", "count"])
                 half = [stats.t.ppf(0.975, c - 1) * sd / np.sqrt(c) if c > 1 and np.isfinite(sd) else 0.0
                         for sd, c in zip(agg["std"], agg["count"])]
-                ax.errorbar(agg.index.astype(float), agg["mean"], yerr=half, marker="o", capsize=3,
-                            ls=styles[si % len(styles)], color=colours[label],
-                            label=label if sv is None else f"{label} ({sv})")
-        ax.axhline(0, color="black", lw=0.8)
-        ax.set_xlabel(param.removeprefix("param:"))
-        ax.set_ylabel(lab)
-        ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=7, ncols=2)
+                offset = (i - (len(labels) - 1) / 2.0) * step
+                if not len(agg):
+                    continue
+                lo_n, hi_n = int(agg["count"].min()), int(agg["count"].max())
+                seeds = f"{lo_n}" if lo_n == hi_n else f"{lo_n}-{hi_n}"
+                ax.errorbar(agg.index.to_numpy(float) + offset, agg["mean"], yerr=half, marker=markers[label],
+                            ms=6, capsize=3, lw=1.2, color=colours[label], label=f"{label} ({seeds} seeds per level)")
+            ax.axhline(0, color="black", lw=0.8)
+            ax.set_xticks(xs)
+            ax.set_ylabel(lab)
+            ax.grid(alpha=0.3)
+            if row == 1:
+                ax.set_xlabel(xlabel or param.removeprefix("param:"))
+            if sv is not None and row == 0:
+                ax.set_title(f"{split.removeprefix('param:')}: {sv}", fontsize=10)
+    handles, names = axes[0, 0].get_legend_handles_labels()
+    fig.legend(handles, names, loc="outside lower center", ncols=min(4, max(1, len(names))), fontsize=9, frameon=False)
     fig.suptitle(title)
     fig.savefig(path, dpi=110)
     return path

@@ -1,0 +1,74 @@
+"""The report's figures: names, labels and the normalised phase diagram's arithmetic."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from testbed.analysis import validation as v
+from testbed.analysis.params import axis_label, fields_of, file_stem
+from testbed.analysis.phase_diagram import plot_normalised_phase, quadrant_counts
+
+
+def run(params: dict, overrides: dict) -> v.Run:
+    return v.Run(Path("."), "sim", 0, "s", "c", params, {}, overrides)
+
+
+EVENTS = [{"link": "*", "start_h": 1.5, "duration_h": 1.0, "degradation_pct": 20},
+          {"link": "*", "start_h": 4.5, "duration_h": 1.0, "degradation_pct": 20}]
+
+
+def test_a_sweep_variable_is_labelled_by_the_fields_it_sets():
+    runs = [run({"$deg": 20, "variant": "steady"}, {"traces.bandwidth.steady_degradation_pct": 20}),
+            run({"$deg": 20, "variant": "events"}, {"traces.bandwidth.events": EVENTS}),
+            run({"$deg": 0, "variant": "events"}, {"traces.bandwidth.events": [dict(e, degradation_pct=0) for e in EVENTS]})]
+    assert set(fields_of("param:$deg", runs)) == {"traces.bandwidth.steady_degradation_pct",
+                                                   "traces.bandwidth.events[].degradation_pct"}
+    assert axis_label("param:$deg", runs) == "bandwidth degradation (%)"
+    assert axis_label("param:traces.forecast.window.noise_pct", []) == "window forecast noise (%)"
+    assert axis_label("param:policies[fa-risk].epsilon", []).startswith("risk budget")
+    assert axis_label("param:workloads.gpu_count", []) == "gpu count"
+    assert axis_label("param:$x", []) == "x"  # nothing known: its own name, without the '$'
+
+
+def test_file_names_carry_no_shell_characters():
+    assert file_stem("param:$deg") == "deg"
+    assert file_stem("param:policies[fa-risk].alpha") == "policies_fa_risk_alpha"
+    assert file_stem("param:traces.bandwidth.steady_degradation_pct") == "traces_bandwidth_steady_degradation_pct"
+
+
+def test_normalised_quadrants_judge_each_migration_on_its_own_window():
+    # predicted 50 s on a 1000 s budget (0.05) but actual 150 s on a true budget of 100 s (1.5): a miss,
+    # whatever the median window of the other migrations is
+    m = pd.DataFrame({"predicted_total_s": [50.0, 50.0, 500.0, 500.0, 50.0],
+                      "predicted_budget_s": [1000.0, 1000.0, 100.0, 100.0, 1000.0],
+                      "actual_total_s": [150.0, 60.0, 90.0, 900.0, np.nan],
+                      "true_budget_s": [100.0, 1000.0, 100.0, 100.0, 1000.0],
+                      "status": ["completed"] * 4 + ["unfinished"]})
+    x = m["predicted_total_s"] / m["predicted_budget_s"]
+    y = (m["actual_total_s"] / m["true_budget_s"]).where(m["status"] == "completed")
+    assert quadrant_counts(x, y) == {(0, 0): 1, (0, 1): 2, (1, 0): 1, (1, 1): 1}
+
+
+def test_normalised_phase_diagram_renders_and_names_missing_columns(tmp_path):
+    m = pd.DataFrame({"predicted_total_s": [50.0, 500.0], "predicted_budget_s": [1000.0, 100.0],
+                      "actual_total_s": [60.0, np.nan], "true_budget_s": [100.0, 100.0],
+                      "status": ["completed", "unfinished"], "degradation_kind": ["none", "event"],
+                      "substrate": ["sim", "netns"]})
+    path = plot_normalised_phase(tmp_path / "p.png", m)
+    assert path.stat().st_size > 20_000
+    with pytest.raises(ValueError, match="true_budget_s"):
+        plot_normalised_phase(tmp_path / "q.png", m.drop(columns="true_budget_s"))
+
+
+def test_confusion_figure_keeps_to_a_few_panels(tmp_path):
+    conf = pd.DataFrame({"g": [f"p{i}" for i in range(70)], "tp": 1, "fp": 0, "fn": 0, "tn": 1})
+    from PIL import Image
+
+    v.confusion_plot(conf, tmp_path / "c.png", "t", "g")
+    with Image.open(tmp_path / "c.png") as im:
+        w, h = im.size
+    assert h < 1400 and w < 1600  # 12 panels at most (70 would be ~6000 px tall)
