@@ -137,6 +137,17 @@ def _write_report(dirs: list[Path], runs: list, m: pd.DataFrame, sums: pd.DataFr
                        "p90_abs_transfer_corrected"]]
                       if (alone["status"] == "completed").any() else None), ""]
 
+    emulated = m[m["substrate"] != "sim"] if len(m) else m
+    if len(emulated) and "contended" in emulated.columns and (emulated["status"] == "completed").any():
+        flag = emulated["contended"].astype("boolean")
+        host = np.where(flag.isna(), "not recorded", np.where(flag.fillna(False), "contended host", "quiet host"))
+        both = pd.concat([emulated.assign(host=host), emulated[~flag.fillna(False).to_numpy(bool)].assign(
+            host="all without contended")], ignore_index=True)
+        cols = ["substrate", *params, "host", "n", "median_abs_transfer_corrected", "p90_abs_transfer_corrected"]
+        lines += ["Emulated transfers measured while other load on the host took CPU (flagged `contended`) "
+                  "change by tens of percent; |error| per host condition, and without the contended ones:", "",
+                  _md_table(v.error_table(both, ["substrate", *params, "host"])[cols]), ""]
+
     lines += ["## Predicted feasible vs completed within budget", "",
               "tp: predicted feasible and made it; **fp: predicted feasible and overran (the model's misses, "
               "counted)**; fn: predicted infeasible but would have made it (only `no_filter` and `energy_only` "

@@ -72,3 +72,27 @@ def test_confusion_figure_keeps_to_a_few_panels(tmp_path):
     with Image.open(tmp_path / "c.png") as im:
         w, h = im.size
     assert h < 1400 and w < 1600  # 12 panels at most (70 would be ~6000 px tall)
+
+
+def test_report_shows_emulated_errors_with_and_without_contended_transfers(tmp_path, monkeypatch):
+    from testbed.analysis import report
+
+    rng = np.random.default_rng(0)
+    n = 12
+    m = pd.DataFrame({"substrate": "netns", "status": "completed", "label": "p", "run": 0, "src": "a", "dst": "b",
+                      "size_gb": 10.0, "predicted_bandwidth_gbps": 1.0, "t_decision_s": np.arange(n) * 1e4,
+                      "predicted_load_s": 10.3, "predicted_downtime_s": 0.4, "predicted_total_s": 100.0,
+                      "predicted_budget_s": 1000.0, "true_budget_s": 1000.0, "predicted_window_s": 1e4,
+                      "predicted_alpha": 0.1, "within_budget": True, "predicted_feasible": True,
+                      "predicted_risk_feasible": None, "contended": [True] * 4 + [False] * 8,
+                      "actual_transfer_s": 80 / 0.956 * rng.uniform(0.99, 1.01, n) * np.r_[[1.4] * 4, [1.0] * 8]})
+    m["actual_total_s"] = m["actual_transfer_s"] + 10.7
+    m = v.add_concurrency(v.add_predictions(m))
+    sums = pd.DataFrame({"label": ["p"], "substrate": ["netns"], "policy": ["p"], "run": [0]})
+    report._write_report([tmp_path], [], m, sums, tmp_path, "t")
+    text = (tmp_path / "report.md").read_text()
+    want = {"contended host", "quiet host", "all without contended"}
+    rows = {line.split("|")[2].strip(): line for line in text.splitlines()
+            if line.startswith("| netns |") and line.split("|")[2].strip() in want}
+    assert set(rows) == want
+    assert "| 8 |" in rows["all without contended"] and "| 4 |" in rows["contended host"]
