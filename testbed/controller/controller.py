@@ -101,8 +101,11 @@ class Controller:
         for name, plan in plans.items():
             node = self.cluster.sites[name].power
             for job_id in self.cluster.sites[name].running:
-                if job_id in held:  # the lowest cap and (near) zero throughput: the agent throttle all but stops it
-                    caps[job_id], requested_w[job_id] = JobCap(name, node.min_cap_w, 0.0, 0.0), 0.0
+                if job_id in held:  # accounted as held (no progress, idle node); the backend gets the lowest cap,
+                    # the closest a backend comes to holding it (an agent paced near zero could not be woken)
+                    low = node.min_cap_w
+                    caps[job_id] = JobCap(name, low, node.throughput_frac(low), node.profile.draw_w(low))
+                    requested_w[job_id] = 0.0
                     continue
                 caps[job_id] = JobCap(name, plan.cap_w, node.throughput_frac(plan.cap_w), node.profile.draw_w(plan.cap_w))
         reports = self.caps.apply(t0, caps) if caps else {}

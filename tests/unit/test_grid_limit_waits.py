@@ -67,10 +67,12 @@ def test_the_last_started_job_waits_until_the_others_leave_room():
     first_done = min(jobs.loc["j1", "finished_s"], jobs.loc["j2", "finished_s"])
     assert jobs.loc["j3", "waiting_s"] == pytest.approx(first_done, abs=t["timeseries"]["dt_s"].max())
     assert jobs["status"].eq("done").all()
-    # the held job's power row: the lowest cap, no throughput
+    # the held job's power row: nothing requested; the backend was given the lowest cap
     p = t["power"]
     held = p[(p["job_id"] == "j3") & (p["t_s"] == 0)].iloc[0]
-    assert held["cap_w"] == node.min_cap_w and held["throughput_frac_model"] == 0.0
+    assert held["cap_requested_w"] == 0.0 and held["cap_w"] == node.min_cap_w
+    running = p[(p["job_id"] == "j1") & (p["t_s"] == 0)].iloc[0]
+    assert running["cap_requested_w"] >= node.min_cap_w
 
 
 def test_a_limit_below_idle_power_holds_every_job_and_reports_only_idle_overdraw():
