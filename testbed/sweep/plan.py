@@ -192,7 +192,7 @@ def plan_sweep(sweep: SweepFile, substrate: str | None = None) -> SweepPlan:
     points = list(itertools.product(*(ax.values for ax in sweep.axes)))
     cells: list[Cell] = []
     errors: list[CellError] = []
-    combos = list(itertools.product(variants, points))
+    combos = [(v, p) for v, p in itertools.product(variants, points) if v is None or v.applies(sweep.axes, p)]
     for index, (variant, point) in enumerate(combos):
         try:
             cells.append(_build_cell(sweep, base_data, index, variant, point))

@@ -12,7 +12,8 @@ grid:                                 # cartesian product over the axes, in this
   $deg: [20, 50]                      # a free parameter: sets nothing itself; variants use "${deg}"
 variants:                             # crossed with the grid; each sets several paths at once
   - {name: steady, set: {traces.bandwidth.steady_degradation_pct: "${deg}"}}
-  - {name: events, set: {traces.bandwidth.events: [{link: "*", start_h: 6, duration_h: 6, degradation_pct: "${deg}"}]}}
+  - {name: events, set: {traces.bandwidth.events: [{link: "*", start_h: 6, duration_h: 6, degradation_pct: "${deg}"}]},
+     when: {$deg: [50]}}              # optional: this variant only at these values of these axes
 metrics: [non_renewable_kwh, mean_jct_h]   # default: every numeric summary column
 ```
 
@@ -45,6 +46,15 @@ _NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 class Variant(Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$")
     set_: dict[str, Any] = Field(default_factory=dict, alias="set", description="path -> value")
+    when: dict[str, list[Any]] = Field(
+        default_factory=dict, description="grid axis (as written in grid) -> the values at which this variant "
+        "runs; default: every grid point. E.g. degradation events only where the degradation is not 0, so "
+        "the 0 % cell is run (and counted) once.")
+
+    def applies(self, axes: "tuple[Axis, ...]", point: tuple) -> bool:
+        """Whether this variant runs at the grid point (one value per axis, in the axes' order)."""
+        at = {ax.key: canonical(v) for ax, v in zip(axes, point)}
+        return all(at[key] in {canonical(v) for v in values} for key, values in self.when.items())
 
 
 class SweepLimits(Strict):
@@ -192,6 +202,19 @@ def _cross_checks(spec: SweepSpec, axes: list[Axis]) -> list[tuple[str, str]]:
             used |= refs
             for r in sorted(refs - params):
                 problems.append((where, f"uses ${{{r}}} but the grid has no ${r} axis"))
+    keys = {ax.key: ax for ax in axes}
+    for i, var in enumerate(spec.variants):
+        for key, values in var.when.items():
+            where = f"variants[{i}].when[{key}]"
+            if key not in keys:
+                problems.append((where, f"not a grid axis (axes: {', '.join(keys) or 'none'})"))
+                continue
+            if not values:
+                problems.append((where, "must list at least one value"))
+            known = {canonical(v) for v in keys[key].values}
+            for v in values:
+                if canonical(v) not in known:
+                    problems.append((where, f"{canonical(v)} is not a value of grid[{key}]"))
     for p in sorted(params - used):
         problems.append((f"grid[${p}]", f"parameter ${p} is not used by any variant (write \"${{{p}}}\" in a variant)"))
     for i, m in enumerate(spec.metrics or []):

@@ -95,6 +95,33 @@ def test_variants_cross_the_grid_and_reuse_parameters(tmp_path):
     assert [t.seed for t in plan.trials[:2]] == [4, 9] and len(plan.trials) == 8
 
 
+def test_a_variant_can_run_at_some_grid_points_only(tmp_path):
+    """The 0 % cell of a degradation sweep is one run, not one per variant (counted once)."""
+    path = write_sweep(tmp_path, {
+        "seeds": [4],
+        "grid": {"$deg": [0, 20, 50]},
+        "variants": [
+            {"name": "steady", "set": {"traces.bandwidth.steady_degradation_pct": "${deg}"}},
+            {"name": "events", "when": {"$deg": [20, 50]}, "set": {"traces.bandwidth.events": [
+                {"link": "*", "start_h": 2, "duration_h": 4, "degradation_pct": "${deg}"}]}},
+        ],
+    })
+    plan = plan_sweep(load_sweep_file(path))
+    assert [(c.variant, c.params["$deg"]) for c in plan.cells] == [
+        ("steady", 0), ("steady", 20), ("steady", 50), ("events", 20), ("events", 50)]
+    assert len({c.id for c in plan.cells}) == 5 and len(plan.trials) == 5
+
+
+def test_variant_when_must_name_grid_axes_and_their_values(tmp_path):
+    path = write_sweep(tmp_path, {"grid": {"$deg": [0, 20]}, "variants": [
+        {"name": "a", "set": {"traces.bandwidth.steady_degradation_pct": "${deg}"}, "when": {"$deg": [30], "$x": [1]}},
+        {"name": "b", "set": {"traces.bandwidth.steady_degradation_pct": "${deg}"}, "when": {"$deg": []}}]})
+    lines = _problems(path)
+    assert f"{path}: variants[0].when[$deg]: 30 is not a value of grid[$deg]" in lines
+    assert f"{path}: variants[0].when[$x]: not a grid axis (axes: $deg)" in lines
+    assert f"{path}: variants[1].when[$deg]: must list at least one value" in lines
+
+
 def test_zipped_axis_takes_one_value_per_path(tmp_path):
     path = write_sweep(tmp_path, {"seeds": None, "grid": {
         "feasibility.alpha, policies[feasibility_aware].alpha": [[0.05, 0.1], 0.2]}})
