@@ -159,8 +159,9 @@ class Cluster:
         self.jobs[outcome.order.job_id].migration.outcome = outcome  # type: ignore[union-attr]
 
     def waiting_jobs(self, plans: dict[str, SitePowerPlan]) -> set[str]:
-        """The running jobs each site's plan holds this step (``plan.n_waiting``): the most recently
-        started (last in ``site.running``), so the jobs that have run longest keep running."""
+        """The running jobs each site's plan holds this step (``plan.n_waiting``): the last in
+        ``site.running``, i.e. those started or moved in most recently, so the jobs that have run
+        there longest keep running."""
         out: set[str] = set()
         for name, plan in plans.items():
             running = self.sites[name].running

@@ -14,9 +14,10 @@ the lowest cap). With ``k`` of ``n`` running nodes training::
     fixed + (n - k) * p_idle + k * P_active(min_cap) <= budget,   k as large as fits
 
 Which jobs wait is the cluster's choice (:meth:`testbed.controller.cluster.Cluster.waiting_jobs`:
-the most recently started). Only what cannot be cut -- transfers in flight, idle and waiting
-nodes, and a node type whose lowest cap draws no more than idle -- can still exceed the budget;
-that energy is accounted as grid power over the limit (``overdraw_kwh``), never hidden.
+those started or moved in most recently). Only what cannot be cut can still exceed the budget:
+transfers in flight, idle and waiting nodes, a migration's load phase and a job resuming mid-step
+after one (neither is planned), and nodes whose lowest cap draws no more than idle. That energy is
+accounted as grid power over the limit (``overdraw_kwh``), never hidden.
 """
 
 from __future__ import annotations
