@@ -3,13 +3,13 @@
 Placement goes to the free site with the largest surplus. At each decision point every job
 running on grid power moves to the free site with the largest surplus that can power it,
 whatever the checkpoint size, bandwidth or remaining window. The shared damping
-(:mod:`testbed.policies.hysteresis`: minimum dwell, return margin) applies unless switched off.
+(:mod:`testbed.policies.damping`: minimum dwell, return margin) applies unless switched off.
 """
 
 from __future__ import annotations
 
 from testbed.controller.policy_api import Candidate, Move, Policy
-from testbed.policies.hysteresis import Damped
+from testbed.policies.damping import Damped
 from testbed.policies.placement import greenest, grid_jobs_by_remaining
 from testbed.policies.registry import register_policy
 from testbed.spec.policies import EnergyOnly

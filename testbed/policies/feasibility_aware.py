@@ -24,14 +24,14 @@ The job moves if the best U beats staying, ``U(src) = -beta * T_rem * (1 / s_gri
 by more than ``min_gain``.
 ``no_filter`` runs this same code with the filter off: the independent test of Eq. 1;
 ``feasibility_classes`` with the paper's fixed classes in place of Eq. 1. All three share the
-damping of :mod:`testbed.policies.hysteresis` (minimum dwell, return margin).
+damping of :mod:`testbed.policies.damping` (minimum dwell, return margin).
 """
 
 from __future__ import annotations
 
 from testbed.controller.policy_api import Candidate, Move, Policy
 from testbed.feasibility import FeasibilityParams, Prediction, assess
-from testbed.policies.hysteresis import Damped
+from testbed.policies.damping import Damped
 from testbed.policies.move_energy import move_energy
 from testbed.policies.placement import grid_jobs_by_remaining, origin_or_least_loaded
 from testbed.policies.registry import register_policy

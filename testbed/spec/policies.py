@@ -79,7 +79,7 @@ DEFAULT_MIN_DWELL_H = 2.0
 DEFAULT_RETURN_MARGIN = 1.0
 
 
-class Hysteresis(Strict):
+class Damping(Strict):
     """Damping of a migrating policy's moves, so that a job does not bounce between sites.
     ``min_dwell_h: 0`` and ``return_margin: 0`` together are the paper's behaviour (no damping)."""
 
@@ -96,12 +96,12 @@ class Hysteresis(Strict):
 
 
 @migration_policy
-class EnergyOnly(_Base, Hysteresis):
+class EnergyOnly(_Base, Damping):
     name: Literal["energy_only"]
 
 
 @migration_policy
-class FeasibilityAware(_Base, FeasibilityOverrides, Hysteresis):
+class FeasibilityAware(_Base, FeasibilityOverrides, Damping):
     name: Literal["feasibility_aware"]
     epsilon: float | None = Field(None, gt=0, le=0.5, description="Risk budget in (0, 0.5]; None = deterministic Eq. 1.")
     assumed_window_noise_pct: float | None = Field(

@@ -17,7 +17,7 @@ from testbed.policies.move_energy import MoveEnergy, move_energy
 
 class Damped:
     """Mixin for a :class:`~testbed.controller.policy_api.Policy` whose spec has ``min_dwell_h``
-    and ``return_margin`` (``testbed.spec.policies.Hysteresis``); call :meth:`init_damping` in ``__init__``."""
+    and ``return_margin`` (``testbed.spec.policies.Damping``); call :meth:`init_damping` in ``__init__``."""
 
     min_dwell_s: float = 0.0
     return_margin: float = 0.0
