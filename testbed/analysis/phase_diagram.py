@@ -247,17 +247,19 @@ def plot_normalised_phase(path: str | Path, migrations, *, title: str | None = N
     ax.set_xlim(lo, hi)
     ax.set_ylim(lo, hi)
     count = quadrant_counts(x, y)
-    for tx, ty, text in ((0.03, 0.03, f"predicted feasible,\nmade it: {count[0, 0]}"),
-                         (0.03, 0.97, f"predicted feasible, overran\n(the model's misses): {count[0, 1]}"),
-                         (0.97, 0.03, f"predicted infeasible,\nwould have made it: {count[1, 0]}"),
-                         (0.97, 0.97, f"predicted infeasible,\noverran: {count[1, 1]}")):
-        ax.text(tx, ty, text, transform=ax.transAxes, ha="left" if tx < 0.5 else "right",
-                va="bottom" if ty < 0.5 else "top", fontsize=9, color="0.25",
-                bbox={"boxstyle": "round,pad=0.3", "fc": "white", "ec": "0.7", "alpha": 0.85})
+    # the points lie along the diagonal: the labels go into the empty corners beside it
+    edge = 1.15
+    for tx, ty, ha, va, text in (
+            (1 / edge, lo * edge, "right", "bottom", f"predicted feasible,\nmade it: {count[0, 0]}"),
+            (lo * edge, hi / edge, "left", "top", f"predicted feasible, overran\n(the model's misses): {count[0, 1]}"),
+            (hi / edge, lo * edge, "right", "bottom", f"predicted infeasible,\nwould have made it: {count[1, 0]}"),
+            (edge, hi / edge, "left", "top", f"predicted infeasible,\noverran: {count[1, 1]}")):
+        ax.text(tx, ty, text, ha=ha, va=va, fontsize=9, color="0.25", zorder=10,
+                bbox={"boxstyle": "round,pad=0.3", "fc": "white", "ec": "0.7", "alpha": 0.9})
     ax.set_xlabel("predicted total time / (α × predicted window)   [Eq. 1 holds left of 1]")
     ax.set_ylabel("realised total time / (α × true window)   [within budget below 1]")
     ax.grid(alpha=0.3, which="major")
-    ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(0.0, 0.62), framealpha=0.9)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(0.0, 0.86), framealpha=0.9)
     ax.set_title(title or "Each migration against its own budget (boundary at 1)", fontsize=11)
     fig.savefig(path, dpi=110)
     return path
