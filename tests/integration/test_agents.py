@@ -75,9 +75,13 @@ def test_migration_is_exact_and_timed(pool):
     n_bytes = ck["size_bytes"] + ballast
     expected_s = n_bytes * 8 / (100e6 * EFF)
     assert rep["t_transfer_s"] == pytest.approx(expected_s, rel=0.10)
+    assert sent["t_ballast_save_s"] > 0 and ck["t_save_s"] > 0 and ck["t_pause_s"] >= 0  # ballast went to disk first
+    # the destination stored checkpoint + ballast: the checkpoint is the file's front
     loaded = b.call("load_and_resume", job_id="j1", transfer_id="j1-m1", sha256=ck["sha256"], steps_per_s=200,
-                    max_steps=STEPS)
+                    max_steps=STEPS, checkpoint_bytes=ck["size_bytes"])
     assert loaded["step"] == 15
+    assert loaded["bytes_read"] == n_bytes  # all of it synced and read back from the device
+    assert min(loaded["t_persist_s"], loaded["t_read_s"], loaded["t_deserialize_s"], loaded["t_restore_s"]) > 0
     a.call("free", job_id="j1")
     _wait_steps(b, "j1", STEPS)
     assert b.call("losses", job_id="j1")["losses"] == _twin_losses()  # bit-identical to the unmigrated twin
