@@ -73,7 +73,7 @@ def judge(runs: list) -> tuple[pd.DataFrame, list[tuple[str, str]]]:
                 over.append(100.0 * _num(c["policies"][lb].get("migration_overhead_frac")))
                 migrations += int(c["policies"][lb].get("migrations") or 0)
         ci = t_interval(over)
-        rows.append({"claim": cmp.OVERHEAD_CLAIM, "paper": "< 2 %", **where, **_shown(ci, "%", 2),
+        rows.append({"claim": cmp.OVERHEAD_CLAIM, "paper": "< 2 %", **where, **_shown(ci, "%", 2, sign=""),
                      "paired test vs static (t p / Wilcoxon p)": "-",
                      "verdict": cmp.overhead_verdict(ci, migrations) if over else "not measured (policy missing)"})
         worst = [r.get("max_breakeven_min") for c in comps for r in c["policies"].values()]
@@ -84,11 +84,11 @@ def judge(runs: list) -> tuple[pd.DataFrame, list[tuple[str, str]]]:
     return pd.DataFrame(rows), sorted(user.items())
 
 
-def _shown(ci, unit: str, digits: int = 1) -> dict:
+def _shown(ci, unit: str, digits: int = 1, sign: str = "+") -> dict:
     if ci is None:
         return {"mean": "-", "95 % CI": "-"}
-    span = "-" if ci.n < 2 else f"[{ci.lo:+.{digits}f}, {ci.hi:+.{digits}f}] {unit}"
-    return {"mean": f"{ci.mean:+.{digits}f} {unit}", "95 % CI": span}
+    span = "-" if ci.n < 2 else f"[{ci.lo:{sign}.{digits}f}, {ci.hi:{sign}.{digits}f}] {unit}"
+    return {"mean": f"{ci.mean:{sign}.{digits}f} {unit}", "95 % CI": span}
 
 
 def markdown(runs: list) -> list[str]:

@@ -64,7 +64,7 @@ def find_runs(directory: Path) -> list[Run]:
     if (directory / "manifest.json").is_file():
         return [_run_of(directory)]
     if (directory / "trials.csv").is_file():
-        trials = pd.read_csv(directory / "trials.csv")
+        trials = pd.read_csv(directory / "trials.csv", dtype={"cell": str, "dir": str})
         runs = []
         for _, t in trials[trials["status"] == "done"].iterrows():
             meta = json.loads((directory / t["dir"] / "trial.json").read_text())
