@@ -96,3 +96,28 @@ def test_a_kind_without_a_mover_is_refused_naming_the_field():
     register_node_kind(NodeKind("throwaway-nomover", "registered, but nothing carries it"))
     with pytest.raises(errors.SpecError, match="emulation.nodes.*no mover"):
         NetnsSubstrate(_inputs("throwaway-nomover"), run_id="t7")
+
+
+def test_an_outcome_never_resumes_before_the_step_it_is_reported_in():
+    """Disk phases scaled back to the real size can end, in scenario time, before the emulation's
+    clock (which spent time_scale x their wall time) reported them: the job resumes at the start of
+    the step the controller learns of it, never in a step it has already accounted."""
+    from testbed.substrate.base import MigrationOutcome
+    from testbed.substrate.emulated.clock import EmulationClock
+
+    sub = NetnsSubstrate(_inputs("ballast"), run_id="t8")
+    sub.clock = EmulationClock(1e6)
+    sub.clock.start(0.0)
+    assert sub.poll(300.0) == []
+
+    def outcome(t_start_s, transfer_s):
+        return MigrationOutcome(order=MigrationOrder("j1", "a", "b", 1.0, t_start_s), status="completed",
+                                transfer_s=transfer_s, load_s=0.0, downtime_s=0.0, goodput_gbps=1.0,
+                                start_lag_s=5.0)
+
+    sub._done.append(outcome(0.0, 95.0))  # ends at 100 s, in the step [0, 300) the controller already counted
+    (late,) = sub.poll(600.0)
+    assert late.resume_s == 300.0 and late.resume_floor_s == 300.0
+    sub._done.append(outcome(600.0, 95.0))  # ends at 700 s, inside the step being polled: as measured
+    (on_time,) = sub.poll(900.0)
+    assert on_time.resume_s == 700.0 and on_time.resume_floor_s == 0.0
