@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from testbed.analysis import compare as cmp
+from testbed.analysis.markdown import md_table
 from testbed.analysis.paper_setup import paper_setup
 from testbed.analysis.stats import paired_test, t_interval
 
@@ -103,9 +104,7 @@ def markdown(runs: list) -> list[str]:
              "**not reproduced**: no significant difference, or the opposite sign. Migration overhead: reproduced "
              "when the CI lies below 2 %; not applicable when the policy never migrated.", ""]
     if len(table):
-        from testbed.analysis.report import _md_table
-
-        lines += [_md_table(table), ""]
+        lines += [md_table(table), ""]
     else:
         lines += ["_No run here reproduces the paper's setup, so no claim of the paper is judged._", ""]
     if user:

@@ -18,27 +18,10 @@ import pandas as pd
 
 from testbed.analysis import calibration, claims
 from testbed.analysis import validation as v
-from testbed.analysis.calibration import calibrate_transfer  # noqa: F401  (the report's calibration, by name)
+from testbed.analysis.markdown import md_table as _md_table
 
 METRICS = ("non_renewable_kwh", "renewable_kwh", "mean_jct_h", "jobs_completed", "migrations", "migrations_overran",
            "migration_overhead_frac")
-
-
-def _md_table(df: pd.DataFrame, digits: int = 3) -> str:
-    if df is None or not len(df):
-        return "_(none)_\n"
-    cols = list(df.columns)
-    out = ["| " + " | ".join(str(c).removeprefix("param:") for c in cols) + " |", "|" + "---|" * len(cols)]
-    for _, r in df.iterrows():
-        cells = []
-        for c in cols:
-            x = r[c]
-            if isinstance(x, (float, np.floating)):
-                cells.append("-" if not np.isfinite(x) else f"{x:.{digits}g}")
-            else:
-                cells.append(str(x))
-        out.append("| " + " | ".join(cells) + " |")
-    return "\n".join(out) + "\n"
 
 
 def sim_vs_emulation(sums: pd.DataFrame) -> pd.DataFrame:

@@ -8,7 +8,8 @@ import pytest
 import yaml
 
 from testbed.analysis import validation as v
-from testbed.analysis.report import build_report, calibrate_transfer, sim_vs_emulation
+from testbed.analysis.calibration import calibrate_transfer
+from testbed.analysis.report import build_report, sim_vs_emulation
 from testbed.cli import main
 from testbed.controller.records import outcome_s
 from tests.conftest import ROOT

@@ -1,0 +1,23 @@
+"""Markdown tables for report.md."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+
+def md_table(df: pd.DataFrame, digits: int = 3) -> str:
+    if df is None or not len(df):
+        return "_(none)_\n"
+    cols = list(df.columns)
+    out = ["| " + " | ".join(str(c).removeprefix("param:") for c in cols) + " |", "|" + "---|" * len(cols)]
+    for _, r in df.iterrows():
+        cells = []
+        for c in cols:
+            x = r[c]
+            if isinstance(x, (float, np.floating)):
+                cells.append("-" if not np.isfinite(x) else f"{x:.{digits}g}")
+            else:
+                cells.append(str(x))
+        out.append("| " + " | ".join(cells) + " |")
+    return "\n".join(out) + "\n"
