@@ -1,11 +1,13 @@
 """``testbed report DIR [DIR ...]``: one ``report.md`` with figures from runs and sweeps.
 
-Sections: predicted vs actual migration times (scatter with y = x, error CDF, error table), the
-confusion matrix of predicted-feasible vs completed-within-budget, non-renewable energy and mean
-JCT per policy at each swept level, the phase diagram with the measured migrations, the seed's
-claims beside what was measured per substrate (sim, netns, mininet) with verdicts, sim vs
+Sections: predicted vs actual migration times (scatter with y = x, error CDFs per substrate and
+link condition, error tables, by concurrency and by host contention), predicted-feasible vs
+completed-within-budget (panels per policy, tables per level), energy and JCT per policy at each
+swept level, the normalised phase diagram (each migration against its own budget), the paper's
+claims over seeds where a scenario reproduces the paper's setup (testbed.analysis.claims), sim vs
 emulation per metric for runs that share scenario, seed and cell, and the sim transfer model
-calibrated from the emulated migrations.
+calibrated from clean emulated transfers, with CIs, or why none is proposed
+(testbed.analysis.calibration).
 """
 
 from __future__ import annotations
