@@ -97,5 +97,6 @@ def run_scenario(loaded: LoadedScenario, *, out_dir: Path | None = None, substra
         write_json(tmp / "manifest.json", build_manifest(
             scenario_sha256=loaded.sha256, scenario_path=str(loaded.path),
             scenario_resolved=inputs.scenario.model_dump(mode="json"), seed=inputs.seed, substrate=study.describe(),
-            policies=[p.model_dump(mode="json") for p in sc.policies], wall_s=wall, argv=argv or []))
+            policies=[p.model_dump(mode="json") for p in sc.policies], wall_s=wall, argv=argv or [],
+            topology_path=loaded.topology_path))
     return out_dir

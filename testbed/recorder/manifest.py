@@ -12,7 +12,6 @@ from importlib import metadata
 from pathlib import Path
 
 import testbed
-from testbed.spec.load import resolve_file  # the loader's own lookup, so the same file is hashed
 
 _HASH_CHUNK_BYTES = 1 << 20
 
@@ -53,37 +52,36 @@ def file_sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def _named_files(resolved: dict) -> list[tuple[str, str]]:
-    """(field path, file name) of every file a resolved scenario reads besides itself: its topology
-    file, renewable trace files and power-profile files (the loader has made the last two absolute)."""
-    out: list[tuple[str, str]] = []
-    if isinstance(resolved.get("topology"), str):
-        out.append(("topology", resolved["topology"]))
+def _named_files(resolved: dict, topology_path: Path | None) -> list[tuple[str, str, Path]]:
+    """(field path, name as written, path) of every file a resolved scenario reads besides itself:
+    its topology file (the path the loader found, ``topology_path``), renewable trace files and
+    power-profile files (the loader has made the last two absolute)."""
+    out: list[tuple[str, str, Path]] = []
+    if isinstance(resolved.get("topology"), str) and topology_path is not None:
+        out.append(("topology", resolved["topology"], Path(topology_path)))
     renewable = (resolved.get("traces") or {}).get("renewable") or {}
     for key in sorted(renewable):
         src = renewable[key]
         if isinstance(src, dict) and isinstance(src.get("file"), str):
-            out.append((f"traces.renewable.{key}.file", src["file"]))
+            out.append((f"traces.renewable.{key}.file", src["file"], Path(src["file"])))
     node_types = resolved.get("node_types") or {}
     for name in sorted(node_types):
         ref = node_types[name].get("power_profile") if isinstance(node_types[name], dict) else None
         if isinstance(ref, str) and Path(ref).is_absolute():  # a shipped profile is named, not a file
-            out.append((f"node_types.{name}.power_profile", ref))
+            out.append((f"node_types.{name}.power_profile", ref, Path(ref)))
     return out
 
 
-def input_files(scenario_path: str | Path, resolved: dict) -> list[dict]:
+def input_files(scenario_path: str | Path, resolved: dict, topology_path: Path | None = None) -> list[dict]:
     """One entry per input file the scenario reads: the field naming it, its path relative to the
     scenario file's folder, its size and sha256 (``sha256: null`` and ``problem`` if it can no
-    longer be read when the manifest is written)."""
+    longer be read when the manifest is written). Paths are the ones the loader resolved (the
+    topology's is ``topology_path``), so the working directory at write time does not matter."""
     base = Path(scenario_path).resolve().parent
     entries = []
-    for field, name in _named_files(resolved):
-        path = resolve_file(name, base)
-        entry: dict = {"field": field, "path": name if path is None else os.path.relpath(path, base)}
+    for field, name, path in _named_files(resolved, topology_path):
+        entry: dict = {"field": field, "path": os.path.relpath(path, base) if path.is_absolute() else name}
         try:
-            if path is None:
-                raise FileNotFoundError(name)
             entry["bytes"] = path.stat().st_size
             entry["sha256"] = file_sha256(path)
         except OSError as e:
@@ -93,13 +91,14 @@ def input_files(scenario_path: str | Path, resolved: dict) -> list[dict]:
 
 
 def build_manifest(*, scenario_sha256: str, scenario_path: str, scenario_resolved: dict, seed: int,
-                   substrate: dict, policies: list[dict], wall_s: dict[str, float], argv: list[str]) -> dict:
+                   substrate: dict, policies: list[dict], wall_s: dict[str, float], argv: list[str],
+                   topology_path: Path | None = None) -> dict:
     return {
         "format": "testbed-results/1",
         "created_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "command": argv,
         "scenario": {"path": scenario_path, "sha256": scenario_sha256, "copy": "scenario.yaml", "resolved": scenario_resolved},
-        "input_files": input_files(scenario_path, scenario_resolved),
+        "input_files": input_files(scenario_path, scenario_resolved, topology_path),
         "seed": seed,
         "substrate": substrate,
         "policies": policies,

@@ -43,7 +43,7 @@ def test_every_input_file_is_hashed_with_its_path_relative_to_the_scenario(tmp_p
     loaded = load_scenario(path)
     resolved = loaded.scenario.model_dump(mode="json")
     manifest = build_manifest(scenario_sha256=loaded.sha256, scenario_path=str(loaded.path), scenario_resolved=resolved,
-                              seed=1, substrate={}, policies=[], wall_s={}, argv=[])
+                              seed=1, substrate={}, policies=[], wall_s={}, argv=[], topology_path=loaded.topology_path)
     entries = {e["field"]: e for e in manifest["input_files"]}
     expected = {
         "topology": ("../topo/two.yaml", tmp_path / "topo" / "two.yaml"),
@@ -52,6 +52,7 @@ def test_every_input_file_is_hashed_with_its_path_relative_to_the_scenario(tmp_p
         "node_types.my-gpu.power_profile": ("my-profile.yaml", tmp_path / "s" / "my-profile.yaml"),
     }
     assert set(entries) == set(expected)
+    assert loaded.topology_path == (tmp_path / "topo" / "two.yaml").resolve()
     for field, (rel, real) in expected.items():
         assert entries[field]["path"] == rel
         assert entries[field]["sha256"] == sha(real)
@@ -76,3 +77,14 @@ def test_a_scenario_without_input_files_records_none(tmp_path):
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump(small_scenario_dict()))
     assert input_files(path, load_scenario(path).scenario.model_dump(mode="json")) == []
+
+
+def test_the_working_directory_at_write_time_does_not_matter(tmp_path, monkeypatch):
+    path = make_case(tmp_path)
+    loaded = load_scenario(path)
+    resolved = loaded.scenario.model_dump(mode="json")
+    here = input_files(path, resolved, loaded.topology_path)
+    (tmp_path / "elsewhere" / "topo").mkdir(parents=True)  # a decoy ../topo/two.yaml from another cwd
+    (tmp_path / "elsewhere" / "topo" / "two.yaml").write_text("decoy\n")
+    monkeypatch.chdir(tmp_path / "elsewhere" / "topo")
+    assert input_files(path, resolved, loaded.topology_path) == here
