@@ -88,6 +88,7 @@ class SimSubstrate(Substrate):
             "time_scale": None,
             "byte_scale": 1.0,
             "measured": [],
+            "records": "every phase is modelled: migrations.parquet files them as model_* (no actual_* value)",
             "modelled": {
                 "transfer_s": f"integral of the true bandwidth trace x protocol efficiency {m.protocol_efficiency:.4f}"
                 + (" + handshake/slow-start from link RTT" if m.slow_start else ""),
