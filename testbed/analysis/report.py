@@ -166,7 +166,7 @@ def _write_report(dirs: list[Path], runs: list, m: pd.DataFrame, sums: pd.DataFr
             others = [q for q in params if q != p and q not in numeric]
             quantity = axis_label(p, runs)
             v.by_level_plot(sums[values.notna()].assign(**{p: values.dropna()}), p, f,
-                            f"Change vs static at each {quantity} (paired per seed; mean, 95 % CI)",
+                            f"Change vs static at each {quantity}\n(paired per seed; mean and 95 % CI over seeds)",
                             split=others[0] if others else None, xlabel=quantity)
             lines += [f"![by level]({f.name})", ""]
 

@@ -316,8 +316,12 @@ def by_level_plot(sums: pd.DataFrame, param: str, path: Path, title: str, split:
     the policies are offset a little along x so that their intervals do not hide each other."""
     from scipy import stats
 
-    splits = sorted(sums[split].dropna().unique(), key=str) if split and split in sums else [None]
-    fig = Figure(figsize=(5.6 * len(splits) + 0.4, 8.2), layout="constrained")
+    if split and split in sums and sums[split].notna().any():
+        sums = sums.assign(**{split: sums[split].fillna("-")})  # runs without it: one more column, "-"
+        splits = sorted(sums[split].unique(), key=str)
+    else:
+        splits = [None]
+    fig = Figure(figsize=(max(9.0, 5.6 * len(splits) + 0.4), 8.4), layout="constrained")
     axes = fig.subplots(2, len(splits), squeeze=False, sharex=True, sharey="row")
     ref = sums[sums["policy"] == "static"] if "policy" in sums else sums.iloc[0:0]
     labels = sorted(lb for lb, g in sums.groupby("label") if not (g["policy"] == "static").all())
@@ -350,7 +354,8 @@ def by_level_plot(sums: pd.DataFrame, param: str, path: Path, title: str, split:
                 lo_n, hi_n = int(agg["count"].min()), int(agg["count"].max())
                 seeds = f"{lo_n}" if lo_n == hi_n else f"{lo_n}-{hi_n}"
                 ax.errorbar(agg.index.to_numpy(float) + offset, agg["mean"], yerr=half, marker=markers[label],
-                            ms=6, capsize=3, lw=1.2, color=colours[label], label=f"{label} ({seeds} seeds per level)")
+                            ms=6, capsize=3, lw=1.2, color=colours[label],
+                            label=f"{label} ({seeds} seed{'' if hi_n == 1 else 's'} per level)")
             ax.axhline(0, color="black", lw=0.8)
             ax.set_xticks(xs)
             ax.set_ylabel(lab)
@@ -360,7 +365,8 @@ def by_level_plot(sums: pd.DataFrame, param: str, path: Path, title: str, split:
             if sv is not None and row == 0:
                 ax.set_title(f"{split.removeprefix('param:')}: {sv}", fontsize=10)
     handles, names = axes[0, 0].get_legend_handles_labels()
-    fig.legend(handles, names, loc="outside lower center", ncols=min(4, max(1, len(names))), fontsize=9, frameon=False)
+    fig.legend(handles, names, loc="outside lower center", ncols=min(2 if len(splits) == 1 else 4, max(1, len(names))),
+               fontsize=9, frameon=False)
     fig.suptitle(title)
     fig.savefig(path, dpi=110)
     return path

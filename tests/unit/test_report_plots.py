@@ -96,3 +96,16 @@ def test_report_shows_emulated_errors_with_and_without_contended_transfers(tmp_p
             if line.startswith("| netns |") and line.split("|")[2].strip() in want}
     assert set(rows) == want
     assert "| 8 |" in rows["all without contended"] and "| 4 |" in rows["contended host"]
+
+
+def test_by_level_plot_with_a_split_column_the_runs_do_not_have(tmp_path):
+    # a sim sweep with variants reported together with a netns sweep without: the netns rows have no variant
+    rows = []
+    for run, (deg, variant) in enumerate([(0, None), (35, None), (0, "steady"), (35, "steady")]):
+        for label, kwh in (("static", 100.0), ("feasibility_aware", 90.0 - deg / 10)):
+            rows.append({"run": run, "label": label, "policy": label, "non_renewable_kwh": kwh, "mean_jct_h": 10.0,
+                         "param:x": deg, "param:variant": variant})
+    sums = pd.DataFrame(rows)
+    v.by_level_plot(sums, "param:x", tmp_path / "a.png", "t", split="param:variant", xlabel="x (%)")
+    v.by_level_plot(sums[sums["param:variant"].isna()], "param:x", tmp_path / "b.png", "t", split="param:variant")
+    assert (tmp_path / "a.png").stat().st_size > 20_000 and (tmp_path / "b.png").stat().st_size > 20_000
