@@ -36,33 +36,74 @@ def _p(x: float) -> str:
     return "-" if not np.isfinite(x) else f"{x:.2g}"
 
 
-def judge(runs: list) -> tuple[pd.DataFrame, list[tuple[str, str]]]:
-    """(one row per paper-setup group and claim, [(user scenario, why it is not the paper's setup)])."""
-    groups: dict[tuple[str, str, str], list[dict]] = {}
-    user: dict[str, str] = {}
+def _groups(runs: list) -> tuple[dict[tuple[str, str, str], list[dict]], dict[tuple[str, str, str], list[dict]],
+                                 dict[str, str]]:
+    """The runs' comparison.json, grouped by (scenario, substrate, cell): (paper-setup groups,
+    user-scenario groups, {user scenario: why it is not the paper's setup})."""
+    paper: dict[tuple[str, str, str], list[dict]] = {}
+    other: dict[tuple[str, str, str], list[dict]] = {}
+    why_not: dict[str, str] = {}
     for run in runs:
         f = run.path / "comparison.json"
         if not f.is_file():
             continue
         ok, why = paper_setup(run.resolved)
         if not ok:
-            user.setdefault(run.scenario, why)
-            continue
-        groups.setdefault((run.scenario, run.substrate, run.cell), []).append(json.loads(f.read_text()))
+            why_not.setdefault(run.scenario, why)
+        (paper if ok else other).setdefault((run.scenario, run.substrate, run.cell), []).append(json.loads(f.read_text()))
+    return paper, other, why_not
+
+
+def _change(comps: list[dict], policy_label: str, metric: str) -> tuple[np.ndarray, np.ndarray]:
+    """(the label's ``metric``, static's) per run where both are there."""
+    a, b = [], []
+    for c in comps:
+        st = _label(c["policies"], "static")
+        if policy_label in c["policies"] and st:
+            a.append(_num(c["policies"][policy_label].get(metric)))
+            b.append(_num(c["policies"][st].get(metric)))
+    return np.array(a, dtype=float), np.array(b, dtype=float)
+
+
+def _pct(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(b != 0, 100.0 * (a - b) / b, np.nan)
+
+
+def policy_table(runs: list) -> pd.DataFrame:
+    """Every scenario (paper setup or not), per substrate, cell and policy: the per-seed change vs
+    static of non-renewable energy and of mean JCT (common jobs), mean and 95 % CI with the paired
+    t-test's p, and the mean migrations and overruns per run."""
+    paper, other, _ = _groups(runs)
+    rows = []
+    for (scenario, substrate, cell), comps in sorted({**paper, **other}.items()):
+        labels = list(dict.fromkeys(lb for c in comps for lb, r in c["policies"].items() if r.get("policy") != "static"))
+        for lb in labels:
+            row = {"scenario": scenario, "substrate": substrate, "cell": cell or "-", "policy": lb}
+            for metric, name in (("non_renewable_kwh", "non-renewable vs static"), ("mean_jct_common_h", "JCT vs static")):
+                a, b = _change(comps, lb, metric)
+                ci, test = t_interval(_pct(a, b)), paired_test(a, b)
+                row["seeds"] = 0 if ci is None else ci.n
+                shown = _shown(ci, "%")
+                row[name] = shown["mean"] + ("" if shown["95 % CI"] == "-" else f" {shown['95 % CI'].removesuffix(' %')}")
+                row[f"{name}: paired t p"] = "-" if test is None else _p(test.t_p)
+            runs_lb = [c["policies"][lb] for c in comps if lb in c["policies"]]
+            row["migrations per run"] = float(np.mean([_num(r.get("migrations")) for r in runs_lb]))
+            row["overran per run"] = float(np.mean([_num(r.get("migrations_overran")) for r in runs_lb]))
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def judge(runs: list) -> tuple[pd.DataFrame, list[tuple[str, str]]]:
+    """(one row per paper-setup group and claim, [(user scenario, why it is not the paper's setup)])."""
+    groups, _, user = _groups(runs)
     rows = []
     for (scenario, substrate, cell), comps in sorted(groups.items()):
         where = {"scenario": scenario, "substrate": substrate, "cell": cell or "-", "seeds": len(comps)}
         for _, text, paper_text, value, policy, metric in cmp.PAPER_CLAIMS:
-            a, b = [], []
-            for c in comps:
-                lb, st = _label(c["policies"], policy), _label(c["policies"], "static")
-                if lb and st:
-                    a.append(_num(c["policies"][lb].get(metric)))
-                    b.append(_num(c["policies"][st].get(metric)))
-            a, b = np.array(a, dtype=float), np.array(b, dtype=float)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                change = np.where(b != 0, 100.0 * (a - b) / b, np.nan)
-            ci, test = t_interval(change), paired_test(a, b)
+            lb = next((x for x in (_label(c["policies"], policy) for c in comps) if x), None)
+            a, b = _change(comps, lb, metric) if lb else (np.array([]), np.array([]))
+            ci, test = t_interval(_pct(a, b)), paired_test(a, b)
             rows.append({"claim": text, "paper": paper_text, **where, **_shown(ci, "%"),
                          "paired test vs static (t p / Wilcoxon p)":
                          "-" if test is None else f"{_p(test.t_p)} / {_p(test.wilcoxon_p)}",
@@ -93,9 +134,16 @@ def _shown(ci, unit: str, digits: int = 1, sign: str = "+") -> dict:
 
 
 def markdown(runs: list) -> list[str]:
-    """The report's claims section."""
+    """The report's policy comparison over seeds and its claims section."""
     table, user = judge(runs)
-    lines = ["## The seed's claims, measured", "",
+    policies = policy_table(runs)
+    lines = []
+    if len(policies):
+        lines += ["## Policies vs static, over seeds", "",
+                  "Every scenario, per substrate and sweep cell: the per-seed change vs static (mean, then the 95 % "
+                  "Student-t CI in brackets) and the paired t-test's p over the same seeds.", "",
+                  md_table(policies), ""]
+    lines += ["## The seed's claims, measured", "",
              f"Judged only on scenarios that reproduce the paper's setup ({_criterion()}), per scenario, substrate "
              f"and sweep cell over its seeds: the mean per-seed change vs static, its 95 % Student-t CI, and "
              f"paired tests of the policy's metric against static's over the same seeds. **reproduced**: at least "

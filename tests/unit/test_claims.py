@@ -114,3 +114,14 @@ def test_report_judges_each_cell_over_its_seeds(tmp_path):
     assert rows.loc[("many", "Energy-only: mean JCT vs Static"), "verdict"] == "not measured (policy missing)"
     text = "\n".join(claims.markdown(runs))
     assert "`quickstart` (3 sites" in text and "| many |" in text
+
+
+def test_every_scenario_gets_the_policy_comparison_over_seeds(tmp_path):
+    paper = resolved("paper-migration-5node-7day.yaml")
+    runs = fake_runs(tmp_path, 12, -51.0, paper, "many") + fake_runs(tmp_path, 4, -10.0, resolved("quickstart.yaml"), "u")
+    table = claims.policy_table(runs).set_index(["scenario", "policy"])
+    user = table.loc[("quickstart", "feasibility_aware")]
+    assert user["seeds"] == 4 and user["non-renewable vs static"].startswith("-1")  # about -10 %, with its CI
+    assert "[" in user["non-renewable vs static"] and float(user["non-renewable vs static: paired t p"]) < 0.05
+    assert table.loc[("paper-migration-5node-7day", "feasibility_aware"), "seeds"] == 12
+    assert ("quickstart", "static") not in table.index
