@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from testbed.analysis.bound import pooled_bound_kwh
+
 
 def _f(x) -> float | None:
     return None if x is None or (isinstance(x, float) and np.isnan(x)) else float(x)
@@ -55,6 +57,7 @@ def summarize(tables: dict[str, pd.DataFrame], *, policy: str, label: str) -> di
         "policy": policy,
         "label": label,
         "non_renewable_kwh": non_ren,
+        "pooled_bound_non_renewable_kwh": pooled_bound_kwh(ts),  # what no placement of this demand avoids
         "renewable_kwh": float(ts["renewable_used_kwh"].sum()),
         "total_kwh": float(ts["demand_kwh"].sum()),
         "renewable_available_kwh": float(ts["renewable_available_kwh"].sum()),
