@@ -36,7 +36,7 @@ def _p(x: float) -> str:
     return "-" if not np.isfinite(x) else f"{x:.2g}"
 
 
-def _groups(runs: list) -> tuple[dict[tuple[str, str, str], list[dict]], dict[tuple[str, str, str], list[dict]],
+def run_groups(runs: list) -> tuple[dict[tuple[str, str, str], list[dict]], dict[tuple[str, str, str], list[dict]],
                                  dict[str, str]]:
     """The runs' comparison.json, grouped by (scenario, substrate, cell): (paper-setup groups,
     user-scenario groups, {user scenario: why it is not the paper's setup})."""
@@ -74,7 +74,7 @@ def policy_table(runs: list) -> pd.DataFrame:
     """Every scenario (paper setup or not), per substrate, cell and policy: the per-seed change vs
     static of non-renewable energy and of mean JCT (common jobs), mean and 95 % CI with the paired
     t-test's p, and the mean migrations and overruns per run."""
-    paper, other, _ = _groups(runs)
+    paper, other, _ = run_groups(runs)
     rows = []
     for (scenario, substrate, cell), comps in sorted({**paper, **other}.items()):
         labels = list(dict.fromkeys(lb for c in comps for lb, r in c["policies"].items() if r.get("policy") != "static"))
@@ -96,7 +96,7 @@ def policy_table(runs: list) -> pd.DataFrame:
 
 def judge(runs: list) -> tuple[pd.DataFrame, list[tuple[str, str]]]:
     """(one row per paper-setup group and claim, [(user scenario, why it is not the paper's setup)])."""
-    groups, _, user = _groups(runs)
+    groups, _, user = run_groups(runs)
     rows = []
     for (scenario, substrate, cell), comps in sorted(groups.items()):
         where = {"scenario": scenario, "substrate": substrate, "cell": cell or "-", "seeds": len(comps)}
@@ -143,7 +143,7 @@ def markdown(runs: list) -> list[str]:
                   "Every scenario, per substrate and sweep cell: the per-seed change vs static (mean, then the 95 % "
                   "Student-t CI in brackets) and the paired t-test's p over the same seeds.", "",
                   md_table(policies), ""]
-    lines += ["## The seed's claims, measured", "",
+    lines += ["## The paper's claims, measured", "",
              f"Judged only on scenarios that reproduce the paper's setup ({_criterion()}), per scenario, substrate "
              f"and sweep cell over its seeds: the mean per-seed change vs static, its 95 % Student-t CI, and "
              f"paired tests of the policy's metric against static's over the same seeds. **reproduced**: at least "

@@ -18,7 +18,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from testbed.controller.records import outcome_s
+from testbed.analysis.outcomes import outcome_s
 
 KIND_NONE, KIND_STEADY, KIND_EVENT, KIND_SWEPT, KIND_MEASURED = "none", "steady", "event", "swept", "measured"
 

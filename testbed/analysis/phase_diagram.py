@@ -13,7 +13,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from testbed.controller.records import outcome_s
+from testbed.analysis.outcomes import outcome_s
 from testbed.feasibility import (
     PAPER_CLASS_A_MAX_S,
     PAPER_CLASS_B_MAX_S,

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from testbed.analysis import calibration, claims
+from testbed.analysis import calibration, claims, policy_effects
 from testbed.analysis import validation as v
 from testbed.analysis.markdown import md_table as _md_table
 
@@ -181,6 +181,7 @@ def _write_report(dirs: list[Path], runs: list, m: pd.DataFrame, sums: pd.DataFr
                   "![phase diagram](phase_diagram.png)", ""]
 
     lines += claims.markdown(runs)
+    lines += policy_effects.markdown(runs, sums, out)
     svse = sim_vs_emulation(sums)
     if len(svse):
         lines += ["## Sim vs emulation", "", "Same scenario, cell and seed on both substrates: how far the analytic "

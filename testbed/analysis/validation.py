@@ -23,7 +23,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from testbed.analysis import degradation
-from testbed.controller.records import outcome_s
+from testbed.analysis.outcomes import outcome_s
 from testbed.errors import TestbedError
 from testbed.feasibility import TCP_EFFICIENCY_MTU1500
 

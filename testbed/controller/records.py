@@ -123,18 +123,3 @@ class MigrationRecord:
 
 MIGRATION_COLUMNS = [f.name for f in fields(MigrationRecord) if f.name != "predicted"] + list(_PREDICTION_COLUMNS)
 """The columns of ``migrations.parquet``, in order."""
-
-
-def outcome_s(m, what: str):
-    """A ``migrations.parquet`` frame's realised ``what`` (transfer, load, downtime, total) in
-    seconds: the measurement where there is one (``actual_*``), else the model's (``model_*``, sim).
-    For readers that compare predictions with what happened on every substrate alike."""
-    import pandas as pd
-
-    cols = [c for c in (f"actual_{what}_s", f"model_{what}_s") if c in m.columns]
-    if not cols:
-        return pd.Series(float("nan"), index=m.index)
-    out = pd.to_numeric(m[cols[0]], errors="coerce")
-    for c in cols[1:]:
-        out = out.fillna(pd.to_numeric(m[c], errors="coerce"))
-    return out

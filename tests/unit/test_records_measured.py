@@ -6,7 +6,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from testbed.controller.records import MIGRATION_COLUMNS, MigrationRecord, outcome_s
+from testbed.analysis.outcomes import outcome_s
+from testbed.controller.records import MIGRATION_COLUMNS, MigrationRecord
 from testbed.feasibility import assess
 from testbed.spec import scenario_from_dict
 from testbed.substrate.base import HostLoadSample, MigrationOrder, MigrationOutcome

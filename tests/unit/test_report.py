@@ -11,7 +11,7 @@ from testbed.analysis import validation as v
 from testbed.analysis.calibration import calibrate_transfer
 from testbed.analysis.report import build_report, sim_vs_emulation
 from testbed.cli import main
-from testbed.controller.records import outcome_s
+from testbed.analysis.outcomes import outcome_s
 from tests.conftest import ROOT
 
 
