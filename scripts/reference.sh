@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# Regenerate results/reference/: one full run of the paper scenario (sim, and netns emulation
-# where this machine allows it), the degradation sweep (sim, 3 seeds; and emulated, 1 seed),
-# and the validation report over all of them. The full outputs go to results/reference-work/
-# (not committed); the report and the small tables are copied into results/reference/.
-#   bash scripts/reference.sh            # everything (about 45 min here with emulation)
-#   bash scripts/reference.sh --sim-only # the sim parts only (about 2 min)
+# Regenerate results/reference/: the paper scenario (sim, and netns emulation where this machine
+# allows it), the validation sweeps over >= 10 seeds on sim (degradation, forecast error x epsilon,
+# alpha, renewable availability, class rule vs Eq. 1), the degradation sweep in emulation over 3
+# seeds (and the same cells on sim, so that sim and emulation pair up), and one report over all.
+# The full outputs go to results/reference-work/ (not committed); the report and the small tables
+# are copied into results/reference/.
+#   bash scripts/reference.sh            # everything (about 90 min here with emulation)
+#   bash scripts/reference.sh --sim-only # the sim parts only (about 20 min here)
+# Emulated measurements are flagged `contended` when other work shares the CPU: run it on a quiet machine.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 [ -x .venv/bin/testbed ] || bash scripts/setup.sh --no-run
@@ -23,30 +26,40 @@ if [ "$sim_only" = 0 ] && [ "$(id -u)" = 0 ] && netns_ok; then
 fi
 mkdir -p "$WORK"
 dirs=()
-echo "== paper scenario, sim"
+stamp() { echo "== $(date -u +%H:%M:%S) $*"; }
+sweep() {  # sweep FILE NAME [extra args]: run (or finish: finished trials are reused) into $WORK/NAME
+  local file=$1 name=$2; shift 2
+  stamp "sweep $name"
+  $TB sweep "$file" --out "$WORK/$name" "$@"
+  dirs+=("$WORK/$name")
+}
+stamp "paper scenario, sim"
 $TB run scenarios/paper-migration-5node-7day.yaml --substrate sim --out "$WORK/paper-sim" --force --no-progress
 dirs+=("$WORK/paper-sim")
-echo "== degradation sweep, sim (3 seeds)"
-$TB sweep sweeps/validate-degradation.yaml --out "$WORK/sweep-degradation-sim"
-dirs+=("$WORK/sweep-degradation-sim")
+sweep sweeps/validate-degradation.yaml sweep-degradation-sim
+sweep sweeps/validate-forecast.yaml sweep-forecast-sim
+sweep sweeps/validate-alpha.yaml sweep-alpha-sim
+sweep sweeps/validate-renewables.yaml sweep-renewables-sim
+sweep sweeps/validate-class-rule.yaml sweep-class-rule-sim
+sweep sweeps/validate-degradation-emulated.yaml sweep-degradation-1day-sim --substrate sim
 if [ "$emulate" = 1 ]; then
-  echo "== paper scenario, netns emulation (real transfers over the shaped WAN, real agents)"
+  stamp "paper scenario, netns emulation (real transfers over the shaped WAN, real agents)"
   $TB run scenarios/paper-migration-5node-7day.yaml --substrate netns --out "$WORK/paper-netns" --force --no-progress
   dirs+=("$WORK/paper-netns")
-  echo "== degradation sweep, netns emulation (1 seed)"
-  $TB sweep sweeps/validate-degradation-emulated.yaml --out "$WORK/sweep-degradation-netns"
-  dirs+=("$WORK/sweep-degradation-netns")
+  sweep sweeps/validate-degradation-emulated.yaml sweep-degradation-1day-netns
 else
-  echo "== skipping emulation (needs root and network namespaces; see testbed doctor)"
+  stamp "skipping emulation (needs root and network namespaces; see testbed doctor)"
 fi
-echo "== report"
-$TB report "${dirs[@]}" --out "$WORK/report" --title "Reference results: paper scenario and degradation sweep"
+stamp "report"
+$TB report "${dirs[@]}" --out "$WORK/report" \
+  --title "Reference results: paper scenario and validation sweeps"
 rm -rf "$REF.new" && mkdir -p "$REF.new"
 cp -r "$WORK/report" "$REF.new/report"
+rm -f "$REF.new/report/migrations.parquet"  # large; every number it holds is in report.md's tables
 for d in "${dirs[@]}"; do
   name=$(basename "$d")
   mkdir -p "$REF.new/$name"
-  for f in comparison.md comparison.json manifest.json table.md table.csv results.csv; do
+  for f in comparison.md comparison.json manifest.json table.md table.csv results.csv sweep.json; do
     [ -f "$d/$f" ] && cp "$d/$f" "$REF.new/$name/"
   done
   for s in "$d"/*/summary.json; do
@@ -55,4 +68,4 @@ for d in "${dirs[@]}"; do
   done
 done
 rm -rf "$REF" && mv "$REF.new" "$REF"
-echo "reference results: $REF/report/report.md"
+stamp "reference results: $REF/report/report.md"
