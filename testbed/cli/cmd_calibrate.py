@@ -151,7 +151,7 @@ def _calibrate_load(args: argparse.Namespace) -> int:
 
     if importlib.util.find_spec("torch") is None:
         raise SpecError([("calibrate load", "needs torch (bash scripts/setup.sh installs it)")])
-    from testbed.nodes.load_calibration import measure
+    from testbed.load_calibration import measure
 
     work = Path(tempfile.mkdtemp(prefix="tb-loadcal-", dir=args.dir))
     try:

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from testbed.cli import main
-from testbed.nodes.load_calibration import OPS, fit_line, measure
+from testbed.load_calibration import OPS, fit_line, measure
 
 torch = pytest.importorskip("torch")
 

@@ -25,6 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
+from testbed.transfer.disk_io import drop_cache
+
 OPS = ("save", "load_cold", "load_warm")
 TENSOR_MB = 16  # tensors of at most this size make up a checkpoint (a model's layers)
 
@@ -95,13 +97,6 @@ def _state_dict(size_bytes: int, seed: int):
     return out
 
 
-def _drop_cache(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
-
 
 def _sync(device: str) -> None:
     if device.startswith("cuda"):
@@ -132,7 +127,7 @@ def measure(sizes_mb: list[float], *, repeats: int = 3, device: str = "cpu", dir
             real = path.stat().st_size
             for op, cold in (("load_cold", True), ("load_warm", False)):
                 if cold:
-                    _drop_cache(path)
+                    drop_cache(path)
                 t0 = time.perf_counter()
                 loaded = torch.load(path, map_location=device, weights_only=True)
                 _sync(device)
