@@ -33,6 +33,8 @@ sweep() {  # sweep FILE NAME [extra args]: run (or finish: finished trials are r
   $TB sweep "$file" --out "$WORK/$name" "$@"
   dirs+=("$WORK/$name")
 }
+stamp "checkpoint load time on this machine (T_load per model family, beside the paper's 10.3 s)"
+$TB calibrate load --scenario scenarios/paper-migration-5node-7day.yaml --out "$WORK/load-calibration.json"
 stamp "paper scenario, sim"
 $TB run scenarios/paper-migration-5node-7day.yaml --substrate sim --out "$WORK/paper-sim" --force --no-progress
 dirs+=("$WORK/paper-sim")
@@ -56,6 +58,7 @@ $TB report "${dirs[@]}" --out "$WORK/report" \
 rm -rf "$REF.new" && mkdir -p "$REF.new"
 cp -r "$WORK/report" "$REF.new/report"
 rm -f "$REF.new/report/migrations.parquet"  # large; every number it holds is in report.md's tables
+cp "$WORK/load-calibration.json" "$REF.new/"
 for d in "${dirs[@]}"; do
   name=$(basename "$d")
   mkdir -p "$REF.new/$name"
