@@ -52,8 +52,8 @@ def pool(request):
     plan = plan_fabric(new_run_id(), ["a", "b"], [LinkInput("a", "b", 100, 100)], "none")
     with Fabric(plan) as fab:
         agents = AgentPool(fab, secrets.token_hex(16), runtime=request.param)
-        agents.start()
         try:
+            agents.start()  # on failure, stop() still releases what started (its engine, cgroups, files)
             yield fab, agents
         finally:
             agents.stop()
