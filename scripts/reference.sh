@@ -5,8 +5,9 @@
 # seeds (and the same cells on sim, so that sim and emulation pair up), and one report over all.
 # The full outputs go to results/reference-work/ (not committed); the report and the small tables
 # are copied into results/reference/.
-#   bash scripts/reference.sh            # everything (about 90 min here with emulation)
-#   bash scripts/reference.sh --sim-only # the sim parts only (about 20 min here)
+#   bash scripts/reference.sh            # everything (51 min here with emulation)
+#   bash scripts/reference.sh --sim-only # the sim parts only (about 7 min here)
+#   bash scripts/reference.sh --report-only  # rebuild the report from results/reference-work as it is
 # Emulated measurements are flagged `contended` when other work shares the CPU: run it on a quiet machine.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -15,7 +16,9 @@ TB=.venv/bin/testbed
 WORK=results/reference-work
 REF=results/reference
 sim_only=0
+report_only=0
 [ "${1:-}" = "--sim-only" ] && sim_only=1
+[ "${1:-}" = "--report-only" ] && report_only=1
 emulate=0
 netns_ok() {
   $TB doctor --json 2>/dev/null | .venv/bin/python -c \
@@ -33,6 +36,13 @@ sweep() {  # sweep FILE NAME [extra args]: run (or finish: finished trials are r
   $TB sweep "$file" --out "$WORK/$name" "$@"
   dirs+=("$WORK/$name")
 }
+if [ "$report_only" = 1 ]; then
+  for name in paper-sim sweep-degradation-sim sweep-forecast-sim sweep-alpha-sim sweep-renewables-sim \
+              sweep-class-rule-sim sweep-degradation-1day-sim paper-netns sweep-degradation-1day-netns; do
+    [ -d "$WORK/$name" ] && dirs+=("$WORK/$name")
+  done
+  [ "${#dirs[@]}" -gt 0 ] && [ -f "$WORK/load-calibration.json" ] || { echo "error: $WORK: nothing to report (run without --report-only first)" >&2; exit 2; }
+else
 stamp "checkpoint load time on this machine (T_load per model family, beside the paper's 10.3 s)"
 $TB calibrate load --scenario scenarios/paper-migration-5node-7day.yaml --out "$WORK/load-calibration.json"
 stamp "paper scenario, sim"
@@ -51,6 +61,7 @@ if [ "$emulate" = 1 ]; then
   sweep sweeps/validate-degradation-emulated.yaml sweep-degradation-1day-netns
 else
   stamp "skipping emulation (needs root and network namespaces; see testbed doctor)"
+fi
 fi
 stamp "report"
 $TB report "${dirs[@]}" --out "$WORK/report" \

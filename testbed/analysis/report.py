@@ -51,6 +51,17 @@ def sim_vs_emulation(sums: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _source_of(sums: pd.DataFrame, dirs: list[Path]) -> pd.Series:
+    """The name of the input directory (a sweep or a run) each summary row came from."""
+    roots = sorted((Path(d).resolve() for d in dirs), key=lambda r: -len(r.parts))
+
+    def find(run_dir: str) -> str:
+        p = Path(run_dir).resolve()
+        return next((r.name for r in roots if p == r or r in p.parents), p.name)
+
+    return sums["run_dir"].astype(str).map(find)
+
+
 REPORT_FORMAT = "testbed-report/1"
 # What reading a damaged run or sweep directory raises (bad JSON/CSV/parquet, a missing column or file).
 _UNREADABLE = (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError)
@@ -155,20 +166,27 @@ def _write_report(dirs: list[Path], runs: list, m: pd.DataFrame, sums: pd.DataFr
     if numeric and len(sums):
         from testbed.analysis.params import axis_label, file_stem
 
-        lines += ["## Energy and JCT per policy at each level", ""]
-        drawn: list[pd.Series] = []
-        for p in numeric:
-            values = pd.to_numeric(sums[p], errors="coerce")
-            if any(values.equals(d) for d in drawn):  # a zipped axis: the same levels under another name
-                continue
-            drawn.append(values)
-            f = out / f"by_level_{file_stem(p)}.png"
-            others = [q for q in params if q != p and q not in numeric]
-            quantity = axis_label(p, runs)
-            v.by_level_plot(sums[values.notna()].assign(**{p: values.dropna()}), p, f,
-                            f"Change vs static at each {quantity}\n(paired per seed; mean and 95 % CI over seeds)",
-                            split=others[0] if others else None, xlabel=quantity)
-            lines += [f"![by level]({f.name})", ""]
+        lines += ["## Energy and JCT per policy at each level", "",
+                  "One figure per input directory (a sweep, or a run) and swept quantity, so that seeds are "
+                  "pooled only within one scenario and substrate.", ""]
+        source = _source_of(sums, dirs)
+        for src in sorted(set(source)):
+            one = sums[source == src]
+            drawn: list[pd.Series] = []
+            for p in numeric:
+                values = pd.to_numeric(one[p], errors="coerce")
+                if values.dropna().nunique() < 2 or any(values.equals(d) for d in drawn):  # not swept here, or
+                    continue                                             # a zipped axis: the same levels again
+                drawn.append(values)
+                multi = len(set(source)) > 1
+                f = out / (f"by_level_{file_stem(src)}_{file_stem(p)}.png" if multi else f"by_level_{file_stem(p)}.png")
+                others = [q for q in params if q != p and q not in numeric and one[q].nunique(dropna=True) > 1]
+                quantity = axis_label(p, runs)
+                v.by_level_plot(one[values.notna()].assign(**{p: values.dropna()}), p, f,
+                                f"{src + ': ' if multi else ''}change vs static at each {quantity}\n"
+                                "(paired per seed; mean and 95 % CI over seeds)",
+                                split=others[0] if others else None, xlabel=quantity)
+                lines += [f"![by level]({f.name})", ""]
 
     if len(m):
         from testbed.analysis.phase_diagram import plot_normalised_phase
