@@ -1,6 +1,9 @@
 """Summaries and the claims table of the PowerTrip study (pure: tables in, dicts/markdown out).
 
-time-to-accuracy: the end time of the first round whose test accuracy reaches the target.
+time-to-accuracy, the same for every policy: the first evaluation (end of a round: a FedAvg round,
+or one epoch of the centralized baseline) whose test accuracy reaches the target, interpolated
+linearly in time between the evaluation before it and that one. Energy-to-accuracy: the energy
+spent up to that time, interpolated the same way.
 """
 
 from __future__ import annotations
@@ -17,18 +20,68 @@ PAPER = {
 }
 
 
+def _crossing(rounds: pd.DataFrame, target: float) -> tuple[int, float] | None:
+    """(row position, fraction of that round) where the accuracy first reaches ``target``, linearly
+    interpolated between the accuracy before and after the round; None if never."""
+    acc = rounds["accuracy"].to_numpy(dtype=float)
+    hits = np.flatnonzero(acc >= target)
+    if not len(hits):
+        return None
+    i = int(hits[0])
+    before = float(rounds["accuracy_before"].iloc[i])
+    if before >= target or acc[i] <= before:
+        return i, 0.0 if before >= target else 1.0
+    return i, (target - before) / (acc[i] - before)
+
+
+def time_to_accuracy_s(rounds: pd.DataFrame, target: float) -> float:
+    c = _crossing(rounds, target)
+    if c is None:
+        return math.nan
+    i, f = c
+    return float(rounds["t_start_s"].iloc[i] + f * rounds["round_s"].iloc[i])
+
+
+def energy_to_accuracy_kwh(rounds: pd.DataFrame, target: float) -> float:
+    c = _crossing(rounds, target)
+    if c is None or "energy_kwh" not in rounds:
+        return math.nan
+    i, f = c
+    e = rounds["energy_kwh"].to_numpy(dtype=float)
+    return float(e[:i].sum() + f * e[i])
+
+
+def energy_summary(sites: pd.DataFrame) -> dict:
+    """Energy of the run's training (kWh): total, renewable, grid, and per site."""
+    cols = ("energy_kwh", "energy_renewable_kwh", "energy_grid_kwh")
+    if not len(sites) or "energy_kwh" not in sites:
+        return {"energy_kwh": 0.0, "energy_renewable_kwh": 0.0, "energy_grid_kwh": 0.0, "energy_kwh_by_site": {}}
+    per = sites.groupby("site", sort=False)[list(cols)].sum()
+    return {**{c: float(sites[c].sum()) for c in cols},
+            "energy_kwh_by_site": {str(site): {"total": float(r["energy_kwh"]),
+                                               "renewable": float(r["energy_renewable_kwh"]),
+                                               "grid": float(r["energy_grid_kwh"])} for site, r in per.iterrows()}}
+
+
 def summarize_rounds(rounds: pd.DataFrame, *, label: str, policy: str, target: float, round_time: str) -> dict:
     trained = rounds[rounds["k"] > 0]
     hit = rounds[rounds["accuracy"] >= target]
-    tta_s = float(hit["t_end_s"].iloc[0]) if len(hit) else math.nan
+    tta_s = time_to_accuracy_s(rounds, target)
+    e_total = float(rounds["energy_kwh"].sum()) if "energy_kwh" in rounds else math.nan
+    final = float(rounds["accuracy"].iloc[-1]) if len(rounds) else math.nan
     proj = trained["projected_gain"].astype(float)
     err = (proj - trained["measured_gain"]).abs()[proj.notna()]
     return {
         "label": label, "policy": policy, "round_time": round_time, "target_accuracy": target,
         "reached": bool(len(hit)), "time_to_accuracy_s": tta_s, "time_to_accuracy_h": tta_s / 3600.0,
         "rounds_to_accuracy": int(hit["round"].iloc[0]) if len(hit) else None,
+        "epoch_equivalents_to_accuracy": (float(rounds["epoch_equivalents"].iloc[:int(np.flatnonzero(
+            rounds["accuracy"].to_numpy() >= target)[0]) + 1].sum()) if len(hit) and "epoch_equivalents" in rounds
+            else None),
+        "energy_to_accuracy_kwh": energy_to_accuracy_kwh(rounds, target),
+        "accuracy_per_kwh": final / e_total if e_total > 0 else math.nan,
         "rounds": int(len(rounds)), "rounds_trained": int(len(trained)),
-        "final_accuracy": float(rounds["accuracy"].iloc[-1]) if len(rounds) else math.nan,
+        "final_accuracy": final,
         "best_accuracy": float(rounds["accuracy"].max()) if len(rounds) else math.nan,
         "end_time_h": float(rounds["t_end_s"].iloc[-1]) / 3600.0 if len(rounds) else 0.0,
         "mean_k": float(trained["k"].mean()) if len(trained) else 0.0,
@@ -45,15 +98,19 @@ def sensitivity_targets(target: float) -> list[float]:
 
 
 def tta_at(rounds: pd.DataFrame, targets: list[float]) -> dict[str, float]:
-    out = {}
-    for t in targets:
-        hit = rounds[rounds["accuracy"] >= t]
-        out[f"{t:g}"] = float(hit["t_end_s"].iloc[0]) / 3600.0 if len(hit) else math.nan
-    return out
+    return {f"{t:g}": time_to_accuracy_s(rounds, t) / 3600.0 for t in targets}
 
 
 def _h(x: float) -> str:
     return "not reached" if x is None or not math.isfinite(x) else f"{x:.3f} h"
+
+
+def _kwh(x) -> str:
+    return "-" if x is None or not math.isfinite(x) else f"{x:.2f} kWh"
+
+
+def _num(x) -> str:
+    return "-" if x is None or not math.isfinite(x) else f"{x:.4f}"
 
 
 def _pct(x: float) -> str:
@@ -70,7 +127,7 @@ def claims(summaries: dict[str, dict], static_labels: list[str]) -> dict:
     """PowerTrip against every baseline, and against the best static k found post hoc. Runs with the
     pooled round-time model are compared only among themselves."""
     out: dict = {"paper": PAPER, "by_model": {}}
-    for model in ("straggler", "pooled"):
+    for model in ("straggler", "pooled", "pooled_eq7_as_written"):
         s = {k: v for k, v in summaries.items() if v["round_time"] == model}
         pts = [k for k, v in s.items() if v["policy"] == "powertrip"]
         if not pts:
@@ -94,6 +151,8 @@ def claims(summaries: dict[str, dict], static_labels: list[str]) -> dict:
             "static_k70": k70, "static_k70_h": tta[k70] if k70 else math.nan,
             "reduction_vs_static_k70_pct": _reduction(tta[pt], tta[k70]) if k70 else math.nan,
             "powertrip_mean_k": s[pt]["mean_k"], "powertrip_gain_mae": s[pt]["projected_vs_measured_mae"],
+            "accuracy_per_kwh": {k: v.get("accuracy_per_kwh", math.nan) for k, v in s.items()},
+            "energy_to_accuracy_kwh": {k: v.get("energy_to_accuracy_kwh", math.nan) for k, v in s.items()},
         }
     return out
 
@@ -146,12 +205,15 @@ def _sensitivity_lines(summaries: dict[str, dict]) -> list[str]:
 
 def comparison_markdown(summaries: dict[str, dict], cl: dict, *, title: str, notes: list[str]) -> str:
     lines = [f"# {title}", "", "| policy | round time | reached | time-to-accuracy | rounds | mean k | "
-             "mean round | final acc | projected-vs-measured gain MAE |", "|---|---|---|---|---|---|---|---|---|"]
+             "mean round | final acc | energy (renewable / grid) | energy-to-accuracy | accuracy per kWh | "
+             "projected-vs-measured gain MAE |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for k, v in summaries.items():
         mae = v["projected_vs_measured_mae"]
         lines.append(f"| {k} | {v['round_time']} | {'yes' if v['reached'] else 'no'} | {_h(v['time_to_accuracy_h'])} | "
                      f"{v['rounds_to_accuracy'] or v['rounds']} | {v['mean_k']:.1f} | {v['mean_round_s']:.0f} s | "
-                     f"{v['final_accuracy']:.3f} | {'' if mae is None else f'{mae:.4f}'} |")
+                     f"{v['final_accuracy']:.3f} | {_kwh(v.get('energy_kwh'))} ({_kwh(v.get('energy_renewable_kwh'))} / "
+                     f"{_kwh(v.get('energy_grid_kwh'))}) | {_kwh(v.get('energy_to_accuracy_kwh'))} | "
+                     f"{_num(v.get('accuracy_per_kwh'))} | {'' if mae is None else f'{mae:.4f}'} |")
     lines += _sensitivity_lines(summaries)
     lines += ["", "## Claims (arXiv 2507.17904) next to ours", "",
               "Reductions are PowerTrip's time-to-accuracy below the other policy's (positive: PowerTrip faster).", "",
@@ -169,7 +231,9 @@ def comparison_markdown(summaries: dict[str, dict], cl: dict, *, title: str, not
             verdict = verdict_max(c["max_reduction_pct"])
             why = f"gains of 40 % or more only against {', '.join(big)}" + (
                 ": they wait every round for power-capped or slow-link sites; 'up to' picks the weakest baseline"
-                if model == "straggler" else ": under Eq. 7 every added site shortens the round")
+                if model == "straggler" else
+                ": under Eq. 7 as written every added site shortens the round" if model == "pooled_eq7_as_written"
+                else ": under the pooled clock the selected sites' work is spread over their summed capacity")
         else:
             verdict = verdict_max(c["max_reduction_pct"])
             why = "no baseline is 40 % slower than PowerTrip"
@@ -182,6 +246,13 @@ def comparison_markdown(summaries: dict[str, dict], cl: dict, *, title: str, not
                      f"PowerTrip ran at mean k {c['powertrip_mean_k']:.1f}, the best static k is {c['best_static_k']}; "
                      f"its projected gain missed the measured one by {'n/a' if mae is None else f'{mae:.3f}'} per "
                      "round (MAE); the static optimum is found after the fact |")
+        apk = c.get("accuracy_per_kwh") or {}
+        eta = c.get("energy_to_accuracy_kwh") or {}
+        others = ", ".join(f"{b}: {_num(apk.get(b))}" for b in c["baseline_h"])
+        lines.append(f"| [{model}] accuracy per kWh (final accuracy / training energy) | not reported | PowerTrip "
+                     f"{_num(apk.get(c['powertrip']))} (energy-to-accuracy {_kwh(eta.get(c['powertrip']))}); "
+                     f"{others} | no claim to test | energy: each selected site's active nodes at their power for "
+                     "its compute time; renewable up to its available power, the rest grid |")
         if c.get("static_k70") and c["static_k70"] != c["best_static"]:
             lines.append(f"| [{model}] PowerTrip vs static k = 70 | 44 % | {_h(c['powertrip_h'])} vs "
                          f"{_h(c['static_k70_h'])}: {_pct(c['reduction_vs_static_k70_pct'])} | "

@@ -11,8 +11,19 @@ Per round ``r`` starting at scenario time ``t``:
    is measured;
 4. the exchange gives each selected site's down/up times: modelled (sim) or measured over shaped
    links (netns, :mod:`testbed.federated.emulated`);
-5. round time = the model's (straggler or pooled) over the compute and exchange times; ``t``
-   advances by it. Both models' times are recorded for every round.
+5. round time = the model's (straggler, pooled or pooled_eq7_as_written) over the compute and
+   exchange times; ``t`` advances by it. Every model's time, and the samples it charges, are
+   recorded for every round.
+
+The centralized baseline's round is one epoch over the whole training set (one epoch-equivalent of
+work, charged one epoch of compute), so it is evaluated as finely as a FedAvg round can be: a
+FedAvg global model exists only after aggregation, a centralized one after every epoch. Its run may
+take ``max_rounds x local_epochs`` such rounds (the same work as ``max_rounds`` all-site rounds).
+
+Energy (per site row): the selected site's active nodes draw ``effective_kw`` for its compute time
+(its own shard, ``local_epochs`` passes; the exchange and waiting for the straggler are not
+charged); the part up to the site's available power at the round start is renewable, the rest is
+grid (the top-up).
 
 A round with no usable site waits one trace step. The run stops at ``max_rounds``, at
 ``max_hours``, or ``rounds_after_target`` rounds after the target accuracy.
@@ -31,7 +42,8 @@ from testbed.federated.capacity import SiteCapacity, site_capacity
 from testbed.federated.data import Shards
 from testbed.federated.exchange import GLOBAL, Exchange, ModelledExchange
 from testbed.federated.policies.base import Selection, SelectionPolicy
-from testbed.federated.roundtime import RoundTimeModel, SiteTime, transfer_s
+from testbed.federated.policies.centralized import CentralizedPolicy
+from testbed.federated.roundtime import KINDS, RoundTimeModel, SiteTime, transfer_s
 from testbed.federated.view import PastRound, RoundView, SiteView
 from testbed.inputs import Inputs
 from testbed.power.node_model import NodePower
@@ -98,7 +110,8 @@ class FederatedController:
         acc = fedavg.accuracy(self.net, self.state, x_test, y_test)
         t, history, after_target = 0.0, [], None
         max_s = fl.max_hours * 3600.0
-        for r in range(1, fl.max_rounds + 1):
+        per_epoch = isinstance(self.policy, CentralizedPolicy)
+        for r in range(1, fl.max_rounds * (fl.training.local_epochs if per_epoch else 1) + 1):
             if t >= max_s or (after_target is not None and after_target >= fl.rounds_after_target):
                 break
             views, caps = {}, {}
@@ -150,16 +163,23 @@ class FederatedController:
 
     def _centralized(self, r: int, t: float, site: str):
         tr, d = self.fl.training, self.shards.data
-        self.state = fedavg.local_train(self.net, self.state, d.x_train, d.y_train, epochs=tr.local_epochs,
+        self.state = fedavg.local_train(self.net, self.state, d.x_train, d.y_train, epochs=1,
                                         batch_size=tr.batch_size, lr=tr.lr, momentum=tr.momentum,
                                         seed=fedavg.round_seed(self.inp.seed, r, site))
         cap = self.capacity(site, t, getattr(self.policy, "nodes", None))
-        comp = self.model_t.centralized_s(cap.capacity)
+        comp = self.model_t.centralized_s(cap.capacity, epochs=1)
         row = {"round": r, "site": site, "n_samples": d.n_train, "available_kw": cap.budget_kw,
                "effective_kw": cap.power_kw, "capacity": cap.capacity, "n_active": cap.n_active, "cap_w": cap.cap_w,
                "compute_s": comp, "down_s": 0.0, "up_s": 0.0, "down_pred_s": 0.0, "up_pred_s": 0.0,
-               "comm_measured": False}
+               "comm_measured": False, "epochs": 1, **self._energy(site, t, cap.power_kw, comp)}
         return comp, [row]
+
+    def _energy(self, site: str, t: float, power_kw: float, compute_s: float) -> dict:
+        renewable_kw = self.inp.renewable_kw[site].at(t)
+        kwh = power_kw * compute_s / 3600.0
+        green = min(power_kw, max(renewable_kw, 0.0)) * compute_s / 3600.0
+        return {"renewable_kw": renewable_kw, "energy_kwh": kwh, "energy_renewable_kwh": green,
+                "energy_grid_kwh": kwh - green}
 
     def _times(self, r, t, sites, views, caps):
         predicted = {s: views[s].time for s in sites}
@@ -171,22 +191,32 @@ class FederatedController:
             rows.append({"round": r, "site": st.site, "n_samples": st.n_samples, "available_kw": c.budget_kw,
                          "effective_kw": c.power_kw, "capacity": c.capacity, "n_active": c.n_active, "cap_w": c.cap_w,
                          "compute_s": st.compute_s, "down_s": st.down_s, "up_s": st.up_s, "down_pred_s": p.down_s,
-                         "up_pred_s": p.up_s, "comm_measured": bool(self.exchange.measured)})
+                         "up_pred_s": p.up_s, "comm_measured": bool(self.exchange.measured),
+                         "epochs": self.fl.training.local_epochs, **self._energy(st.site, t, c.power_kw, st.compute_s)})
         self._actual = actual
         return self.model_t.round_s(actual), rows
 
     def _row(self, r, t, round_s, sel: Selection, acc_before, acc_after, site_rows, wall) -> dict:
+        trained = int(sum(s["n_samples"] * s["epochs"] for s in site_rows.values()))
         if sel.centralized or not site_rows:
-            straggler = pooled = round_s
+            straggler = pooled = eq7 = round_s
+            charged = {k: trained for k in KINDS}
         else:
-            straggler = self.model_t.round_s(self._actual, "straggler")
-            pooled = self.model_t.round_s(self._actual, "pooled")
+            straggler, pooled, eq7 = (self.model_t.round_s(self._actual, k) for k in KINDS)
+            charged = {k: self.model_t.samples_charged(self._actual, k) for k in KINDS}
         comp = max((s["compute_s"] for s in site_rows.values()), default=0.0)
         comm = max((s["down_s"] + s["up_s"] for s in site_rows.values()), default=0.0)
         return {
             "round": r, "t_start_s": t, "t_end_s": t + round_s, "round_s": round_s, "k": sel.k if site_rows else 0,
             "sites": ",".join(sel.sites) if not sel.centralized else sel.centralized,
-            "round_s_straggler": straggler, "round_s_pooled": pooled, "compute_max_s": comp, "comm_max_s": comm,
+            "round_s_straggler": straggler, "round_s_pooled": pooled, "round_s_pooled_eq7_as_written": eq7,
+            "samples_trained": trained, "epoch_equivalents": trained / self.shards.data.n_train,
+            "samples_charged_straggler": charged["straggler"], "samples_charged_pooled": charged["pooled"],
+            "samples_charged_pooled_eq7_as_written": charged["pooled_eq7_as_written"],
+            "energy_kwh": sum(s["energy_kwh"] for s in site_rows.values()),
+            "energy_renewable_kwh": sum(s["energy_renewable_kwh"] for s in site_rows.values()),
+            "energy_grid_kwh": sum(s["energy_grid_kwh"] for s in site_rows.values()),
+            "compute_max_s": comp, "comm_max_s": comm,
             "projected_gain": np.nan if sel.projected_gain is None else sel.projected_gain,
             "measured_gain": acc_after - acc_before, "accuracy_before": acc_before, "accuracy": acc_after,
             "update_bytes": self.update_bytes, "model_bytes": len(self.payload), "note": sel.note,

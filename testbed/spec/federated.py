@@ -17,11 +17,13 @@ from testbed.registry import Registry
 from testbed.spec.topology import FloatPair, Strict
 from testbed.spec.union import register_model
 
-RoundTime = Literal["straggler", "pooled"]
+RoundTime = Literal["straggler", "pooled", "pooled_eq7_as_written"]
 
 
 class FlData(Strict):
-    dataset: Literal["digits"] = Field("digits", description="Bundled with scikit-learn: nothing is downloaded.")
+    dataset: Literal["digits", "shapes"] = Field(
+        "digits", description="digits: scikit-learn's bundled 8x8 digits; shapes: a generated, harder 8x8 set "
+        "(noise, shifts, occlusion). Nothing is downloaded.")
     partition: Literal["iid", "dirichlet"] = "iid"
     dirichlet_alpha: float = Field(0.5, gt=0, le=1000, description="Non-IID concentration (dirichlet only).")
     seed: int | None = Field(None, description="Partition seed (default: derived from the scenario seed).")
@@ -56,8 +58,9 @@ class Federated(Strict):
     update_gb: float | None = Field(None, gt=0, le=1e9, description="Declared model-update size, GB, for round times and "
                                     "transfers (real state_dict + ballast). Default: the real serialized size.")
     round_time: RoundTime = Field("straggler", description="straggler: max over selected sites of compute + comm "
-                                  "(what synchronous FedAvg does); pooled: the paper's Eq. 7, total work / summed "
-                                  "capacity + max comm.")
+                                  "(what synchronous FedAvg does); pooled: the paper's Eq. 7 on the same work, the "
+                                  "selected sites' samples / summed capacity + max comm; pooled_eq7_as_written: "
+                                  "Eq. 7 as the paper writes it, the whole training set / summed capacity + max comm.")
     target_accuracy: float = Field(gt=0, le=1, description="Time-to-accuracy target (test accuracy).")
     max_rounds: int = Field(200, ge=1, le=100000)
     max_hours: float = Field(gt=0, description="Scenario time after which a policy stops.")

@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from testbed.analysis.federated_summary import (
-    claims, comparison_markdown, sensitivity_targets, summarize_rounds, tta_at,
+    claims, comparison_markdown, energy_summary, sensitivity_targets, summarize_rounds, tta_at,
 )
 from testbed.errors import SpecError
 from testbed.federated.controller import FederatedController, FlRecord
@@ -37,10 +37,18 @@ from testbed.studies.base import PolicyRun, Study
 from testbed.traces.base import Trace
 
 NOTES = [
-    "time-to-accuracy: scenario time at the end of the first round whose held-out test accuracy reaches the target.",
-    "straggler: round = max over selected sites of (down + compute + up); pooled: the paper's Eq. 7, one pass over "
-    "the whole training set / summed capacity + the slowest exchange. The accuracy per round is real FedAvg in both; "
-    "only the clock differs. straggler_vs_pooled.png shows the same rounds under both clocks.",
+    "time-to-accuracy, the same for every policy: the first evaluation whose held-out test accuracy reaches the "
+    "target, interpolated linearly in time from the evaluation before it. Evaluations: after every FedAvg round "
+    "(a global model exists only after aggregation) and after every epoch of the centralized baseline (one "
+    "epoch-equivalent of work each, charged one epoch of compute, never a whole multi-epoch round).",
+    "straggler: round = max over selected sites of (down + compute + up); pooled: the paper's Eq. 7 on the same "
+    "work, the samples the selected sites train / summed capacity + the slowest exchange (both clocks charge the "
+    "same samples per round); pooled_eq7_as_written: Eq. 7 as the paper writes it, one pass over the whole training "
+    "set per round whatever the selected sites hold. The accuracy per round is real FedAvg in all; only the clock "
+    "differs. straggler_vs_pooled.png shows the same rounds under the straggler and pooled clocks.",
+    "energy: each selected site's active nodes at their (capped) power for its compute time; renewable up to the "
+    "site's available power at the round start, the rest grid. Exchanges and waiting are not charged. "
+    "Energy-to-accuracy is interpolated like time-to-accuracy; accuracy per kWh = final accuracy / total energy.",
     "static_k picks the top k by the same power-to-cost score as powertrip each round; the best k is chosen post hoc "
     "(after seeing every k's result), which no online policy can do.",
     "the paper's absolute hours (EMNIST, 100 sites on 40 GPUs) are not comparable with ours (digits, declared "
@@ -100,6 +108,7 @@ class FederatedStudy(Study):
         rdf, sdf = pd.DataFrame(record.rounds), pd.DataFrame(record.sites)
         summary = summarize_rounds(rdf, label=pol.label, policy=run.spec.name, target=fl.target_accuracy,
                                    round_time=run.spec.round_time or fl.round_time)
+        summary.update(energy_summary(sdf))
         summary["wall_s"] = wall_s
         summary["tta_h_at"] = tta_at(rdf, sensitivity_targets(fl.target_accuracy))
         if isinstance(pol, StaticKPolicy):

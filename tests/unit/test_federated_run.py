@@ -57,9 +57,11 @@ def test_rounds_are_consistent(two_runs):
     assert r["projected_gain"].notna().all()
     assert (r["measured_gain"] == r["accuracy"] - r["accuracy_before"]).all()
     s = json.loads((out / "powertrip" / "summary.json").read_text())
-    if s["reached"]:
+    if s["reached"]:  # interpolated inside the first round that reaches the target
         hit = r[r["accuracy"] >= 0.5].iloc[0]
-        assert s["time_to_accuracy_s"] == pytest.approx(hit["t_end_s"])
+        frac = 1.0 if hit["accuracy_before"] >= 0.5 else (0.5 - hit["accuracy_before"]) / hit["measured_gain"]
+        assert s["time_to_accuracy_s"] == pytest.approx(hit["t_start_s"] + frac * hit["round_s"])
+        assert hit["t_start_s"] <= s["time_to_accuracy_s"] <= hit["t_end_s"]
     c = pd.read_parquet(out / "centralized" / "rounds.parquet")
     assert (c["comm_max_s"] == 0).all() and (c["k"] == 1).all()
 
@@ -71,3 +73,26 @@ def test_pooled_clock_differs_from_straggler(tmp_path):
     r = pd.read_parquet(out / "static_k-k3" / "rounds.parquet")
     assert (r["round_s"] == r["round_s_pooled"]).all()
     assert (r["round_s_pooled"] != r["round_s_straggler"]).any()
+
+
+ENERGY_KEYS = ("energy_kwh", "energy_renewable_kwh", "energy_grid_kwh", "energy_kwh_by_site",
+               "energy_to_accuracy_kwh", "accuracy_per_kwh")
+
+
+def test_every_summary_reports_energy(two_runs):
+    out = two_runs[0]
+    for label in ("random", "static_k-k1", "static_k-k3", "static_k", "fixed_radius", "centralized", "powertrip"):
+        s = json.loads((out / label / "summary.json").read_text())
+        for key in ENERGY_KEYS:
+            assert key in s, (label, key)
+        assert s["energy_kwh"] > 0, label
+        assert s["energy_renewable_kwh"] + s["energy_grid_kwh"] == pytest.approx(s["energy_kwh"])
+        assert sum(v["total"] for v in s["energy_kwh_by_site"].values()) == pytest.approx(s["energy_kwh"])
+        if label != "static_k":  # the best k's summary only
+            r = pd.read_parquet(out / label / "rounds.parquet")
+            assert r["energy_kwh"].sum() == pytest.approx(s["energy_kwh"])
+        if s["reached"]:
+            assert 0 < s["energy_to_accuracy_kwh"] <= s["energy_kwh"] + 1e-12
+        assert s["accuracy_per_kwh"] == pytest.approx(s["final_accuracy"] / s["energy_kwh"])
+    md = (out / "comparison.md").read_text()
+    assert "accuracy per kWh" in md and "energy-to-accuracy" in md

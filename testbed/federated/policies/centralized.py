@@ -1,8 +1,8 @@
 """``centralized``: one power-constrained site trains on all the data; no model exchange.
 
 The site (default: the aggregator; ``nodes`` can give it a larger datacenter's hardware) runs at the
-effective capacity its power trace allows; each round is ``local_epochs`` passes over the whole
-training set.
+effective capacity its power trace allows; each round is one pass over the whole training set (one
+epoch-equivalent of work), so it is evaluated after every epoch, not charged whole multi-epoch rounds.
 """
 
 from __future__ import annotations
