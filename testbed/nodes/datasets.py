@@ -2,6 +2,10 @@
 
 - ``digits``: scikit-learn's bundled 8x8 handwritten digits (1797 samples, 10 classes), pixels
   scaled to [0, 1]. A fixed split (seeded by the data set, not by the job): 1437 train / 360 test.
+- ``shapes``: a generated 8x8 image set, harder than ``digits`` (6000 samples, 10 classes: bars,
+  diagonals, crosses, outlines, corners...). Every image is one class's template, shifted by up to
+  one pixel, scaled in contrast, partly occluded and covered in Gaussian noise, all drawn from a
+  fixed seed (:data:`SHAPES_SEED`), so it is the same on every machine. 4800 train / 1200 test.
 - ``text``: a character-level language-modelling set (about 85 000 characters): the Zen of Python
   (read from the source of the ``this`` module and rot13-decoded; importing ``this`` would print
   it) followed by the docstrings of a fixed list of standard-library modules, read with ``ast``
@@ -32,6 +36,9 @@ import torch
 DIGITS_TEST_FRACTION = 0.2
 DIGITS_SPLIT_SEED = 20240603
 BLOCK = 32
+SHAPES_SEED = 20261201
+SHAPES_N = 6000
+SHAPES_NOISE = 0.25
 TEXT_STRIDE = 8
 TEXT_CHUNK = 512
 TEXT_TEST_EVERY = 7
@@ -102,6 +109,45 @@ def digits() -> Data:
     test, train = order[:n_test], order[n_test:]
     parts = (x[train], y[train], x[test], y[test])
     return Data("digits", *parts, n_classes=10, fingerprint=_fingerprint(*parts))
+
+
+def shape_templates() -> np.ndarray:
+    """The 10 class templates of ``shapes``: 8x8 arrays in {0, 1}."""
+    t = np.zeros((10, 8, 8))
+    t[0, 3:5, 1:7] = 1                                  # horizontal bar
+    t[1, 1:7, 3:5] = 1                                  # vertical bar
+    for i in range(1, 7):
+        t[2, i, i] = t[3, i, 7 - i] = 1                 # diagonal, anti-diagonal
+        t[4, i, i] = t[4, i, 7 - i] = 1                 # X
+    t[5, 3:5, 1:7] = 1
+    t[5, 1:7, 3:5] = 1                                  # plus
+    t[6, 1, 1:7] = t[6, 6, 1:7] = t[6, 1:7, 1] = t[6, 1:7, 6] = 1   # square outline
+    t[7, 2:6, 2:6] = 1                                  # filled square
+    t[8, 1:7, 1] = 1
+    t[8, 6, 1:7] = 1                                    # L
+    t[9, 1, 1:7] = 1
+    t[9, 1:7, 3:5] = 1                                  # T
+    return t
+
+
+@lru_cache(maxsize=1)
+def shapes() -> Data:
+    """The generated ``shapes`` set (module docstring); the same tensors on every machine."""
+    rng = np.random.default_rng(SHAPES_SEED)
+    templates = shape_templates()
+    y = rng.integers(0, 10, SHAPES_N)
+    x = np.empty((SHAPES_N, 8, 8))
+    for i, c in enumerate(y):
+        img = np.roll(templates[c], (int(rng.integers(-1, 2)), int(rng.integers(-1, 2))), axis=(0, 1))
+        img = img * rng.uniform(0.4, 1.0)
+        r0, c0 = rng.integers(0, 6, 2)
+        img[r0:r0 + 3, c0:c0 + 3] *= rng.random() < 0.5   # half the images lose a 3x3 patch
+        x[i] = img + rng.normal(0.0, SHAPES_NOISE, (8, 8))
+    x_t = torch.tensor(np.clip(x, -1.0, 2.0).reshape(SHAPES_N, 64), dtype=torch.float32)
+    y_t = torch.tensor(y, dtype=torch.int64)
+    n_test = SHAPES_N // 5
+    parts = (x_t[n_test:], y_t[n_test:], x_t[:n_test], y_t[:n_test])
+    return Data("shapes", *parts, n_classes=10, fingerprint=_fingerprint(*parts))
 
 
 def zen_text() -> str:
