@@ -46,14 +46,16 @@ def sites_selected(rounds: dict[str, pd.DataFrame], path: Path, title: str) -> P
 
 def straggler_vs_pooled(rounds: dict[str, pd.DataFrame], labels: list[str], target: float, path: Path,
                         title: str) -> Path:
-    """For each run: accuracy against the clock of the model it ran under (solid) and against the
-    other model's clock for the very same rounds and selections (dashed)."""
+    """For each run: accuracy against the straggler clock (solid), the pooled clock on the same work
+    (dashed) and the paper's Eq. 7 as written (dotted), for the very same rounds and selections."""
     fig = Figure(figsize=(8, 4.5))
     ax = fig.add_subplot()
     for i, label in enumerate(labels):
         df = rounds[label]
         colour = f"C{i}"
-        for col, ls in (("round_s_straggler", "-"), ("round_s_pooled", "--")):
+        for col, ls in (("round_s_straggler", "-"), ("round_s_pooled", "--"), ("round_s_pooled_eq7_as_written", ":")):
+            if col not in df:
+                continue
             t = df[col].cumsum() / 3600.0
             ax.step([0.0] + list(t), [df["accuracy_before"].iloc[0]] + list(df["accuracy"]), where="post",
                     color=colour, ls=ls, lw=1.2, label=f"{label}: {col.removeprefix('round_s_')} clock")

@@ -45,7 +45,7 @@ NOTES = [
     "work, the samples the selected sites train / summed capacity + the slowest exchange (both clocks charge the "
     "same samples per round); pooled_eq7_as_written: Eq. 7 as the paper writes it, one pass over the whole training "
     "set per round whatever the selected sites hold. The accuracy per round is real FedAvg in all; only the clock "
-    "differs. straggler_vs_pooled.png shows the same rounds under the straggler and pooled clocks.",
+    "differs. straggler_vs_pooled.png shows the same rounds under all three clocks.",
     "energy: each selected site's active nodes at their (capped) power for its compute time; renewable up to the "
     "site's available power at the round start, the rest grid. Exchanges and waiting are not charged. "
     "Energy-to-accuracy is interpolated like time-to-accuracy; accuracy per kWh = final accuracy / total energy.",
@@ -156,7 +156,8 @@ def _plots(tmp: Path, rounds, summaries, cl, target: float, name: str) -> None:
     picks = [c[key] for c in cl["by_model"].values() for key in ("powertrip", "best_static") if c.get(key)]
     picks = list(dict.fromkeys(picks)) or list(rounds)[:2]
     straggler_vs_pooled(rounds, picks, target, tmp / "straggler_vs_pooled.png",
-                        f"{name}: the same rounds under the straggler (solid) and pooled Eq. 7 (dashed) clocks")
+                        f"{name}: the same rounds under the straggler (solid), pooled on the same work (dashed) "
+                        "and Eq. 7 as written (dotted) clocks")
 
 
 def _best_static_summaries(tmp: Path, specs, summaries: dict[str, dict]) -> None:
