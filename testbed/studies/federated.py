@@ -156,8 +156,8 @@ def _plots(tmp: Path, rounds, summaries, cl, target: float, name: str) -> None:
     picks = [c[key] for c in cl["by_model"].values() for key in ("powertrip", "best_static") if c.get(key)]
     picks = list(dict.fromkeys(picks)) or list(rounds)[:2]
     straggler_vs_pooled(rounds, picks, target, tmp / "straggler_vs_pooled.png",
-                        f"{name}: the same rounds under the straggler (solid), pooled on the same work (dashed) "
-                        "and Eq. 7 as written (dotted) clocks")
+                        f"{name}: the same rounds under three clocks\nstraggler (solid), pooled on the same work "
+                        "(dashed), Eq. 7 as written (dotted)")
 
 
 def _best_static_summaries(tmp: Path, specs, summaries: dict[str, dict]) -> None:
