@@ -159,6 +159,8 @@ class PowerTrip(_FlBase):
     h_bounds: FloatPair = Field((0.001, 2.0), description="Clip for measured h.")
     gain: Literal["projected", "measured"] = Field("projected", description="measured: the review's test: use the "
                                                    "last measured gain for every k (no k dependence).")
+    patience: int = Field(0, ge=0, description="Hold k while accuracy improves: re-evaluate k only after this many "
+                          "rounds in a row without a new best accuracy (0: every interval).")
 
     def site_problems(self, where, participants, sites):
         if self.k_init > len(participants):

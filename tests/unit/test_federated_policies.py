@@ -101,3 +101,26 @@ def test_powertrip_with_measured_gain_only_trades_round_time():
     taus = {c["k"]: c["tau_s"] for c in sel.candidates}
     assert all(c["gain"] == pytest.approx(0.1) for c in sel.candidates)
     assert taus[sel.k] == min(taus.values())
+
+
+def test_powertrip_patience_holds_k_until_accuracy_stalls():
+    spec = PowerTrip(name="powertrip", k_init=1, window=3, h_prior=0.3, patience=2)
+    assert PowerTrip(name="powertrip").patience == 0           # default: re-evaluate every interval
+    p = PowerTripPolicy("pt", spec)
+    free = PowerTripPolicy("pt", PowerTrip(name="powertrip", k_init=1, window=3, h_prior=0.3))
+    accs = [0.3, 0.4, 0.5]                                     # improving: k is held at k_init
+    for r, (before, after) in enumerate(zip([0.2] + accs, accs), start=1):
+        v = make_view(accuracy=before, round_=r)
+        sel = p.select(v)
+        assert sel.k == 1 and len(sel.candidates) == 1
+        p.observe(v, sel, before, after)
+        fsel = free.select(v)
+        free.observe(v, fsel, before, after)
+    assert free.k_cur != 1                                     # without patience k moved already
+    for r in (4, 5):                                           # two rounds without a new best
+        v = make_view(accuracy=0.5, round_=r)
+        sel = p.select(v)
+        assert sel.k == 1
+        p.observe(v, sel, 0.5, 0.45)
+    sel = p.select(make_view(accuracy=0.45, round_=6))         # patience spent: the window search runs
+    assert len(sel.candidates) > 1 and sel.k != 1

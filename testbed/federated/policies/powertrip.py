@@ -11,6 +11,11 @@ and ``k_cur`` becomes the ``k`` with the largest ``eta_k`` (ties: the smaller k)
 uses ``k_init`` (the high-score core). ``gain: measured`` replaces the projection by the last
 measured gain for every ``k`` (the review's test: without a k-dependent projection the window can
 only trade round time).
+
+``patience`` (PowerTrip's patience parameter): while the model keeps improving, k is held; the window
+search runs (at an ``interval`` boundary) only once ``patience`` rounds in a row have passed without
+a new best accuracy, and the count restarts after every change of k. ``patience: 0`` (the default)
+re-evaluates at every interval boundary.
 """
 
 from __future__ import annotations
@@ -30,6 +35,8 @@ class PowerTripPolicy(SelectionPolicy):
         self.k_cur = spec.k_init
         self.gain = GainModel(h=spec.h_prior, ewma=spec.h_ewma, ceiling=spec.acc_ceiling, bounds=tuple(spec.h_bounds))
         self.last_measured: float | None = None
+        self.best_acc = -1.0
+        self.stale_rounds = 0        # rounds in a row without a new best accuracy
 
     def _projected(self, view: RoundView, k: int) -> float:
         if self.spec.gain == "measured" and self.last_measured is not None:
@@ -42,7 +49,8 @@ class PowerTripPolicy(SelectionPolicy):
             return Selection([], note="no usable site")
         n = len(order)
         cands: list[dict] = []
-        if view.round == 1 or (view.round - 1) % self.spec.interval:
+        waiting = self.stale_rounds < self.spec.patience
+        if view.round == 1 or (view.round - 1) % self.spec.interval or waiting:
             k = max(1, min(self.k_cur, n))
             tau = view.round_s(order[:k])
             gain = self._projected(view, k)
@@ -56,6 +64,8 @@ class PowerTripPolicy(SelectionPolicy):
                 gain = self._projected(view, k)
                 cands.append({"k": k, "gain": gain, "tau_s": tau, "eta": gain / tau if tau > 0 else 0.0})
         best = max(cands, key=lambda c: (c["eta"], -c["k"]))
+        if best["k"] != self.k_cur:
+            self.stale_rounds = 0
         self.k_cur = best["k"]
         return Selection(order[: best["k"]], projected_gain=best["gain"], candidates=cands,
                          note=f"k={best['k']} eta={best['eta']:.3g}/s h={self.gain.h:.3g}")
@@ -64,3 +74,8 @@ class PowerTripPolicy(SelectionPolicy):
         if selection.sites:
             self.gain.update(acc_before, acc_after, len(selection.sites))
             self.last_measured = acc_after - acc_before
+        if acc_after > self.best_acc:
+            self.best_acc = acc_after
+            self.stale_rounds = 0
+        else:
+            self.stale_rounds += 1
