@@ -61,7 +61,8 @@ class FlRecord:
 
 class FederatedController:
     def __init__(self, inputs: Inputs, shards: Shards, policy: SelectionPolicy, *, round_time: str,
-                 exchange: Exchange | None = None, participants: list[str]):
+                 exchange: Exchange | None = None, participants: list[str], samples_per_s: float | None = None):
+        """``samples_per_s``: the resolved compute speed (required when the scenario says ``measured``)."""
         self.inp = inputs
         self.sc = inputs.scenario
         self.fl = self.sc.federated
@@ -71,7 +72,11 @@ class FederatedController:
         self.parts = participants
         self.agg = self.fl.aggregator
         c = self.fl.compute
-        self.model_t = RoundTimeModel(round_time, self.fl.training.local_epochs, c.data_scale, c.samples_per_s,
+        rate = samples_per_s if samples_per_s is not None else c.samples_per_s
+        if not isinstance(rate, (int, float)):
+            raise ValueError("federated.compute.samples_per_s is 'measured': pass the measured samples_per_s")
+        self.samples_per_s = float(rate)
+        self.model_t = RoundTimeModel(round_time, self.fl.training.local_epochs, c.data_scale, self.samples_per_s,
                                       shards.data.n_train)
         agg = self.sc.site(self.agg)
         self.nodes = {s.name: NodePower.of(self.sc.node_type_of(s.name), s.name) for s in self.sc.sites}

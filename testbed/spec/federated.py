@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from testbed.registry import Registry
 from testbed.spec.topology import FloatPair, Strict
@@ -43,9 +43,19 @@ class FlCompute(Strict):
     with ``C_i`` the site's effective capacity in reference nodes (sum of node speeds at the caps
     its power budget allows)."""
 
-    samples_per_s: float = Field(gt=0, description="Training samples per second of one reference node (speed 1.0) "
-                                                   "at full power, for the paper-scale workload.")
-    data_scale: float = Field(1.0, gt=0, description="Paper-scale samples each real training sample stands for.")
+    samples_per_s: float | Literal["measured"] = Field(
+        description="Training samples per second of one reference node (speed 1.0) at full power: a number, or "
+        "'measured': this machine's CPU training the study's model, timed once per run (testbed.federated.throughput).")
+    data_scale: float = Field(1.0, gt=0, description="Paper-scale samples each real training sample stands for: compute "
+                              "time is charged for data_scale x the real samples (the real set is small; the paper's "
+                              "is not). 1 = charge the real samples only.")
+
+    @field_validator("samples_per_s")
+    @classmethod
+    def _positive_rate(cls, v: float | str) -> float | str:
+        if not isinstance(v, str) and not v > 0:
+            raise ValueError("must be > 0 or 'measured'")
+        return v
 
 
 class Federated(Strict):

@@ -91,6 +91,14 @@ class FederatedStudy(Study):
         runs = [PolicyRun(pol.label, spec, pol) for spec in self.sc.policies
                 for pol in make_selection_policies(spec, fl.aggregator)]
         self._statics = [r.label for r in runs if isinstance(r.policy, StaticKPolicy)]
+        declared = fl.compute.samples_per_s
+        if declared == "measured":
+            from testbed.federated.throughput import measure_samples_per_s
+
+            self.samples_per_s = measure_samples_per_s(data, fl.training, seed=inputs.seed)
+        else:
+            self.samples_per_s = float(declared)
+        self.samples_per_s_source = "measured on this machine" if declared == "measured" else "declared"
         self._rounds: dict[str, pd.DataFrame] = {}
         from testbed.nodes.determinism import configure
 
@@ -101,7 +109,7 @@ class FederatedStudy(Study):
     def run(self, run: PolicyRun) -> FlRecord:
         model = run.spec.round_time or self.sc.federated.round_time
         return FederatedController(self.inputs, self.shards, run.policy, round_time=model, exchange=self.exchange,
-                                   participants=self.parts).run()
+                                   participants=self.parts, samples_per_s=self.samples_per_s).run()
 
     def summarize(self, run: PolicyRun, record: FlRecord, wall_s: float, folder: Path) -> dict:
         fl, pol = self.sc.federated, run.policy
@@ -110,6 +118,7 @@ class FederatedStudy(Study):
                                    round_time=run.spec.round_time or fl.round_time)
         summary.update(energy_summary(sdf))
         summary["wall_s"] = wall_s
+        summary["samples_per_s"] = self.samples_per_s
         summary["tta_h_at"] = tta_at(rdf, sensitivity_targets(fl.target_accuracy))
         if isinstance(pol, StaticKPolicy):
             summary["k"] = pol.k
@@ -145,7 +154,8 @@ class FederatedStudy(Study):
 
     def describe(self) -> dict:
         return {**self.exchange.describe, "study": self.name,
-                "partition_sizes": {p: self.shards.n(p) for p in self.parts}}
+                "partition_sizes": {p: self.shards.n(p) for p in self.parts},
+                "compute_samples_per_s": {"value": self.samples_per_s, "source": self.samples_per_s_source}}
 
 
 def _plots(tmp: Path, rounds, summaries, cl, target: float, name: str) -> None:
