@@ -2,7 +2,8 @@
 # Regenerate results/reference/: the paper scenario (sim, and netns emulation where this machine
 # allows it), the validation sweeps over >= 10 seeds on sim (degradation, forecast error x epsilon,
 # alpha, renewable availability, class rule vs Eq. 1), the degradation sweep in emulation over 3
-# seeds (and the same cells on sim, so that sim and emulation pair up), and one report over all.
+# seeds (and the same cells on sim, so that sim and emulation pair up), and one report over all;
+# then the PowerTrip study over 10 seeds on sim and 2 on netns, with its own report.
 # The full outputs go to results/reference-work/ (not committed); the report and the small tables
 # are copied into results/reference/.
 #   bash scripts/reference.sh            # everything (51 min here with emulation)
@@ -41,6 +42,10 @@ if [ "$report_only" = 1 ]; then
               sweep-class-rule-sim sweep-degradation-1day-sim paper-netns sweep-degradation-1day-netns; do
     [ -d "$WORK/$name" ] && dirs+=("$WORK/$name")
   done
+  fl_dirs=()
+  for name in powertrip-us100-sim powertrip-emulated-netns; do
+    [ -d "$WORK/$name" ] && fl_dirs+=("$WORK/$name")
+  done
   [ "${#dirs[@]}" -gt 0 ] && [ -f "$WORK/load-calibration.json" ] || { echo "error: $WORK: nothing to report (run without --report-only first)" >&2; exit 2; }
 else
 stamp "checkpoint load time on this machine (T_load per model family, beside the paper's 10.3 s)"
@@ -54,11 +59,18 @@ sweep sweeps/validate-alpha.yaml sweep-alpha-sim
 sweep sweeps/validate-renewables.yaml sweep-renewables-sim
 sweep sweeps/validate-class-rule.yaml sweep-class-rule-sim
 sweep sweeps/validate-degradation-emulated.yaml sweep-degradation-1day-sim --substrate sim
+fl_dirs=()
+stamp "sweep powertrip-us100-sim (the PowerTrip study, 10 seeds)"
+$TB sweep sweeps/powertrip-us100-seeds.yaml --out "$WORK/powertrip-us100-sim"
+fl_dirs+=("$WORK/powertrip-us100-sim")
 if [ "$emulate" = 1 ]; then
   stamp "paper scenario, netns emulation (real transfers over the shaped WAN, real agents)"
   $TB run scenarios/paper-migration-5node-7day.yaml --substrate netns --out "$WORK/paper-netns" --force --no-progress
   dirs+=("$WORK/paper-netns")
   sweep sweeps/validate-degradation-emulated.yaml sweep-degradation-1day-netns
+  stamp "sweep powertrip-emulated-netns (real model exchanges, 2 seeds)"
+  $TB sweep sweeps/powertrip-emulated-seeds.yaml --out "$WORK/powertrip-emulated-netns"
+  fl_dirs+=("$WORK/powertrip-emulated-netns")
 else
   stamp "skipping emulation (needs root and network namespaces; see testbed doctor)"
 fi
@@ -66,8 +78,14 @@ fi
 stamp "report"
 $TB report "${dirs[@]}" --out "$WORK/report" \
   --title "Reference results: paper scenario and validation sweeps"
+if [ "${#fl_dirs[@]}" -gt 0 ]; then
+  stamp "PowerTrip report"
+  $TB report "${fl_dirs[@]}" --out "$WORK/report-powertrip" --title "Reference results: the PowerTrip study over seeds"
+fi
 rm -rf "$REF.new" && mkdir -p "$REF.new"
 cp -r "$WORK/report" "$REF.new/report"
+[ -d "$WORK/report-powertrip" ] && [ "${#fl_dirs[@]}" -gt 0 ] && cp -r "$WORK/report-powertrip" "$REF.new/report-powertrip"
+dirs+=("${fl_dirs[@]}")
 rm -f "$REF.new/report/migrations.parquet"  # large; every number it holds is in report.md's tables
 cp "$WORK/load-calibration.json" "$REF.new/"
 for d in "${dirs[@]}"; do

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from testbed.analysis import calibration, claims, policy_effects
+from testbed.analysis import calibration, claims, federated_claims, policy_effects
 from testbed.analysis import validation as v
 from testbed.analysis.markdown import md_table as _md_table
 
@@ -83,8 +83,10 @@ def build_report(dirs: list[Path], out: Path, title: str | None = None, argv: li
             runs += v.find_runs(Path(d))
         except _UNREADABLE as e:  # a damaged or foreign directory: name it, never echo its files
             raise v.ReportError(f"{d}: not a readable run or sweep ({type(e).__name__})") from None
+    from testbed.analysis.federated_claims import is_federated
+
     try:
-        m, sums = v.gather(runs)
+        m, sums = v.gather([r for r in runs if not is_federated(r)])  # federated runs: their own section
     except _UNREADABLE as e:
         raise v.ReportError(f"{', '.join(str(d) for d in dirs)}: a run's tables are not readable "
                             f"({type(e).__name__})") from None
@@ -97,19 +99,27 @@ def build_report(dirs: list[Path], out: Path, title: str | None = None, argv: li
     return Path(out) / "report.md"
 
 
-def _write_report(dirs: list[Path], runs: list, m: pd.DataFrame, sums: pd.DataFrame, out: Path,
+def _write_report(dirs: list[Path], all_runs: list, m: pd.DataFrame, sums: pd.DataFrame, out: Path,
                   title: str | None) -> None:
+    fed = [r for r in all_runs if federated_claims.is_federated(r)]
+    runs = [r for r in all_runs if not federated_claims.is_federated(r)]
     params = [c for c in sums.columns if c.startswith("param:") and sums[c].nunique(dropna=True) > 1]
     numeric = [c for c in params
                if pd.to_numeric(sums[c].dropna(), errors="coerce").notna().all() and sums[c].dropna().nunique() > 1]
     subs = sorted(set(sums["substrate"])) if len(sums) else []
     title = title or f"Validation report: {', '.join(str(d) for d in dirs)}"
     lines = [f"# {title}", "",
-             f"- runs: {len(runs)} (substrates: {', '.join(subs) or '-'}); policies: "
+             f"- runs: {len(runs)} of the migration study (substrates: {', '.join(subs) or '-'})"
+             + (f", {len(fed)} of the federated study" if fed else "") + "; policies: "
              f"{', '.join(sorted(set(sums['label']))) if len(sums) else '-'}",
              f"- migrations: {len(m)}, completed: {int((m['status'] == 'completed').sum()) if len(m) else 0}",
              f"- swept: {', '.join(p.removeprefix('param:') for p in params) or 'nothing'}", ""]
 
+    if fed and not runs:  # federated runs only: the migration study's sections have nothing to show
+        lines += federated_claims.markdown(fed)
+        sums.to_csv(out / "summaries.csv", index=False)
+        (out / "report.md").write_text("\n".join(lines), encoding="utf-8")
+        return
     lines += ["## Predicted vs actual migration time", "",
               "Both predictions use only what the controller had (size, predicted bandwidth): the paper's `8S/B` "
               "and the same with TCP's protocol efficiency (1448/1514). Points below y = x were predicted too "
@@ -200,6 +210,7 @@ def _write_report(dirs: list[Path], runs: list, m: pd.DataFrame, sums: pd.DataFr
 
     lines += claims.markdown(runs)
     lines += policy_effects.markdown(runs, sums, out)
+    lines += federated_claims.markdown(fed)
     svse = sim_vs_emulation(sums)
     if len(svse):
         lines += ["## Sim vs emulation", "", "Same scenario, cell and seed on both substrates: how far the analytic "
