@@ -60,7 +60,8 @@ def verdict(interval, paired, paper: float) -> str:
     """A change-vs-static claim over seeds: ``interval`` (stats.Interval of the per-seed change, %)
     and ``paired`` (stats.PairedTest of the policy's metric against static's, per seed).
 
-    - "reproduced": at least ``MIN_SEEDS`` seeds and the paper's number lies in the 95 % CI;
+    - "reproduced": at least ``MIN_SEEDS`` seeds, the paper's number lies in the 95 % CI and the
+      paired test finds a difference (p < 0.05); "inconclusive" when it finds none;
     - "same direction, weaker/stronger": the paired test finds a difference (p < 0.05) with the
       paper's sign, but the CI misses the paper's number;
     - "not reproduced (...)": the difference is not significant, or has the opposite sign;
@@ -69,9 +70,11 @@ def verdict(interval, paired, paper: float) -> str:
         return "not measured (policy missing)"
     if interval.n < MIN_SEEDS:
         return not_enough_seeds(interval.n)
-    if interval.lo <= paper <= interval.hi:
-        return "reproduced"
     p = paired.t_p if paired is not None else float("nan")
+    if interval.lo <= paper <= interval.hi:
+        if not p < SIGNIFICANCE:
+            return f"inconclusive (the CI holds the paper's number, but no significant difference from static, p={p:.2g})"
+        return "reproduced"
     if not p < SIGNIFICANCE:
         return f"not reproduced (no significant difference from static, paired t p={p:.2g})"
     if interval.mean * paper < 0:

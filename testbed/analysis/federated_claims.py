@@ -6,7 +6,8 @@ scenario, substrate and sweep cell (one group = one setting, its seeds). Per gro
 claim: the per-seed reductions, their mean and 95 % Student-t CI, and a verdict.
 
 - **reproduced**: at least ``MIN_SEEDS`` seeds where both PowerTrip and the baseline reached the
-  target, and the paper's number lies in the CI;
+  target, and the paper's number lies in the CI (which excludes 0);
+- **inconclusive**: the CI holds both the paper's number and 0;
 - **same direction, weaker/stronger**: the CI excludes 0 on the paper's side but misses its number;
 - **not reproduced**: the CI contains 0 (no significant reduction), or lies on the other side;
 - **not enough seeds**: fewer seeds where both reached the target.
@@ -42,6 +43,8 @@ def _verdict(values: np.ndarray, paper: float) -> str:
     if iv is None or iv.n < MIN_SEEDS:
         return f"not enough seeds (n={0 if iv is None else iv.n}<{MIN_SEEDS} where both reached the target)"
     if iv.lo <= paper <= iv.hi:
+        if iv.lo <= 0 <= iv.hi:
+            return "inconclusive (the CI holds both the paper's number and 0)"
         return "reproduced"
     if iv.lo > 0 or iv.hi < 0:
         if (iv.mean > 0) != (paper > 0):
@@ -84,7 +87,7 @@ def markdown(runs: list) -> list[str]:
             "Time-to-accuracy reduction of PowerTrip against the baselines, per scenario, substrate, sweep "
             "cell and round-time clock, over the seeds where both reached the target: the mean, its 95 % "
             f"Student-t CI and a verdict. **reproduced** needs at least {MIN_SEEDS} such seeds and the paper's "
-            "number inside the CI. **same direction** means the CI excludes 0 but misses the paper's number. "
+            "number inside a CI that excludes 0; **inconclusive**: the CI holds both. **same direction** means the CI excludes 0 but misses the paper's number. "
             "**not reproduced** means the CI contains 0, or lies on the other side. The paper's hours "
             "(EMNIST, its testbed) are not comparable with ours; the relative reductions are.", "",
             md_table(table), ""]

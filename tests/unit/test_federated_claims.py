@@ -35,6 +35,9 @@ def test_verdicts_over_ten_seeds(tmp_path):
     (tmp_path / "w").mkdir()
     weaker = fc.claims_table(_runs(tmp_path / "w", list(20.0 + g.normal(0, 2, 10))))
     assert _row(weaker, "PowerTrip vs the best static k")["verdict"] == "same direction, weaker"
+    (tmp_path / "i").mkdir()
+    wide = fc.claims_table(_runs(tmp_path / "i", list(20.0 + g.normal(0, 60, 10))))
+    assert _row(wide, "PowerTrip vs the best static k")["verdict"].startswith("inconclusive")
     (tmp_path / "n").mkdir()
     none = fc.claims_table(_runs(tmp_path / "n", list(g.normal(0, 5, 10))))
     assert _row(none, "PowerTrip vs the best static k")["verdict"].startswith("not reproduced")
