@@ -23,8 +23,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import numpy as np
 
+from testbed.stats import line_fit
 from testbed.transfer.disk_io import drop_cache
 
 OPS = ("save", "load_cold", "load_warm")
@@ -52,18 +52,12 @@ class LinearFit:
 
 
 def fit_line(size_gb: list[float], seconds: list[float]) -> LinearFit:
-    """Least squares with 95 % t-intervals; needs at least 3 points over at least 2 sizes."""
-    from scipy import stats
-
-    x, y = np.asarray(size_gb, float), np.asarray(seconds, float)
-    if len(x) < 3 or len(set(x.tolist())) < 2:
+    """Least squares with 95 % t-intervals (:func:`testbed.stats.line_fit`); needs at least 3 points
+    over at least 2 sizes."""
+    if len(size_gb) < 3 or len(set(size_gb)) < 2:
         raise ValueError("a line needs at least 3 points over at least 2 sizes")
-    res = stats.linregress(x, y)
-    t = stats.t.ppf(0.975, len(x) - 2)
-    return LinearFit(float(res.intercept), float(res.slope),
-                     (float(res.intercept - t * res.intercept_stderr), float(res.intercept + t * res.intercept_stderr)),
-                     (float(res.slope - t * res.stderr), float(res.slope + t * res.stderr)),
-                     float(res.rvalue ** 2), len(x))
+    f = line_fit(size_gb, seconds)
+    return LinearFit(f.intercept, f.slope, f.intercept_ci, f.slope_ci, f.r2, f.n)
 
 
 @dataclass

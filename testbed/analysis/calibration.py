@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from testbed.analysis.stats import LineFit, line_fit
+from testbed.stats import LineFit, line_fit
 from testbed.feasibility import TCP_EFFICIENCY_MTU1500
 
 MIN_POINTS = 20

@@ -18,7 +18,7 @@ import pandas as pd
 from testbed.analysis import compare as cmp
 from testbed.analysis.markdown import md_table
 from testbed.analysis.paper_setup import paper_setup
-from testbed.analysis.stats import paired_test, t_interval
+from testbed.stats import paired_test, t_interval
 
 
 def _label(policies: dict, policy: str) -> str | None:

@@ -24,7 +24,7 @@ import pandas as pd
 from testbed.analysis.compare import MIN_SEEDS
 from testbed.analysis.federated_summary import PAPER
 from testbed.analysis.markdown import md_table
-from testbed.analysis.stats import t_interval
+from testbed.stats import t_interval
 
 PAPER_VS_BEST_STATIC_PCT = 100.0 * (1.0 - PAPER["powertrip_h"] / PAPER["static_best_h"])  # 0.65 h vs 1.16 h: 44 %
 CLAIMS = (

@@ -21,7 +21,7 @@ import pandas as pd
 
 from testbed.analysis.claims import run_groups
 from testbed.analysis.markdown import md_table
-from testbed.analysis.stats import paired_test, t_interval
+from testbed.stats import paired_test, t_interval
 
 PAPER_NON_RENEWABLE_PCT = -52.0
 SPLIT_METRICS = (("non_renewable_kwh", "non-renewable kWh"), ("mean_jct_h", "mean JCT h"),

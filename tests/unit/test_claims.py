@@ -11,7 +11,7 @@ import pytest
 from testbed.analysis import claims
 from testbed.analysis.compare import compare, overhead_verdict, verdict
 from testbed.analysis.paper_setup import paper_setup
-from testbed.analysis.stats import paired_test, t_interval
+from testbed.stats import paired_test, t_interval
 from testbed.analysis.validation import Run
 from testbed.spec.load import load_scenario
 from tests.conftest import ROOT

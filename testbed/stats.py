@@ -1,5 +1,6 @@
-"""Small statistics the report's verdicts rest on: Student-t intervals, paired tests over seeds,
-and a weighted least-squares line with standard errors (scipy for the distributions)."""
+"""Small statistics the testbed's verdicts and calibrations rest on: Student-t intervals, paired
+tests over seeds, and a weighted least-squares line with standard errors (scipy for the
+distributions). It sits at the bottom of the import order: the report and `calibrate load` both use it."""
 
 from __future__ import annotations
 
