@@ -4,7 +4,7 @@ kind of answer in :mod:`testbed.agent.protocol`. An answer missing a field is an
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 
@@ -16,6 +16,11 @@ def _need(answer: dict[str, Any], key: str) -> Any:
     if key not in answer:
         raise MissingField(key)
     return answer[key]
+
+
+def _every_field(cls, answer: dict[str, Any]):
+    """``cls`` (a dataclass) from an answer that must carry every one of its fields, in field order."""
+    return cls(*(_need(answer, f.name) for f in fields(cls)))
 
 
 @dataclass(frozen=True)
@@ -61,8 +66,7 @@ class Checkpoint:
 
     @classmethod
     def parse(cls, a: dict[str, Any]) -> "Checkpoint":
-        return cls(_need(a, "path"), _need(a, "size_bytes"), _need(a, "sha256"), _need(a, "step"),
-                   _need(a, "t_checkpoint_s"), _need(a, "t_pause_s"), _need(a, "t_save_s"))
+        return _every_field(cls, a)
 
 
 @dataclass(frozen=True)
@@ -76,8 +80,7 @@ class CheckpointSent:
 
     @classmethod
     def parse(cls, a: dict[str, Any]) -> "CheckpointSent":
-        return cls(_need(a, "report"), _need(a, "checkpoint_bytes"), _need(a, "ballast_bytes"),
-                   _need(a, "t_ballast_save_s"))
+        return _every_field(cls, a)
 
 
 @dataclass(frozen=True)
@@ -94,8 +97,7 @@ class Resumed:
 
     @classmethod
     def parse(cls, a: dict[str, Any]) -> "Resumed":
-        return cls(_need(a, "t_load_s"), _need(a, "step"), _need(a, "bytes_read"), _need(a, "t_persist_s"),
-                   _need(a, "t_read_s"), _need(a, "t_deserialize_s"), _need(a, "t_restore_s"))
+        return _every_field(cls, a)
 
 
 @dataclass(frozen=True)
