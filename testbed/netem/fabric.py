@@ -204,8 +204,14 @@ class Fabric:
             n.link("add", ifname=p.mgmt_bridge, kind="bridge")
             br = n.link_lookup(ifname=p.mgmt_bridge)[0]
             n.link("set", index=br, state="up")
-            for ifname in [s.mgmt_peer_if for s in p.sites] + [p.ctl_peer_if]:
-                n.link("set", index=self._ifindex(n, p.mgmt_ns, ifname), master=br, state="up")
+            self._attach_mgmt_ports(n, br)
+
+    def _attach_mgmt_ports(self, n, br: int) -> None:
+        """Enslave every site's and the controller's management port to the bridge ``br`` (``n`` is
+        bound to the management namespace); shared by the netns and Mininet fabrics."""
+        p = self.plan
+        for ifname in [s.mgmt_peer_if for s in p.sites] + [p.ctl_peer_if]:
+            n.link("set", index=self._ifindex(n, p.mgmt_ns, ifname), master=br, state="up")
 
     def _shape(self, n, index: int, link: LinkPlan, side: str) -> None:
         """Install the sender-side shaping of one WAN interface."""

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import psutil
 import pytest
 
 from testbed.netem.fabric import FabricError
 from testbed.netem.naming import new_run_id
+from testbed.netem.nsexec import ipr_in
 from testbed.netem.plan import LinkInput, plan_fabric
 from tests.integration.conftest import goodput_mbit
 
@@ -37,8 +39,16 @@ def test_bw_above_1000_is_applied_and_changed_in_place():
         assert fab.set_rate("a", "b", 100) < 0.1
         g3 = goodput_mbit(fab.site_ns("a"), fab.site_ns("b"), fab.site_addr("b"), 15_000_000, port=5203)
         assert 0.94 * 100 <= g3 <= 103
-        assert _root_links_of(plan.run_id)  # the management bridge and its ports live in the root namespace
+        # the management bridge and its ports live in the switch's own namespace, as on netns: nothing of
+        # the run is in the root namespace, where the host's firewall would see bridged frames
+        assert _root_links_of(plan.run_id) == []
+        with ipr_in(fab._ns(plan.mgmt_ns)) as n:
+            br = n.link_lookup(ifname=plan.mgmt_bridge)[0]
+            ports = {lk.get_attr("IFLA_IFNAME") for lk in n.get_links() if lk.get_attr("IFLA_MASTER") == br}
+        assert ports == {s.mgmt_peer_if for s in plan.sites} | {plan.ctl_peer_if}
+        pids = list(fab._host_pids)
     assert _root_links_of(plan.run_id) == []
+    assert not [p for p in pids if psutil.pid_exists(p)]  # Mininet's host shells (and the switch's) ended
 
 
 def test_refuses_what_it_cannot_apply(monkeypatch):

@@ -13,7 +13,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from testbed.agent.client import AgentClient
+from testbed.agent.client import AgentClient, AgentError
 from testbed.lifecycle import critical
 from testbed.netem import state
 from testbed.netem.fabric import Fabric, FabricError
@@ -110,6 +110,12 @@ class AgentPool:
                     raise FabricError(f"agent at {s.name} not ready after {READY_TIMEOUT_S} s")
                 time.sleep(0.05)
             self._clients[s.name] = AgentClient(s.mgmt_addr, CONTROL_PORT, self._token, socket_factory=socket_factory(self.fabric._ns(self.fabric.plan.ctl_ns)))
+        for s in plan.sites:  # over the management network, as every command goes: fails here, not mid-run
+            try:
+                self._clients[s.name].ping()
+            except AgentError as e:
+                raise FabricError(f"agent at {s.name} is up but not reachable from the controller over the "
+                                  f"management network: {e}") from None
 
     def _start_container(self, site: str, argv: list[str]) -> None:
         from testbed.runtime import ContainerNode, DockerEngine, ensure_base_image

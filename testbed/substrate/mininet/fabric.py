@@ -1,4 +1,10 @@
-"""The same fabric plan built with Mininet: hosts, a Linux-bridge management switch, TCLink WAN links.
+"""The same fabric plan built with Mininet: hosts, a management switch, TCLink WAN links.
+
+The management switch (:mod:`.switches`) is Mininet's ``LinuxBridge`` in a namespace of its own,
+like the netns fabric's bridge (the controller and every site's node agent talk over it), or an
+``OVSBridge``. Mininet's LinuxBridge only enslaves ports whose names contain its own (``s1-eth1``);
+ours are named by the plan, so they are attached by the code the netns fabric uses
+(:meth:`Fabric._attach_mgmt_ports`) and read back.
 
 Mininet's own behaviours that would silently weaken a scenario are closed off:
 - WAN links are Mininet ``Link``s whose interfaces are a ``TCIntf`` subclass (what ``TCLink`` is,
@@ -15,6 +21,7 @@ Rate changes are ``tc change`` in place through pyroute2, as on the netns substr
 
 from __future__ import annotations
 
+import logging
 import warnings
 from contextlib import contextmanager
 
@@ -22,16 +29,27 @@ from testbed.netem.fabric import Fabric, FabricError
 from testbed.netem.nsexec import ipr_in
 from testbed.netem.plan import LinkPlan
 from testbed.netem.qdisc import read_tbf_rate_mbit, tbf_params
+from testbed.substrate.mininet.switches import switch_unavailable
 
 TBF_HANDLE = "5:"
 
 
 @contextmanager
 def _quiet_mininet():
-    """Mininet 2.3 logs through the deprecated ``Logger.warn``; keep that out of our warnings."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="The 'warn' method is deprecated", category=DeprecationWarning)
-        yield
+    """Mininet 2.3 logs through the deprecated ``Logger.warn``; keep that out of our warnings. Its
+    build-time chatter (for example the root namespace's bridge-nf-call-iptables warning, which does
+    not concern a bridge in its own namespace) is held back unless the caller asked Mininet for
+    more than the default level; errors still print."""
+    from mininet.log import lg
+
+    level = lg.getEffectiveLevel()
+    lg.setLevel(max(level, logging.ERROR))
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="The 'warn' method is deprecated", category=DeprecationWarning)
+            yield
+    finally:
+        lg.setLevel(level)
 
 
 def _intf_class():
@@ -53,11 +71,13 @@ def _intf_class():
 
 class MininetFabric(Fabric):
     def __init__(self, plan, *, switch: str = "lxbr", **kw):
+        why = switch_unavailable(switch)
+        if why:
+            raise FabricError(why)
         super().__init__(plan, **kw)
-        if switch != "lxbr":
-            raise FabricError(f"switch {switch!r}: only 'lxbr' is supported (OVS needs its kernel datapath; "
-                              "see `testbed doctor`)")
+        self.switch = switch
         self.net = None
+        self.hosts: dict[str, object] = {}  # site name -> Mininet host (for the CLI)
         self._paths: dict[str, str] = {}
         self._host_pids: list[int] = []
 
@@ -74,16 +94,20 @@ class MininetFabric(Fabric):
     def _build_net(self) -> None:
         from mininet.link import Link
         from mininet.net import Mininet
+        from mininet.node import OVSBridge
         from mininet.nodelib import LinuxBridge
 
         p = self.plan
-        net = Mininet(topo=None, build=False, controller=None, switch=LinuxBridge, autoSetMacs=False,
+        cls, sw_params = (LinuxBridge, {"inNamespace": True}) if self.switch == "lxbr" else (OVSBridge, {})
+        net = Mininet(topo=None, build=False, controller=None, switch=cls, autoSetMacs=False,
                       autoStaticArp=False, waitConnected=False)
         self.net = net
         hosts = {}
         for i, ns in enumerate([s.ns for s in p.sites] + [lk.relay_ns for lk in p.links if lk.relay_ns] + [p.ctl_ns]):
             hosts[ns] = net.addHost(f"tb{p.run_id}h{i}", ip=None)  # the run id is in the host's command line
-        switch = net.addSwitch(p.mgmt_bridge, cls=LinuxBridge, dpid="1")
+        self.hosts = {s.name: hosts[s.ns] for s in p.sites}
+        # the switch's name is its bridge's; a namespaced LinuxBridge's shell holds the plan's mgmt namespace
+        switch = net.addSwitch(p.mgmt_bridge, cls=cls, dpid="1", **sw_params)
         for s in p.sites:
             net.addLink(hosts[s.ns], switch, intfName1=s.mgmt_if, intfName2=s.mgmt_peer_if, cls=Link)
         net.addLink(hosts[p.ctl_ns], switch, intfName1=p.ctl_if, intfName2=p.ctl_peer_if, cls=Link)
@@ -101,9 +125,13 @@ class MininetFabric(Fabric):
         net.start()
         self._paths = {ns: f"/proc/{h.pid}/ns/net" for ns, h in hosts.items()}
         self._host_pids = [h.pid for h in hosts.values()]
+        if switch.inNamespace:
+            self._paths[p.mgmt_ns] = f"/proc/{switch.pid}/ns/net"
+            self._host_pids.append(switch.pid)
         from testbed.netem import state
 
-        state.add(p.run_id, pids=self._host_pids)  # Mininet starts them itself: listed right after
+        # Mininet starts them itself: listed right after (with the hosts' namespace paths)
+        state.add(p.run_id, pids=self._host_pids, info=self._info())
         self._configure_namespaces()
         self._verify()
         self._start_relays()
@@ -117,7 +145,34 @@ class MininetFabric(Fabric):
         return params
 
     def _mgmt_switch(self) -> None:
-        """Mininet's LinuxBridge already joins the management interfaces."""
+        """Mininet's LinuxBridge made the bridge (in its namespace) but attached none of our ports: attach
+        them as the netns fabric does, then read every port's master back. An OVSBridge added its ports."""
+        if self.switch != "lxbr":
+            return
+        p = self.plan
+        with ipr_in(self._ns(p.mgmt_ns)) as n:
+            self._lo_up(n)
+            found = n.link_lookup(ifname=p.mgmt_bridge)
+            if not found:
+                raise FabricError(f"Mininet's LinuxBridge {p.mgmt_bridge} is missing from its namespace")
+            br = found[0]
+            n.link("set", index=br, state="up")
+            self._attach_mgmt_ports(n, br)
+            masters = {lk.get_attr("IFLA_IFNAME"): lk.get_attr("IFLA_MASTER") for lk in n.get_links()}
+        loose = [i for i in [s.mgmt_peer_if for s in p.sites] + [p.ctl_peer_if] if masters.get(i) != br]
+        if loose:
+            raise FabricError(f"management port {loose[0]} is not on bridge {p.mgmt_bridge}; refusing to run "
+                              "without a management network")
+
+    def _info(self) -> dict:
+        """As the netns fabric's, with each site's namespace given as its host's ``/proc/PID/ns/net``
+        (``testbed net exec`` enters it while the network is held)."""
+        info = super()._info()
+        for s in self.plan.sites:
+            if s.ns in self._paths:
+                info["sites"][s.name]["ns"] = self._paths[s.ns]
+        info["switch"] = self.switch
+        return info
 
     def _shape(self, n, index: int, link: LinkPlan, side: str) -> None:
         """TCLink shaped the interface at build time; :meth:`_verify` checks it."""
