@@ -20,7 +20,7 @@ from testbed.node_kinds import NODE_KINDS
 from testbed.inputs import build_inputs
 from testbed.netem import state
 from testbed.netem.naming import new_run_id
-from testbed.recorder.manifest import build_manifest
+from testbed.recorder.manifest import ORIGINAL_COPY, build_manifest
 from testbed.recorder.out_dir import default_out_dir
 from testbed.recorder.writer import atomic_dir, check_out_dir, partial_dir, write_json, write_table
 from testbed.spec.load import LoadedScenario
@@ -56,8 +56,10 @@ def traces_table(study: Study) -> pd.DataFrame:
 
 def run_scenario(loaded: LoadedScenario, *, out_dir: Path | None = None, substrate: str = "sim",
                  seed: int | None = None, progress: bool = True, force: bool = False,
-                 argv: list[str] | None = None, plots: bool = True) -> Path:
-    """``plots=False`` skips the figures (sweeps: most of a short trial's time is matplotlib)."""
+                 argv: list[str] | None = None, plots: bool = True, original: dict | None = None) -> Path:
+    """``plots=False`` skips the figures (sweeps: most of a short trial's time is matplotlib).
+    ``original``: the scenario file as written (``text``, ``sha256``, ``overrides``) when ``loaded`` is
+    that file with overrides applied: kept beside ``scenario.yaml`` (what ran) with its hash."""
     sc = loaded.scenario
     substrate, why = choose_substrate(substrate, sc)
     problem = unknown_substrate(substrate)
@@ -94,9 +96,13 @@ def run_scenario(loaded: LoadedScenario, *, out_dir: Path | None = None, substra
         (tmp / "comparison.md").write_text(markdown, encoding="utf-8")
         write_table(tmp / "traces.parquet", traces_table(study))
         (tmp / "scenario.yaml").write_text(loaded.text, encoding="utf-8")
+        kept = None
+        if original is not None:
+            (tmp / ORIGINAL_COPY).write_text(original["text"], encoding="utf-8")
+            kept = {"copy": ORIGINAL_COPY, "sha256": original["sha256"], "overrides": original.get("overrides") or {}}
         write_json(tmp / "manifest.json", build_manifest(
             scenario_sha256=loaded.sha256, scenario_path=str(loaded.path),
             scenario_resolved=inputs.scenario.model_dump(mode="json"), seed=inputs.seed, substrate=study.describe(),
             policies=[p.model_dump(mode="json") for p in sc.policies], wall_s=wall, argv=argv or [],
-            topology_path=loaded.topology_path))
+            topology_path=loaded.topology_path, original=kept))
     return out_dir

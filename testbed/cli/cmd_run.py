@@ -1,4 +1,5 @@
-"""``testbed run SCENARIO``: run every policy of a scenario and write one results directory."""
+"""``testbed run SCENARIO``: run every policy of a scenario and write one results directory
+(a thin layer over :func:`testbed.api.run`)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import sys
 from pathlib import Path
 
 from testbed.errors import SpecError
-from testbed.substrate import SUBSTRATES, substrate_choices
+from testbed.substrate import SUBSTRATES
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -18,40 +19,28 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help=f"{kinds} | auto (netns where the machine allows, else sim; says which and why)")
     p.add_argument("--out", type=Path, default=None, help="results directory (default results/NAME-sSEED-TIME)")
     p.add_argument("--seed", default=None, help="override the scenario's seed")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="PATH=VALUE",
+                   help="override one scenario field by its dotted path, as sweeps do (repeatable): "
+                        "--set duration_h=12 --set 'policies[feasibility_aware].alpha=0.2'; the value is "
+                        "read as YAML; the result is validated like the file, saved as the results' "
+                        "scenario.yaml, and the file itself is kept beside it (scenario.original.yaml)")
     p.add_argument("--force", action="store_true", help="replace --out if it holds earlier testbed results (nothing else is ever replaced)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar or progress lines")
     p.set_defaults(func=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
     # Load and validate first, check --out, and only then import the runner (numpy, pandas,
     # matplotlib, the substrates): a bad scenario or --out is refused at once.
-    from testbed.spec import load_scenario
+    from testbed.api import check_seed, check_substrate, parse_set, prepare, run_prepared
 
-    known = substrate_choices()
-    if args.substrate not in known:
-        from testbed.cli.parser import did_you_mean
-
-        raise SpecError([("--substrate", f"unknown substrate {args.substrate!r}{did_you_mean(args.substrate, known)} "
-                                         f"(known: {', '.join(known)})")])
-    seed = None
-    if args.seed is not None:
-        try:
-            seed = int(args.seed)
-        except ValueError:
-            raise SpecError([("--seed", f"must be a non-negative integer (got {args.seed!r})")]) from None
-        if seed < 0 or seed >= 2**63:
-            raise SpecError([("--seed", f"must be a non-negative integer below 2**63 (got {seed})")])
+    check_substrate(args.substrate, "--substrate")
+    seed = check_seed(args.seed, "--seed")
+    overrides = parse_set(args.overrides)
     try:
-        loaded = load_scenario(args.scenario)
-        if args.out is not None:
-            from testbed.recorder.out_dir import check_out_dir
-
-            check_out_dir(args.out, kind="run", force=args.force, protect=(loaded.path,))
-        from testbed.runner import run_scenario
-
-        out = run_scenario(loaded, out_dir=args.out, substrate=args.substrate, seed=seed,
-                           progress=not args.no_progress, force=args.force, argv=sys.argv)
+        prepared = prepare(args.scenario, overrides, where="--set")
+        out = run_prepared(prepared, out=args.out, substrate=args.substrate, seed=seed, force=args.force,
+                           progress=not args.no_progress, argv=sys.argv)
     except SpecError as e:  # a problem of the scenario: name its file first, as `validate` does
         raise e.in_file(args.scenario) from None
     print((out / "comparison.md").read_text(encoding="utf-8"))

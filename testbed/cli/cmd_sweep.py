@@ -1,4 +1,5 @@
-"""``testbed sweep SWEEP.yaml``: a grid of scenario variants x seeds, in parallel, one table with CIs."""
+"""``testbed sweep SWEEP.yaml``: a grid of scenario variants x seeds, in parallel, one table with CIs
+(a thin layer over :mod:`testbed.sweep.api`)."""
 
 from __future__ import annotations
 
@@ -74,21 +75,19 @@ def _dry_run(plan, out: Path, parallel: int | None) -> int:
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    from testbed.sweep import load_sweep_file, plan_sweep
+    from testbed.sweep import api
 
     parallel = _parallel(args.parallel)
-    sweep = load_sweep_file(args.sweep)
-    plan = plan_sweep(sweep, args.substrate)
+    plan = api.plan(args.sweep, args.substrate)
+    sweep = plan.sweep
     out = args.out if args.out is not None else Path("results") / f"sweep-{sweep.name}"
     from testbed.sweep.runner import check_sweep_out
 
     check_sweep_out(out, plan, args.force)
     if args.dry_run:
         return _dry_run(plan, out, parallel)
-    from testbed.sweep.runner import run_sweep
-
     print(f"substrate: {plan.substrate} ({plan.substrate_why})", file=sys.stderr)
-    res = run_sweep(plan, out, parallel=parallel, ray_address=args.ray, force=args.force, argv=sys.argv)
+    res = api.run(plan, out, parallel=parallel, ray=args.ray, force=args.force, argv=sys.argv)
     print(f"{res.planned} trials: {res.skipped} reused, {res.ran} run, {len(res.failed)} failed "
           f"({res.backend}, parallel {res.parallel}, {res.wall_s:.1f} s)")
     for rel in res.failed:

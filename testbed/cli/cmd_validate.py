@@ -14,19 +14,12 @@ import argparse
 import sys
 from pathlib import Path
 
-_SCENARIO_KEYS = ("traces", "policies", "sites", "workloads", "federated", "topology")
-
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("validate", help="check scenario and sweep files, and the trace files they name "
                                         "(exit 2 and one line per problem if any is invalid)")
     p.add_argument("files", nargs="+", metavar="FILE", help="scenario or sweep YAML file(s)")
     p.set_defaults(func=_validate)
-
-
-def is_sweep(data: dict) -> bool:
-    """A sweep file names a scenario file and carries none of a scenario's own sections."""
-    return isinstance(data.get("scenario"), str) and not any(k in data for k in _SCENARIO_KEYS)
 
 
 def _check_inputs(sc, jobs: bool = True) -> None:
@@ -91,6 +84,7 @@ def check_file(path: str) -> tuple[str | None, list[str]]:
     """``(summary, [])`` if ``path`` is valid, else ``(None, problem lines)``; lines name the file."""
     from testbed.errors import SpecError, TestbedError, TraceError
     from testbed.spec.load import read_yaml
+    from testbed.sweep.api import is_sweep
 
     try:
         data = read_yaml(Path(path), "scenario file")

@@ -9,26 +9,12 @@ same class (argparse's ``parser_class`` defaults to the parent's class), so no c
 from __future__ import annotations
 
 import argparse
-import difflib
 import sys
-from typing import Iterable, NoReturn
+from typing import NoReturn
 
+from testbed.suggest import did_you_mean, suggest
 
-def suggest(word: str, known: Iterable[str]) -> list[str]:
-    """Known words ``word`` is probably a typo or a prefix of: prefix matches first, then close ones."""
-    known = sorted({str(k) for k in known})
-    prefix = [k for k in known if len(word) >= 2 and k.startswith(word) and k != word]
-    close = difflib.get_close_matches(word, known, n=3, cutoff=0.6)
-    out: list[str] = []
-    for k in prefix + close:
-        if k not in out:
-            out.append(k)
-    return out[:3]
-
-
-def did_you_mean(word: str, known: Iterable[str]) -> str:
-    hits = suggest(word, known)
-    return f" (did you mean {' or '.join(hits)}?)" if hits else ""
+__all__ = ["Parser", "did_you_mean", "suggest"]
 
 
 class Parser(argparse.ArgumentParser):

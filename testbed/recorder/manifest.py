@@ -15,6 +15,9 @@ import testbed
 
 _HASH_CHUNK_BYTES = 1 << 20
 
+ORIGINAL_COPY = "scenario.original.yaml"
+"""A run with overrides keeps the scenario file as written here (``scenario.yaml`` holds what ran)."""
+
 _PACKAGES = ("numpy", "pandas", "pyarrow", "pydantic", "PyYAML", "matplotlib", "pvlib", "openpyxl", "scipy")
 
 
@@ -92,12 +95,17 @@ def input_files(scenario_path: str | Path, resolved: dict, topology_path: Path |
 
 def build_manifest(*, scenario_sha256: str, scenario_path: str, scenario_resolved: dict, seed: int,
                    substrate: dict, policies: list[dict], wall_s: dict[str, float], argv: list[str],
-                   topology_path: Path | None = None) -> dict:
+                   topology_path: Path | None = None, original: dict | None = None) -> dict:
+    """``original``: set when the scenario that ran is a file with overrides (``scenario.yaml`` is then
+    what ran; the file as written is kept as ``original["copy"]``, with its sha256 and the overrides)."""
+    scenario = {"path": scenario_path, "sha256": scenario_sha256, "copy": "scenario.yaml", "resolved": scenario_resolved}
+    if original is not None:
+        scenario["original"] = original
     return {
         "format": "testbed-results/1",
         "created_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "command": argv,
-        "scenario": {"path": scenario_path, "sha256": scenario_sha256, "copy": "scenario.yaml", "resolved": scenario_resolved},
+        "scenario": scenario,
         "input_files": input_files(scenario_path, scenario_resolved, topology_path),
         "seed": seed,
         "substrate": substrate,

@@ -93,10 +93,54 @@ def _message(err: dict, quote_values: bool = True) -> str:
     return msg
 
 
+def _candidates(tp: object) -> list[type]:
+    """The pydantic models a field's type can hold (through Optional, unions, lists and mappings)."""
+    import typing
+
+    from pydantic import BaseModel
+
+    if isinstance(tp, type) and issubclass(tp, BaseModel):
+        return [tp]
+    out: list[type] = []
+    for arg in typing.get_args(tp):
+        members = getattr(arg, "members", None)  # a RegistryUnion's metadata: its registered models
+        out += [m for _, m in members()] if callable(members) else _candidates(arg)
+    return out
+
+
+def _tagged(model: type, tag: str) -> bool:
+    """Does ``model`` carry ``tag`` as the value of a one-value Literal field (a union's discriminator)?"""
+    import typing
+
+    return any(typing.get_origin(f.annotation) is typing.Literal and typing.get_args(f.annotation) == (tag,)
+               for f in model.model_fields.values())
+
+
+def fields_at(model: type, loc: tuple[object, ...]) -> set[str]:
+    """The field names a ``model`` accepts at ``loc`` (union alternatives together; empty if unknown)."""
+    models = [model]
+    for part in loc:
+        if isinstance(part, int) or not models:
+            continue  # a list index: the same element models
+        text = str(part)
+        nxt: list[type] = []
+        for m in models:
+            f = m.model_fields.get(text)
+            if f is not None:
+                nxt += _candidates(f.annotation)
+        if not nxt and any(text not in m.model_fields for m in models):
+            # a union tag selects its member; a mapping key (a site name) keeps the same models
+            models = [m for m in models if _tagged(m, text)] or models
+            continue
+        models = nxt
+    return {name for m in models for name in m.model_fields}
+
+
 def problems_from(exc: ValidationError, tags: frozenset[str], prefix: str = "",
-                  quote_values: bool = True) -> list[tuple[str, str]]:
+                  quote_values: bool = True, model: type | None = None) -> list[tuple[str, str]]:
     """One ``(path, message)`` per field; alternatives of a union on the same path are joined.
-    ``quote_values=False``: never show the value found (for files that may not be the user's)."""
+    ``quote_values=False``: never show the value found (for files that may not be the user's).
+    ``model``: the model validated, so that an unknown field gets a "did you mean"."""
     merged: dict[str, list[str]] = {}
     type_only: dict[str, bool] = {}  # path -> every error there is "wrong type" (a union alternative)
     for err in exc.errors(include_url=False):
@@ -109,6 +153,10 @@ def problems_from(exc: ValidationError, tags: frozenset[str], prefix: str = "",
         if prefix:
             path = f"{prefix}.{path}" if path != "(top level)" else prefix
         msg = _message(err, quote_values)
+        if err["type"] == "extra_forbidden" and model is not None and loc:
+            from testbed.suggest import did_you_mean
+
+            msg += did_you_mean(str(loc[-1]), fields_at(model, loc[:-1]))
         type_only[path] = type_only.get(path, True) and err["type"].endswith("_type")
         if msg not in merged.setdefault(path, []):
             merged[path].append(msg)

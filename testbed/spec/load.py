@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -256,6 +257,29 @@ def load_scenario(path: str | Path) -> LoadedScenario:
     return LoadedScenario(scenario=sc, path=path.resolve(), text=text, sha256=digest, topology_path=topo_path)
 
 
+_POLICY_ENTRY = re.compile(r"^policies\[\d+\]$")
+_UNKNOWN_NAME = re.compile(r"^unknown name '([^']*)'")
+
+
+def _per_study(problems: list[tuple[str, str]], data: dict) -> list[tuple[str, str]]:
+    """An unknown policy name is answered with the names of the scenario's own study (migration
+    policies, or the PowerTrip study's selection policies for a ``federated:`` scenario)."""
+    from testbed.spec.federated import SELECTION_POLICY_SPECS
+    from testbed.spec.policies import MIGRATION_POLICY_SPECS
+    from testbed.suggest import did_you_mean
+
+    federated = isinstance(data, dict) and data.get("federated") is not None
+    study, names = (("federated (PowerTrip) study", SELECTION_POLICY_SPECS.names()) if federated
+                    else ("migration study", MIGRATION_POLICY_SPECS.names()))
+    out = []
+    for where, msg in problems:
+        m = _UNKNOWN_NAME.match(msg)
+        if m and _POLICY_ENTRY.match(where):
+            msg = f"unknown policy {m.group(1)!r}{did_you_mean(m.group(1), names)} (the {study} has: {', '.join(names)})"
+        out.append((where, msg))
+    return out
+
+
 def scenario_from_dict(data: dict, base_dir: Path | None = None) -> Scenario:
     """Validate an in-memory scenario (used by the loader, tests and sweeps)."""
     base_dir = base_dir or Path.cwd()
@@ -263,7 +287,7 @@ def scenario_from_dict(data: dict, base_dir: Path | None = None) -> Scenario:
     try:
         sc = Scenario.model_validate(data)
     except ValidationError as e:
-        raise SpecError(problems_from(e, _tags())) from e
+        raise SpecError(_per_study(problems_from(e, _tags(), model=Scenario), data)) from e
     problems, resolved = _cross_checks(sc, base_dir)
     if problems:
         raise SpecError(problems)

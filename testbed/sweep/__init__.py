@@ -4,7 +4,23 @@ Layering: a sweep sits above ``testbed.runner`` (each trial is one ``testbed run
 aggregation reads only what the trials recorded.
 """
 
+import sys
+import types
+
 from testbed.sweep.plan import Cell, SweepPlan, Trial, plan_sweep
 from testbed.sweep.spec import SweepFile, SweepSpec, load_sweep_file
 
 __all__ = ["Cell", "SweepFile", "SweepPlan", "SweepSpec", "Trial", "load_sweep_file", "plan_sweep"]
+
+
+class _CallableModule(types.ModuleType):
+    """``testbed.sweep(path, ...)`` runs a sweep (:func:`testbed.sweep.api.sweep`), while
+    ``testbed.sweep.plan_sweep`` and the other names stay this package's."""
+
+    def __call__(self, *args, **kwargs):
+        from testbed.sweep.api import sweep
+
+        return sweep(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

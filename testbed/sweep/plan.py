@@ -98,7 +98,7 @@ def cell_id(index: int, variant: str | None, values: list[tuple[str, Any]]) -> s
     return f"{index:03d}-{slug}" if slug else f"{index:03d}"
 
 
-def _merge_topology(data: dict, base_dir: Path) -> dict:
+def inline_topology(data: dict, base_dir: Path) -> dict:
     """Inline a referenced topology file so that overrides can reach ``sites`` and ``links``."""
     name = data.get("topology")
     path = resolve_file(name, base_dir) if isinstance(name, str) else None
@@ -140,7 +140,7 @@ def _build_cell(sweep: SweepFile, base_data: dict, index: int, variant, point: t
     cid = cell_id(index, variant.name if variant else None, named)
     data = copy.deepcopy(base_data)
     if any(p.split(".")[0].split("[")[0] in ("sites", "links") for p in overrides):
-        data = _merge_topology(data, sweep.scenario_path.parent)
+        data = inline_topology(data, sweep.scenario_path.parent)
     problems: list[tuple[str, str]] = []
     for p, v in overrides.items():
         try:

@@ -251,7 +251,7 @@ def load_sweep_file(path: str | Path) -> SweepFile:
     try:
         spec = SweepSpec.model_validate(data)
     except ValidationError as e:
-        raise SpecError([(f"{path}: {p}", m) for p, m in problems_from(e, frozenset())]) from None
+        raise SpecError([(f"{path}: {p}", m) for p, m in problems_from(e, frozenset(), model=SweepSpec)]) from None
     problems: list[tuple[str, str]] = _size_problems(spec)
     if problems:
         raise SpecError([(f"{path}: {where}", msg) for where, msg in problems])

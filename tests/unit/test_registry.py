@@ -133,7 +133,7 @@ def test_unimported_plugins_are_refused_by_name(tmp_path):
     r = _fresh_testbed("validate", str(bad), cwd=tmp_path)
     assert r.returncode == 2 and "Traceback" not in r.stderr
     lines = r.stderr.splitlines()
-    assert any(line.startswith(f"error: {bad}: policies[1]: unknown name 'throwaway' (expected one of 'static'")
+    assert any(line.startswith(f"error: {bad}: policies[1]: unknown policy 'throwaway' (the migration study has: static")
                for line in lines), lines
     assert any(f"{bad}: traces.renewable.default: unknown kind 'constant_kw' (expected one of 'curtailment_windows'"
                in line for line in lines), lines

@@ -64,7 +64,7 @@ def _with(path: list, value, **kw) -> dict:
         (["workloads", "jobs", 1, "origin"], "mars", "workloads.jobs[1].origin: unknown site 'mars'"),
         (["traces", "renewable", "default", "capacity_kw"], -2, "traces.renewable.default.capacity_kw: must be > 0"),
         (["traces", "renewable", "default", "kind"], "wind_farm", "traces.renewable.default: unknown kind 'wind_farm'"),
-        (["policies"], ["static", "greedy"], "policies[1]: unknown name 'greedy'"),
+        (["policies"], ["static", "greedy"], "policies[1]: unknown policy 'greedy'"),
         (["policies"], [{"name": "feasibility_aware", "alpha": 3}], "policies[0].alpha: must be <= 1"),
         (["colour"], "blue", "colour: unknown field"),
     ],

@@ -1,0 +1,70 @@
+"""A sweep from Python or the command line: check the file, plan, run, and return the table.
+
+``testbed.sweep("sweeps/example-2x2x3.yaml")`` returns the statistics table (``table.csv``: per
+cell x policy x metric, n, mean, std, ci95) as a DataFrame; ``df.attrs`` holds the sweep
+directory (``path``), the per-trial results (``results``: ``results.parquet``) and the trials that
+failed (``failed``). ``testbed sweep`` is a thin layer over :func:`plan` and :func:`run`.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import TextIO
+
+import pandas as pd
+
+from testbed.errors import SpecError
+from testbed.spec.load import read_yaml
+from testbed.sweep.plan import SweepPlan, plan_sweep
+from testbed.sweep.runner import SweepOutcome, run_sweep
+from testbed.sweep.spec import load_sweep_file
+
+SCENARIO_KEYS = ("traces", "policies", "sites", "workloads", "federated", "topology")
+"""Sections only a scenario has: a file with one of them is not a sweep."""
+
+
+def is_sweep(data: dict) -> bool:
+    """A sweep file names a scenario file and carries none of a scenario's own sections."""
+    return isinstance(data.get("scenario"), str) and not any(k in data for k in SCENARIO_KEYS)
+
+
+def plan(path: str | os.PathLike, substrate: str | None = None) -> SweepPlan:
+    """The checked plan of a sweep file; a scenario file given instead is refused in one line."""
+    path = Path(path)
+    data = read_yaml(path, "sweep file")
+    if not is_sweep(data) and any(k in data for k in SCENARIO_KEYS):
+        raise SpecError([(str(path), f"this is a scenario, not a sweep: run it with `testbed run {path}` "
+                                     "(a sweep file names a `scenario:` file and a `grid:` of values)")])
+    return plan_sweep(load_sweep_file(path), substrate)
+
+
+def run(plan_: SweepPlan, out: str | os.PathLike | None = None, *, parallel: int | None = None,
+        ray: str | None = None, force: bool = False, argv: list[str] | None = None,
+        log: TextIO | None = None) -> SweepOutcome:
+    """Run a plan's trials that are not done yet in ``out`` (default: a new temporary directory)."""
+    if out is None:
+        out = tempfile.mkdtemp(prefix=f"testbed-sweep-{plan_.sweep.name}-")
+    return run_sweep(plan_, Path(out), parallel=parallel, ray_address=ray, force=force, argv=argv,
+                     log=log or sys.stderr)
+
+
+def table(out: str | os.PathLike) -> pd.DataFrame:
+    """A sweep directory's statistics table, with ``attrs``: path, results (DataFrame)."""
+    out = Path(out)
+    df = pd.read_csv(out / "table.csv")
+    df.attrs["path"] = str(out.resolve())
+    results = out / "results.parquet"
+    df.attrs["results"] = pd.read_parquet(results) if results.is_file() else None
+    return df
+
+
+def sweep(path: str | os.PathLike, out: str | os.PathLike | None = None, *, parallel: int | None = None,
+          ray: str | None = None, substrate: str | None = None, force: bool = False) -> pd.DataFrame:
+    """Run the sweep file at ``path`` and return its statistics table (see the module's doc)."""
+    outcome = run(plan(path, substrate), out, parallel=parallel, ray=ray, force=force)
+    df = table(outcome.out)
+    df.attrs["failed"] = list(outcome.failed)
+    return df

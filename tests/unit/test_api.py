@@ -1,0 +1,205 @@
+"""The Python API (testbed.load / run / open_results / sweep) and `testbed run --set`, which is a
+thin layer over it."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import testbed
+from testbed.cli import main
+from testbed.errors import SpecError
+
+REPO = Path(__file__).resolve().parents[2]
+QUICKSTART = REPO / "scenarios" / "quickstart.yaml"
+MIGRATION_TABLES = ("migrations", "jobs", "timeseries", "decisions", "power")
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    if b is None and isinstance(a, float) and math.isnan(a):
+        return True
+    return a == b
+
+
+@pytest.fixture(scope="module")
+def api_and_cli(tmp_path_factory):
+    """The quick start through the API (temporary directory) and through the CLI (--out)."""
+    res = testbed.run("scenarios/quickstart.yaml" if Path("scenarios/quickstart.yaml").is_file() else QUICKSTART,
+                      substrate="sim")
+    out = tmp_path_factory.mktemp("cli") / "qs"
+    assert main(["run", str(QUICKSTART), "--substrate", "sim", "--out", str(out), "--no-progress"]) == 0
+    return res, out
+
+
+def test_import_testbed_is_light():
+    code = ("import sys, testbed; heavy = [m for m in ('pandas', 'numpy', 'pydantic', 'matplotlib', 'testbed.api') "
+            "if m in sys.modules]; print(','.join(heavy))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
+    assert r.stdout.strip() == ""
+
+
+def test_run_returns_dataframes_with_policy_columns(api_and_cli):
+    res, _ = api_and_cli
+    labels = ["static", "energy_only", "feasibility_aware", "no_filter"]
+    assert res.labels == labels
+    assert list(res.summary["label"]) == labels and list(res.summary["policy"]) == labels
+    assert res.path.is_dir() and res.manifest["format"] == "testbed-results/1"
+    for name in MIGRATION_TABLES:
+        df = getattr(res, name)
+        assert isinstance(df, pd.DataFrame) and list(df.columns[:2]) == ["policy", "label"], name
+        assert df["policy"].notna().all() and set(df["label"]) <= set(labels), name
+    assert set(res.jobs["label"]) == set(labels)  # every policy has jobs
+    # each row comes from its policy's own file
+    own = pd.read_parquet(res.path / "energy_only" / "jobs.parquet")
+    got = res.jobs[res.jobs["label"] == "energy_only"].drop(columns=["policy", "label"]).reset_index(drop=True)
+    pd.testing.assert_frame_equal(got, own)
+    with pytest.raises(AttributeError, match="no 'rounds' table"):
+        res.rounds
+
+
+def test_summary_equals_the_cli_summary_files(api_and_cli):
+    res, out = api_and_cli
+    for _, row in res.summary.iterrows():
+        on_disk = json.loads((out / row["label"] / "summary.json").read_text())
+        assert set(on_disk) <= set(row.index)
+        bad = {k: (row[k], v) for k, v in on_disk.items() if not _same(row[k], v)}
+        assert not bad, (row["label"], bad)
+
+
+def test_open_results_reads_a_cli_directory(api_and_cli):
+    _, out = api_and_cli
+    res = testbed.open_results(out)
+    assert len(res.summary) == 4 and len(res.migrations) > 0
+    with pytest.raises(SpecError, match="not a testbed results directory"):
+        testbed.open_results(out / "static")
+
+
+def test_load_applies_overrides_by_path_and_validates():
+    sc = testbed.load(QUICKSTART, overrides={"duration_h": 24, "policies[feasibility_aware].alpha": 0.2})
+    assert sc.duration_h == 24
+    fa = next(p for p in sc.policies if p.name == "feasibility_aware")
+    assert fa.alpha == 0.2
+    with pytest.raises(SpecError) as e:
+        testbed.load(QUICKSTART, overrides={"duraton_h": 12})
+    assert e.value.problems == [("overrides duraton_h", "unknown field (did you mean duration_h?)")]
+    with pytest.raises(SpecError, match="no entry with label or name 'nope'"):
+        testbed.load(QUICKSTART, overrides={"policies[nope].alpha": 0.2})
+
+
+def test_an_edit_that_skipped_validation_is_refused_before_it_runs(tmp_path):
+    sc = testbed.load(QUICKSTART)
+    bad = sc.model_copy(update={"duration_h": -3, "policies": ["static", "nonesuch"]})
+    with pytest.raises(SpecError) as e:
+        testbed.run(bad, out=tmp_path / "r")
+    where = [w for w, _ in e.value.problems]
+    assert "duration_h" in where and "policies[1]" in where
+    assert not (tmp_path / "r").exists()
+    # the supported edit: load() of a Scenario, validated; the original file is kept beside the run
+    short = testbed.load(sc, {"duration_h": 24, "workloads.arrivals.until_h": 20})
+    assert short.duration_h == 24 and sc.duration_h == 48
+
+
+def test_an_edited_scenario_runs_and_records_what_ran(tmp_path):
+    sc = testbed.load(QUICKSTART, overrides={"duration_h": 24, "policies": ["static", "feasibility_aware"]})
+    res = testbed.run(sc, out=tmp_path / "r", plots=False)
+    assert res.labels == ["static", "feasibility_aware"]
+    ran = testbed.load(res.path / "scenario.yaml")
+    assert ran.duration_h == 24 and [p.name for p in ran.policies] == ["static", "feasibility_aware"]
+    assert (res.path / "scenario.original.yaml").read_text() == QUICKSTART.read_text()
+    orig = res.manifest["scenario"]["original"]
+    import hashlib
+
+    assert orig["sha256"] == hashlib.sha256(QUICKSTART.read_bytes()).hexdigest()
+
+
+def test_cli_set_changes_the_run_and_the_saved_scenario(tmp_path, capsys):
+    out = tmp_path / "r"
+    assert main(["run", str(QUICKSTART), "--set", "duration_h=24", "--set", "policies[feasibility_aware].alpha=0.2",
+                 "--out", str(out), "--no-progress"]) == 0
+    ran = testbed.load(out / "scenario.yaml")
+    assert ran.duration_h == 24
+    assert next(p for p in ran.policies if p.name == "feasibility_aware").alpha == 0.2
+    man = json.loads((out / "manifest.json").read_text())
+    assert man["scenario"]["resolved"]["duration_h"] == 24
+    assert man["scenario"]["original"]["overrides"] == {"duration_h": 24, "policies[feasibility_aware].alpha": 0.2}
+    assert (out / "scenario.original.yaml").read_text() == QUICKSTART.read_text()
+    ts = pd.read_parquet(out / "static" / "timeseries.parquet")
+    assert ts["t_s"].max() < 24 * 3600
+
+
+@pytest.mark.parametrize("setting, named", [
+    ("duraton_h=12", "error: --set duraton_h: unknown field (did you mean duration_h?)"),
+    ("duration_h=-1", "error: --set duration_h: must be > 0"),
+    ("policies[nope].alpha=1", "error: --set policies[nope].alpha: policies: no entry with label or name 'nope'"),
+    ("duration_h", "error: --set: expected PATH=VALUE"),
+])
+def test_cli_bad_override_exits_2_naming_the_path(tmp_path, capsys, setting, named):
+    assert main(["run", str(QUICKSTART), "--set", setting, "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(named), err
+    assert not (tmp_path / "r").exists()
+
+
+def test_validate_names_each_file_and_exits_2(tmp_path, capsys):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(QUICKSTART.read_text().replace("duration_h: 48", "duration_h: -48"))
+    other = tmp_path / "c.yaml"
+    other.write_text(QUICKSTART.read_text())
+    assert main(["validate", str(QUICKSTART), str(bad), str(other)]) == 2
+    cap = capsys.readouterr()
+    assert f"{QUICKSTART}: ok" in cap.out and f"{other}: ok" in cap.out
+    assert cap.err.strip().splitlines() == [f"error: {bad}: duration_h: must be > 0.0 (got -48)"]
+
+
+def test_sweep_given_a_scenario_says_so_in_one_line(capsys):
+    assert main(["sweep", str(QUICKSTART)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "this is a scenario, not a sweep" in err[0], err
+
+
+def test_unknown_policy_names_are_answered_per_study():
+    with pytest.raises(SpecError) as e:
+        testbed.load(QUICKSTART, overrides={"policies[0]": "powertrp"})
+    [(where, msg)] = e.value.problems
+    assert "migration study has: static, energy_only, feasibility_aware" in msg and "random" not in msg
+    from federated_support import tiny
+
+    from testbed.spec import scenario_from_dict
+
+    d = tiny()
+    d["policies"] = ["powertrp"]
+    with pytest.raises(SpecError) as e:
+        scenario_from_dict(d)
+    [(where, msg)] = e.value.problems
+    assert "did you mean powertrip?" in msg and "PowerTrip" in msg and "feasibility_aware" not in msg
+
+
+def test_the_federated_study_through_the_api(tmp_path):
+    from federated_support import tiny_scenario
+
+    res = testbed.run(tiny_scenario(), out=tmp_path / "fl", plots=False)
+    assert set(res.tables) == {"rounds", "sites"}
+    assert "powertrip" in set(res.summary["policy"])
+    for df in (res.rounds, res.sites):
+        assert list(df.columns[:2]) == ["policy", "label"] and df["label"].notna().all()
+    for _, row in res.summary.iterrows():
+        on_disk = json.loads((res.path / row["label"] / "summary.json").read_text())
+        assert all(_same(row[k], v) for k, v in on_disk.items() if not isinstance(v, (dict, list)))
+
+
+def test_sweep_returns_its_table(tmp_path):
+    sweep = tmp_path / "s.yaml"
+    sweep.write_text(f"scenario: {QUICKSTART}\nseeds: [1]\ngrid:\n  duration_h: [24, 36]\n"
+                     "metrics: [non_renewable_kwh]\n")
+    table = testbed.sweep(sweep, tmp_path / "out", parallel=1)
+    assert isinstance(table, pd.DataFrame) and set(table["metric"]) == {"non_renewable_kwh"}
+    assert table.attrs["failed"] == [] and len(table) == 2 * 4
+    assert table.equals(pd.read_csv(tmp_path / "out" / "table.csv"))
