@@ -8,12 +8,14 @@ is deterministic, and a retry after a crash would hide it).
 
 ``local`` starts a private Ray instance with ``num_cpus`` CPUs for the sweep and shuts it down
 afterwards; an ADDRESS (``auto``, ``ray://host:10001``, ``host:6379``) joins an existing cluster and
-only disconnects from it.
+only disconnects from it: the address is checked first and the auth token found as Ray's CLI finds
+it (:mod:`testbed.sweep.ray_connect`).
 """
 
 from __future__ import annotations
 
 import warnings
+from contextlib import nullcontext
 from typing import Callable
 
 from testbed.errors import TestbedError
@@ -38,7 +40,11 @@ def import_ray():
 
 
 def _remote_trial(job: TrialJob) -> dict:
-    return run_trial(job, pack=True)
+    import ray
+
+    result = run_trial(job, pack=True)
+    result["ray_node"] = ray.get_runtime_context().get_node_id()  # which node ran it (trial.json)
+    return result
 
 
 def _lost(job: TrialJob, error: BaseException) -> dict:
@@ -51,12 +57,26 @@ def run_ray(jobs: list[TrialJob], address: str, *, num_cpus: int, cpus_per_trial
     """Run ``jobs`` as Ray tasks; ``on_result(job, result)`` as each one ends. Returns cluster facts."""
     ray = import_ray()
     local = address == "local"
+    if local:
+        target, auth = None, nullcontext()
+    else:
+        from testbed.sweep.ray_connect import joined_auth, parse_address
+
+        target = parse_address(address)
+        auth = joined_auth(target)
+    with auth:
+        return _run_tasks(ray, jobs, address, target.join if target else None, num_cpus=num_cpus,
+                           cpus_per_trial=cpus_per_trial, max_in_flight=max_in_flight, on_result=on_result)
+
+
+def _run_tasks(ray, jobs: list[TrialJob], address: str, join: str | None, *, num_cpus: int, cpus_per_trial: int,
+                max_in_flight: int | None, on_result: Callable[[TrialJob, dict], None]) -> dict:
     init_kw = dict(include_dashboard=False, log_to_driver=False, logging_level="WARNING")
     try:
-        if local:
+        if join is None:
             ray.init(num_cpus=num_cpus, **init_kw)
         else:
-            ray.init(address=address, **init_kw)
+            ray.init(address=join, **init_kw)
     except (ConnectionError, RuntimeError, ValueError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise TestbedError(f"--ray {address}: cannot start or reach Ray: {first}") from e

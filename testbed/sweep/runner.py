@@ -159,6 +159,7 @@ def record(out: Path, trial: Trial, result: dict, backend: str, substrate: str) 
         "params": trial.cell.params, "overrides": trial.cell.overrides, "substrate": substrate,
         "status": result["status"], "error": result.get("error"), "traceback": result.get("traceback"),
         "wall_s": result.get("wall_s"), "host": result.get("host"), "backend": backend,
+        "ray_node": result.get("ray_node"),
     })
 
 
