@@ -26,6 +26,7 @@ class NodeKind:
     description: str                      # one line for the schema and the manifest
     live: bool = True                     # runs on a live fabric: ``emulation.nodes`` may name it
     requires_modules: tuple[str, ...] = ()  # Python modules a run on these nodes needs (``auto`` checks them)
+    runtimes: tuple[str, ...] = ("process",)  # what ``emulation.runtime`` may be: how its site processes run
 
 
 NODE_KINDS: Registry[NodeKind] = Registry("kind of nodes")
@@ -47,6 +48,15 @@ def check_live(name: str) -> str:
     return name
 
 
+def check_runtime(name: str, runtime: str) -> None:
+    """The spec's check that kind ``name`` runs under ``emulation.runtime``: a runtime is how a
+    kind's processes run at the sites, so a kind that runs nothing there takes only ``process``."""
+    kind = NODE_KINDS.get(name)
+    if runtime not in kind.runtimes:
+        raise ValueError(f"runtime {runtime!r} does not apply to nodes {name!r}: it says how node agents run at "
+                         f"the sites, and {name} runs none there (runtimes for {name}: {', '.join(kind.runtimes)})")
+
+
 def schema_choices(schema: dict) -> None:
     """``json_schema_extra`` of ``emulation.nodes``: the live kinds registered when the schema is made."""
     schema["enum"] = list(live_names())
@@ -57,4 +67,4 @@ register_node_kind(NodeKind(
     "ballast", "migrations move seeded ballast of the checkpoint's scaled size; no training runs"))
 register_node_kind(NodeKind(
     "agents", "a node agent per site trains a real PyTorch job and migrations move its real checkpoint "
-    "(+ ballast)", requires_modules=("torch",)))
+    "(+ ballast)", requires_modules=("torch",), runtimes=("process", "docker")))

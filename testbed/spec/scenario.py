@@ -25,8 +25,8 @@ class Emulation(Strict):
 
     time_scale: float = Field(1.0, gt=0, description="Scenario seconds per wall second.")
     byte_scale: float | Literal["auto"] = Field("auto", description="Bytes sent per scenario byte.")
-    runtime: Literal["process", "docker"] = "process"
-    require_latency: bool = True
+    runtime: Literal["process", "docker"] = Field("process", description="Where node agents run: process (a plain process in the site's namespace) or docker (a container).")
+    require_latency: bool = Field(True, description="Fail when link latency, jitter or loss cannot be emulated (no netem and no delay relay) instead of running without it.")
     nodes: str = Field(
         "ballast", json_schema_extra=node_kinds.schema_choices,
         description="What runs at the sites (testbed.node_kinds): ballast: migrations move seeded ballast of the "
@@ -46,6 +46,11 @@ class Emulation(Strict):
         if not isinstance(v, str) and not 0 < v <= 1:
             raise ValueError("must be 'auto' or in (0, 1]")
         return v
+
+    @model_validator(mode="after")
+    def _runtime_fits_nodes(self) -> "Emulation":
+        node_kinds.check_runtime(self.nodes, self.runtime)
+        return self
 
 
 class SubstrateSettings(Strict):
@@ -80,27 +85,27 @@ class Power(Strict):
 
 
 class Scenario(Strict):
-    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-    description: str = ""
-    seed: int = Field(0, ge=0)
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$", description="Name of the scenario; results go to results/<name>-s<seed>-<time>/ by default.")
+    description: str = Field("", description="Free text, shown nowhere but kept in the results' manifest.")
+    seed: int = Field(0, ge=0, description="Seed every random stream of the run derives from (traces, arrivals, forecasts); `--seed` replaces it.")
     start: datetime = Field(
         datetime(2024, 6, 3, tzinfo=timezone.utc), strict=False,
         description="Absolute start (aligns solar and real traces).",
     )
-    duration_h: float = Field(gt=0, le=24 * 366)
-    step_s: float = Field(300.0, ge=1, le=3600)
-    emulation: Emulation = Emulation()
-    substrate: SubstrateSettings = SubstrateSettings()
+    duration_h: float = Field(gt=0, le=24 * 366, description="Length of the run in scenario hours.")
+    step_s: float = Field(300.0, ge=1, le=3600, description="Control and trace step in seconds: the policies decide and the traces change once per step.")
+    emulation: Emulation = Field(Emulation(), description="How the emulated substrates (netns, mininet) scale time and bytes; ignored by sim.")
+    substrate: SubstrateSettings = Field(SubstrateSettings(), description="The sim substrate's model of what really happens to a transfer (not what the policies predict).")
     topology: str | None = Field(None, description="Topology file; alternative to inline sites/links.")
-    node_types: dict[str, NodeType] = Field(default_factory=dict)
-    sites: list[Site] = Field(default_factory=list)
-    links: list[Link] = Field(default_factory=list)
-    traces: Traces
+    node_types: dict[str, NodeType] = Field(default_factory=dict, description="Extra or replacement node types by name (power draw, speed, power profile), beside the built-in ones.")
+    sites: list[Site] = Field(default_factory=list, description="The sites (micro-datacenters) of the scenario, inline; or name a topology file instead.")
+    links: list[Link] = Field(default_factory=list, description="Wide-area links between sites, inline; or name a topology file instead.")
+    traces: Traces = Field(description="Where the renewable power, bandwidth and forecast series come from.")
     workloads: Workloads | None = Field(None, description="Jobs (migration study); absent in a federated scenario.")
     federated: Federated | None = Field(None, description="Synchronous FedAvg site selection (PowerTrip study).")
-    power: Power = Power()
-    feasibility: FeasibilityModel = FeasibilityModel()
-    policies: list[PolicySpec] = Field(min_length=1)
+    power: Power = Field(Power(), description="Who enforces GPU power caps, transfer power (Eq. 2) and the grid top-up per site.")
+    feasibility: FeasibilityModel = Field(FeasibilityModel(), description="The reference feasibility model (Eq. 1 / Eq. 2) recorded for every migration and the default of every policy's own parameters.")
+    policies: list[PolicySpec] = Field(min_length=1, description="The policies to compare, each run on identical inputs: a name, or a mapping with name, parameters and an optional label.")
     limits: Limits = Field(default_factory=Limits, description="Bounds on the work a run may ask for (README, Limits).")
 
     @field_validator("start")

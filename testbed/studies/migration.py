@@ -28,6 +28,7 @@ from testbed.recorder.writer import write_json, write_table
 from testbed.spec.policies import policy_label
 from testbed.studies.base import PolicyRun, Study
 from testbed.substrate import SUBSTRATES, make_substrate
+from testbed.substrate.registry import SubstrateUnavailable, substrate_unavailable
 from testbed.traces.base import Trace
 
 NOTES = [
@@ -60,6 +61,9 @@ class MigrationStudy(Study):
 
     def check(self, inputs: Inputs) -> None:
         require_jobs(inputs)  # a Poisson draw with no job: nothing to compare
+        why = substrate_unavailable(self.substrate, inputs.scenario)  # refused up front, never mid-run
+        if why:
+            raise SubstrateUnavailable(f"--substrate {self.substrate} cannot run {self.sc.name} here: {why}")
 
     def live(self, inputs: Inputs) -> bool:
         return SUBSTRATES.get(self.substrate).live

@@ -13,10 +13,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from testbed.errors import TestbedError
 from testbed.registry import Registry
 
 AUTO = "auto"
 """Not a substrate: ``choose_substrate`` resolves it to one (netns where the machine allows, else sim)."""
+
+
+class SubstrateUnavailable(TestbedError):
+    """This machine cannot run the scenario on the substrate asked for (said before anything is built)."""
 
 
 @dataclass(frozen=True)
@@ -26,6 +31,7 @@ class SubstrateKind:
     make: Callable[[Any, str | None], Any]   # (inputs, run_id) -> Substrate (a context manager)
     live: bool = False                   # builds live resources (namespaces, processes): root, a run id listed
                                          # in the state file first, a CPU share per sweep trial
+    unavailable: Callable[[Any], str | None] | None = None  # (scenario) -> why this machine cannot run it, or None
 
 
 SUBSTRATES: Registry[SubstrateKind] = Registry("substrate")
@@ -45,6 +51,13 @@ def unknown_substrate(name: str) -> str | None:
     if name == AUTO or name in SUBSTRATES:
         return None
     return f"unknown substrate {name!r} (known: {', '.join(substrate_choices())})"
+
+
+def substrate_unavailable(name: str, scenario: Any) -> str | None:
+    """Why this machine cannot run ``scenario`` on substrate ``name`` (asked before anything is
+    built), or None."""
+    kind = SUBSTRATES.get(name)
+    return kind.unavailable(scenario) if kind.unavailable is not None else None
 
 
 def make_substrate(name: str, inputs: Any, run_id: str | None = None) -> Any:

@@ -11,7 +11,14 @@ def _make(inputs, run_id):
     return MininetSubstrate(inputs, run_id=run_id)
 
 
-register_substrate(SubstrateKind("mininet", "Mininet-built, root", make=_make, live=True))
+def _unavailable(scenario):
+    from testbed.substrate.emulated.preflight import live_unavailable
+    from testbed.substrate.mininet.switches import switch_unavailable
+
+    return switch_unavailable("lxbr") or live_unavailable(scenario)
+
+
+register_substrate(SubstrateKind("mininet", "Mininet-built, root", make=_make, live=True, unavailable=_unavailable))
 
 
 def __getattr__(name: str):

@@ -11,4 +11,10 @@ def _make(inputs, run_id):
     return NetnsSubstrate(inputs, run_id=run_id)
 
 
-register_substrate(SubstrateKind("netns", "namespaces + tc, root", make=_make, live=True))
+def _unavailable(scenario):
+    from testbed.substrate.emulated.preflight import live_unavailable
+
+    return live_unavailable(scenario)
+
+
+register_substrate(SubstrateKind("netns", "namespaces + tc, root", make=_make, live=True, unavailable=_unavailable))

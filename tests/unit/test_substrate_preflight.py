@@ -1,0 +1,52 @@
+"""A live run this machine cannot do is refused before anything is built, in one line; a runtime
+that does not apply to the kind of nodes is a spec error."""
+
+from __future__ import annotations
+
+import pytest
+
+from testbed.cli import main
+
+
+def test_ballast_with_docker_runtime_is_a_spec_error(capsys, tmp_path):
+    out = tmp_path / "r"
+    rc = main(["run", "scenarios/quickstart.yaml", "--substrate", "netns", "--out", str(out), "--no-progress",
+               "--set", "emulation.nodes=ballast", "--set", "emulation.runtime=docker"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "runtime 'docker' does not apply to nodes 'ballast'" in err[0]
+    assert not out.exists()
+
+
+def test_missing_mininet_tools_refuse_the_run_up_front(monkeypatch, capsys, tmp_path):
+    pytest.importorskip("mininet.net")
+    from testbed.substrate.mininet import switches
+
+    monkeypatch.setattr(switches, "_which", lambda tool: None if tool == "mnexec" else "/bin/true")
+    out = tmp_path / "r"
+    rc = main(["run", "scenarios/quickstart.yaml", "--substrate", "mininet", "--out", str(out), "--no-progress"])
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("error:")]
+    assert rc == 1 and err == ["error: --substrate mininet cannot run quickstart here: mininet's mnexec is not on PATH "
+                               "(scripts/setup.sh installs Mininet's tools)"]
+    assert not out.exists()
+
+
+def test_docker_runtime_without_its_tools_refuses(monkeypatch):
+    from testbed.runtime import dockerd
+    from testbed.runtime.errors import RuntimeUnavailable
+    from testbed.substrate.emulated.preflight import docker_unavailable
+
+    def no_tools():
+        raise RuntimeUnavailable("no `dockerd` found: install Debian's docker.io")
+
+    monkeypatch.setattr(dockerd, "find_tools", no_tools)
+    assert docker_unavailable() == "runtime 'docker': no `dockerd` found: install Debian's docker.io"
+
+
+def test_ovs_switch_refused_with_its_reason(monkeypatch):
+    pytest.importorskip("mininet.net")
+    from testbed.substrate.mininet import switches
+
+    monkeypatch.setattr(switches, "_which", lambda tool: None if tool == "ovs-vsctl" else "/bin/true")
+    assert switches.switch_unavailable("ovs").startswith("switch 'ovs': no Open vSwitch here")
+    assert switches.switch_unavailable("lxbr") is None
+    assert "choose one of lxbr, ovs" in switches.switch_unavailable("p4")
