@@ -26,12 +26,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     bsub = p.add_subparsers(dest="bench", metavar="NAME")
     bsub.required = True
     s = bsub.add_parser("sim", help="the paper scenario on the sim substrate: < 60 s total, < 2 s per policy")
-    s.add_argument("--scenario", type=Path, default=_ROOT / "scenarios" / "paper-migration-5node-7day.yaml")
-    s.add_argument("--out", type=Path, default=Path("results") / "bench")
+    s.add_argument("--scenario", type=Path, default=_ROOT / "scenarios" / "paper-migration-5node-7day.yaml",
+                   help="scenario to time (default: scenarios/paper-migration-5node-7day.yaml)")
+    s.add_argument("--out", type=Path, default=Path("results") / "bench", help="directory for bench-sim.json / .md (default results/bench)")
     s.add_argument("--repeat", type=int, default=3, help="runs; the table keeps the fastest (default 3)")
     s.set_defaults(func=_bench_sim)
     sh = bsub.add_parser("shaping", help="configured vs achieved goodput, RTT, rate-change latency, us-100 up time (root)")
-    sh.add_argument("--out", type=Path, default=Path("results") / "bench")
+    sh.add_argument("--out", type=Path, default=Path("results") / "bench", help="directory for shaping.json / .md (default results/bench)")
     sh.add_argument("--quick", action="store_true", help="shorter goodput runs (2 s instead of 4 s)")
     sh.add_argument("--only", choices=["us100"], default=None,
                     help="only us-100 up/down next to Mininet's 100 hosts with tc links (about a minute)")
@@ -41,8 +42,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     pw.add_argument("--caps-w", type=float, nargs="+", default=None, help="caps to test (default: 5 over min..max)")
     pw.add_argument("--n-caps", type=int, default=5, help="evenly spaced caps when --caps-w is not given")
     pw.add_argument("--family", default="cnn-digits", help="training workload family (default cnn-digits)")
-    pw.add_argument("--throttle", choices=("auto", "cgroup-v1", "cgroup-v2", "duty-cycle"), default="auto")
-    pw.add_argument("--out", type=Path, default=Path("results") / "bench")
+    pw.add_argument("--throttle", choices=("auto", "cgroup-v1", "cgroup-v2", "duty-cycle"), default="auto",
+                    help="how training is slowed to a cap's throughput: a cgroup CPU quota, duty-cycling, or auto")
+    pw.add_argument("--out", type=Path, default=Path("results") / "bench", help="directory for power.json / .md (default results/bench)")
     pw.add_argument("--quick", action="store_true", help="3 caps, 1.5 s each (for tests)")
     pw.set_defaults(func=_bench_power)
 

@@ -13,15 +13,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     nsub.required = True
     up = nsub.add_parser("up", help="build the network of a scenario or topology file and leave it up")
     up.add_argument("file", help="scenario or topology YAML")
-    up.add_argument("--impairment", choices=["auto", "relay", "netem", "none"], default="auto")
+    up.add_argument("--impairment", choices=["auto", "relay", "netem", "none"], default="auto",
+                    help="how latency, jitter and loss are emulated: netem (kernel qdisc), relay (the userspace delay "
+                         "relay), none, or auto (netem where the kernel has it, else the relay)")
+    up.add_argument("--switch", choices=["lxbr", "ovs"], default=None,
+                    help="build it with Mininet instead (this management switch: Linux bridge or Open vSwitch) and "
+                         "hold it in the foreground with Mininet's CLI (`rome ping paris`); exiting the CLI tears it down")
     up.set_defaults(func=_up)
     ex = nsub.add_parser("exec", help="run a command inside a site: testbed net exec SITE -- CMD ...")
-    ex.add_argument("site")
+    ex.add_argument("site", help="site name (as in the scenario or topology file)")
     ex.add_argument("--run", default=None, help="run id (default: the only network that is up)")
-    ex.add_argument("cmd", nargs=argparse.REMAINDER)
+    ex.add_argument("cmd", nargs=argparse.REMAINDER, help="the command and its arguments, after --")
     ex.set_defaults(func=_exec)
     st = nsub.add_parser("status", help="networks that are up: sites, addresses, links, relays")
-    st.add_argument("--json", action="store_true")
+    st.add_argument("--json", action="store_true", help="print the status as JSON")
     st.set_defaults(func=_status)
     dn = nsub.add_parser("down", help="tear a network down")
     dn.add_argument("--run", default=None, help="run id (default: the only network that is up)")
@@ -66,6 +71,15 @@ def _up(args: argparse.Namespace) -> int:
             raise SpecError([("--impairment", "netem: this kernel has no netem qdisc (sch_netem); use --impairment "
                                               "relay (or auto, which picks what the kernel has)")])
     plan = plan_fabric(new_run_id(), sites, links, impairment)
+    if args.switch:  # a Mininet network lives as long as this process: held with Mininet's CLI
+        from testbed.netem.fabric import FabricError
+        from testbed.substrate.mininet.switches import switch_unavailable
+
+        if why := switch_unavailable(args.switch):
+            raise FabricError(why)
+        from testbed.substrate.mininet.cli import hold
+
+        return hold(plan, args.switch)
     fab = Fabric(plan, purpose="net", detached=True)
     fab.up()  # stays up after this process exits; `testbed net down` removes it
     print(f"network {plan.run_id} up in {fab.up_s:.2f} s ({len(sites)} sites, {len(links)} links, impairment {impairment})")

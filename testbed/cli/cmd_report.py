@@ -11,7 +11,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("dirs", nargs="+", type=Path, help="run directories (testbed run) and/or sweep directories (testbed sweep)")
     p.add_argument("--out", type=Path, default=None, help="where to write (default: DIR/report for one DIR); a new or empty directory, or an earlier "
                         "report (replaced); never anything else")
-    p.add_argument("--title", default=None)
+    p.add_argument("--title", default=None, help="title of the report (default: \"Validation report: \" and the input directories)")
     p.set_defaults(func=_report)
 
 

@@ -18,14 +18,14 @@ class FeasibilityModel(Strict):
     """Parameters of Eq. 1 / Eq. 2 (seed 2511.16182). Corrections are off by default. The scenario's is the
     reference recorded for policies without a model, and the default of every policy's own parameters."""
 
-    alpha: float = Field(0.1, gt=0, le=1)
+    alpha: float = Field(0.1, gt=0, le=1, description="Eq. 1: a migration must take less than alpha x the remaining renewable window at the destination.")
     t_load_s: float = Field(10.3, ge=0, description="Load time at the destination, s (the fixed part with "
                             "t_load_s_per_gb; the paper: 10.3 s for any size).")
     t_load_s_per_gb: float = Field(0.0, ge=0, description="Load time per GB of checkpoint, s/GB: T_load = t_load_s + "
                                    "S x t_load_s_per_gb (`testbed calibrate load` measures it; 0 = the paper).")
-    t_downtime_s: float = Field(0.4, ge=0)
+    t_downtime_s: float = Field(0.4, ge=0, description="Pause-to-resume overhead of a migration in seconds (the paper: 0.4 s).")
     robust_degradation_frac: float = Field(0.5, ge=0, lt=1, description="Class A = still feasible at this bandwidth loss.")
-    corrections: list[Correction] = Field(default_factory=list)
+    corrections: list[Correction] = Field(default_factory=list, description="Named corrections to the paper's transfer time, off by default: protocol_efficiency, slow_start.")
 
 
 class FeasibilityOverrides(Strict):
@@ -72,7 +72,7 @@ class _Base(Strict):
 
 @migration_policy
 class Static(_Base):
-    name: Literal["static"]
+    name: Literal["static"] = Field(description="static: jobs stay where they start (the baseline).")
 
 
 DEFAULT_MIN_DWELL_H = 2.0
@@ -97,12 +97,12 @@ class Damping(Strict):
 
 @migration_policy
 class EnergyOnly(_Base, Damping):
-    name: Literal["energy_only"]
+    name: Literal["energy_only"] = Field(description="energy_only: migrate to the site with the most renewable power, ignoring transfer time.")
 
 
 @migration_policy
 class FeasibilityAware(_Base, FeasibilityOverrides, Damping):
-    name: Literal["feasibility_aware"]
+    name: Literal["feasibility_aware"] = Field(description="feasibility_aware: migrate only when Eq. 1 holds (Algorithm 1, with a risk budget).")
     epsilon: float | None = Field(None, gt=0, le=0.5, description="Risk budget in (0, 0.5]; None = deterministic Eq. 1.")
     assumed_window_noise_pct: float | None = Field(
         None, ge=0, description="Forecast spread the risk budget assumes (default: the scenario's window noise)."
@@ -128,7 +128,7 @@ class FeasibilityAware(_Base, FeasibilityOverrides, Damping):
 class NoFilter(FeasibilityAware):
     """feasibility_aware with the Eq. 1 filter disabled: the independent test of Eq. 1."""
 
-    name: Literal["no_filter"]  # type: ignore[assignment]
+    name: Literal["no_filter"] = Field(description="no_filter: feasibility_aware with the Eq. 1 filter off.")  # type: ignore[assignment]
 
 
 @migration_policy
@@ -137,7 +137,7 @@ class FeasibilityClasses(FeasibilityAware):
     Eq. 1: class A (transfer < 60 s) always passes, class C (>= 300 s) never does, and class B
     passes as ``class_b`` says. Eq. 2 and the ranking are feasibility_aware's."""
 
-    name: Literal["feasibility_classes"]  # type: ignore[assignment]
+    name: Literal["feasibility_classes"] = Field(description="feasibility_classes: feasibility_aware filtering on the paper's fixed transfer-time classes.")  # type: ignore[assignment]
     class_b: Literal["eq1", "always"] = Field(
         "eq1", description="Class B (60-300 s): 'eq1' = only if Eq. 1 holds (the paper's Algorithm 1), "
         "'always' = the cut-offs alone decide.",

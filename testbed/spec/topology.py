@@ -76,11 +76,11 @@ BUILTIN_NODE_TYPES: dict[str, NodeType] = {
 
 
 class Site(Strict):
-    name: SiteName
-    lat_deg: float = Field(ge=-90, le=90)
-    lon_deg: float = Field(ge=-180, le=180)
-    node_type: str = "rtx4090-minipc"
-    nodes: int = Field(1, ge=1, le=4096)
+    name: SiteName = Field(description="Unique site name; links, traces and jobs refer to it.")
+    lat_deg: float = Field(ge=-90, le=90, description="Latitude in degrees (solar traces and distance-based latency use it).")
+    lon_deg: float = Field(ge=-180, le=180, description="Longitude in degrees (solar traces and distance-based latency use it).")
+    node_type: str = Field("rtx4090-minipc", description="Node type of the site's GPU nodes: a built-in name or one from node_types.")
+    nodes: int = Field(1, ge=1, le=4096, description="Number of GPU nodes at the site (each runs one job at a time).")
     grid_limit_kw: float | None = Field(
         None, ge=0, description="Grid power the site can draw (default: the scenario's power.grid_limit_kw)."
     )
@@ -96,15 +96,15 @@ class Site(Strict):
 class Link(Strict):
     """A wide-area link between two sites. Bandwidth is per direction."""
 
-    a: SiteName
-    b: SiteName
-    bandwidth_gbps: float = Field(gt=0)
+    a: SiteName = Field(description="Site at one end of the link.")
+    b: SiteName = Field(description="Site at the other end of the link.")
+    bandwidth_gbps: float = Field(gt=0, description="Link bandwidth in Gbit/s, per direction (a to b; also b to a unless bandwidth_b_to_a_gbps is set).")
     bandwidth_b_to_a_gbps: float | None = Field(None, gt=0, description="Asymmetric reverse rate; default = bandwidth_gbps.")
     latency_ms: float | None = Field(
         None, ge=0, description="One-way delay; default: great-circle distance x route factor x 5 us/km + base."
     )
-    jitter_ms: float = Field(0.0, ge=0)
-    loss_pct: float = Field(0.0, ge=0, le=100)
+    jitter_ms: float = Field(0.0, ge=0, description="Delay variation in ms added on the link (emulation: netem or the delay relay).")
+    loss_pct: float = Field(0.0, ge=0, le=100, description="Packet loss in percent on the link (emulation: netem or the delay relay).")
 
     @model_validator(mode="after")
     def _distinct_ends(self) -> "Link":
@@ -146,10 +146,10 @@ def directed_links(sites: Sequence[Site], links: Sequence[Link]) -> list[Directe
 
 
 class Topology(Strict):
-    name: str = ""
-    description: str = ""
-    sites: list[Site] = Field(min_length=1)
-    links: list[Link] = Field(default_factory=list)
+    name: str = Field("", description="Name of the topology (free text).")
+    description: str = Field("", description="Free text about the topology.")
+    sites: list[Site] = Field(min_length=1, description="The sites of the topology.")
+    links: list[Link] = Field(default_factory=list, description="The wide-area links between the sites.")
 
 
 def read_topology(path: Path) -> Topology:

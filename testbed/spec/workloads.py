@@ -24,10 +24,10 @@ def _check_range(value: float | Range, name: str) -> None:
 
 
 class FamilyMix(Strict):
-    family: str = Field(min_length=1)
+    family: str = Field(min_length=1, description="Model family name (free text, recorded with each job).")
     checkpoint_gb: float | Range = Field(description="Checkpoint size, GB (a number or [low, high]).")
     work_gpu_h: float | Range = Field(description="Work in reference-GPU hours (a number or [low, high]).")
-    weight: float = Field(1.0, gt=0)
+    weight: float = Field(1.0, gt=0, description="Relative weight of this family in the draw.")
 
     @model_validator(mode="after")
     def _ranges(self) -> "FamilyMix":
@@ -39,26 +39,26 @@ class FamilyMix(Strict):
 
 
 class PoissonArrivals(Strict):
-    kind: Literal["poisson"] = "poisson"
-    jobs_per_day: float = Field(gt=0, le=100000)
-    seed: int | None = None
+    kind: Literal["poisson"] = Field("poisson", description="Arrival process: poisson.")
+    jobs_per_day: float = Field(gt=0, le=100000, description="Mean number of arriving jobs per day.")
+    seed: int | None = Field(None, description="Fixed sub-seed of this random stream (default: derived from the scenario's seed, so that `--seed` moves it).")
     until_h: float | None = Field(None, gt=0, description="No arrivals after this time (default: whole run).")
 
 
 # One entry of ``workloads.jobs``: a job as written in the scenario (the run's jobs: testbed.workload).
 class JobEntry(Strict):
-    id: str | None = None
-    family: str = "custom"
-    checkpoint_gb: float = Field(gt=0, le=MAX_CHECKPOINT_GB)
-    work_gpu_h: float = Field(gt=0)
-    arrival_h: float = Field(0.0, ge=0)
+    id: str | None = Field(None, description="Job id in the results (default: job<NNN> by list position).")
+    family: str = Field("custom", description="Model family, for the reports and load-time calibration (free text).")
+    checkpoint_gb: float = Field(gt=0, le=MAX_CHECKPOINT_GB, description="Checkpoint size in GB (1e9 bytes) that a migration moves.")
+    work_gpu_h: float = Field(gt=0, description="Work of the job in GPU hours at speed 1.0.")
+    arrival_h: float = Field(0.0, ge=0, description="When the job arrives, in scenario hours.")
     origin: str | None = Field(None, description="Submitting site (default: drawn from the seed).")
 
 
 class Workloads(Strict):
-    jobs: list[JobEntry] = Field(default_factory=list)
-    arrivals: PoissonArrivals | None = None
-    mix: list[FamilyMix] = Field(default_factory=list)
+    jobs: list[JobEntry] = Field(default_factory=list, description="Jobs listed one by one (besides or instead of Poisson arrivals).")
+    arrivals: PoissonArrivals | None = Field(None, description="Poisson arrivals of jobs drawn from mix (none if omitted).")
+    mix: list[FamilyMix] = Field(default_factory=list, description="Model families Poisson arrivals draw from, by weight.")
 
     @model_validator(mode="after")
     def _something_to_run(self) -> "Workloads":

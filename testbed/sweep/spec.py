@@ -44,7 +44,7 @@ _NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 
 
 class Variant(Strict):
-    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$")
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$", description="Name of the variant (a column of the results).")
     set_: dict[str, Any] = Field(default_factory=dict, alias="set", description="path -> value")
     when: dict[str, list[Any]] = Field(
         default_factory=dict, description="grid axis (as written in grid) -> the values at which this variant "
@@ -65,16 +65,16 @@ class SweepLimits(Strict):
 
 
 class SweepSpec(Strict):
-    name: str | None = Field(None, pattern=_NAME)
-    description: str = ""
+    name: str | None = Field(None, pattern=_NAME, description="Name of the sweep (default: the file's stem); results go to results/sweep-<name>/ by default.")
+    description: str = Field("", description="Free text about the sweep.")
     scenario: str = Field(min_length=1, description="Scenario file, relative to the sweep file.")
     substrate: str = Field("sim", json_schema_extra=lambda schema: schema.update(enum=list(substrate_choices())),
                            description="A registered substrate (testbed.substrate.registry) or auto.")
     seeds: int | list[int] | None = Field(None, description="A count N (seeds 0..N-1) or a list of seeds.")
     grid: dict[str, list[Any]] = Field(default_factory=dict, description="path (or 'path, path' or $name) -> values")
-    variants: list[Variant] = Field(default_factory=list)
-    metrics: list[str] | None = Field(None, min_length=1)
-    parallel: int | None = Field(None, ge=1, le=1024)
+    variants: list[Variant] = Field(default_factory=list, description="Named variants, each a set of overrides crossed with the grid.")
+    metrics: list[str] | None = Field(None, min_length=1, description="Summary columns the table reports (default: every numeric one).")
+    parallel: int | None = Field(None, ge=1, le=1024, description="Trials at once on this machine (default: CPUs, 1 for emulation; --parallel overrides).")
     limits: SweepLimits = Field(default_factory=SweepLimits, description="Raise for a sweep that is big on purpose.")
 
     @field_validator("substrate")
