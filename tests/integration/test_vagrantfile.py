@@ -29,7 +29,9 @@ def test_vagrant_validates_the_vagrantfile(root, tmp_path):
 
 def test_vagrantfile_provisions_like_the_readme(root):
     text = (root / "Vagrantfile").read_text()
-    assert re.search(r'config\.vm\.box = "(debian|ubuntu)/\w+"', text)
+    # the public box, or the local one built from Debian packages when only that one is installed
+    assert re.search(r'PUBLIC_BOX = "(debian|ubuntu)/\w+"', text) and 'LOCAL_BOX = "testbed/bookworm-local"' in text
+    assert "config.vm.box = BOX" in text
     assert "provider :libvirt" in text and "provider :virtualbox" in text
     for step in ("bash scripts/setup.sh --no-run", ".venv/bin/testbed doctor", "bash scripts/test.sh"):
         assert step in text

@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# Boot the Vagrantfile for real on this machine, offline from any box catalogue, and tear it down:
+#   1. Debian packages: vagrant, vagrant-libvirt, libvirt, qemu, and the box build's tools;
+#   2. libvirtd (started here, and stopped at the end, if it is not running);
+#   3. the local box testbed/bookworm-local, built from Debian packages (python -m testbed.vm.box)
+#      and added with `vagrant box add` (once; --rebuild builds and adds it again);
+#   4. `vagrant up --provider libvirt`: provisions with the README's set-up (scripts/setup.sh), KVM
+#      where usable, else qemu's software emulation;
+#   5. `vagrant ssh -c`: the quick start and a test subset inside the VM, their results written to
+#      a host folder shared with the VM (/vagrant-results) and checked here;
+#   6. `vagrant destroy -f`, always.
+# Prints each step's time and writes them to <results>/times.txt. Exit 0 only if every step passed.
+#   sudo bash scripts/vagrant-check.sh [--rebuild] [--keep-results DIR]
+# Environment: TESTBED_VM_CPUS (default 2), TESTBED_VM_MEMORY_MB (default 4096), and
+# TESTBED_VM_WHEELS (default /opt/wheels when it exists: wheels pip prefers, e.g. a CPU-only torch).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+REPO=$(pwd)
+
+rebuild=0
+keep=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --rebuild) rebuild=1 ;;
+    --keep-results) keep="$2"; shift ;;
+    *) echo "error: unknown argument: $1 (usage: scripts/vagrant-check.sh [--rebuild] [--keep-results DIR])" >&2; exit 2 ;;
+  esac
+  shift
+done
+[ "$(id -u)" = 0 ] || { echo "error: run as root (libvirt, the box build: debootstrap, chroot, loop mount)" >&2; exit 2; }
+
+T0=$(date +%s)
+STEP_T=$T0
+WORK=$(mktemp -d /tmp/vagrant-check.XXXXXX)
+RESULTS="$WORK/results"
+mkdir -m 0777 "$RESULTS"        # the VM's qemu (user libvirt-qemu) writes here through 9p
+chmod 0755 "$WORK"
+TIMES="$RESULTS/times.txt"
+STARTED_PIDS=""
+UP=0
+BOX=testbed/bookworm-local
+export VAGRANT_DOTFILE_PATH="$WORK/dot-vagrant"   # the VM's state: not in the checkout
+export VAGRANT_CHECKPOINT_DISABLE=1
+export TESTBED_VAGRANT_BOX=$BOX TESTBED_PROVISION_TESTS=0 TESTBED_VM_RESULTS="$RESULTS"
+export TESTBED_VM_CPUS=${TESTBED_VM_CPUS:-2} TESTBED_VM_MEMORY_MB=${TESTBED_VM_MEMORY_MB:-4096}
+if [ -z "${TESTBED_VM_WHEELS:-}" ] && [ -d /opt/wheels ]; then export TESTBED_VM_WHEELS=/opt/wheels; fi
+
+log() { echo "[vagrant-check +$(( $(date +%s) - T0 )) s] $*"; }
+step_done() {  # step_done NAME: its wall time to times.txt
+  local now; now=$(date +%s)
+  echo "$1 $(( now - STEP_T )) s" | tee -a "$TIMES"
+  STEP_T=$now
+}
+
+cleanup() {
+  local rc=$?
+  set +e
+  if [ "$UP" = 1 ]; then
+    log "vagrant destroy -f"
+    (cd "$REPO" && vagrant destroy -f) || rc=1
+    STEP_T=${STEP_T:-$T0}; step_done destroy
+  fi
+  for pid in $STARTED_PIDS; do   # only the daemons this script started, by their PIDs
+    kill "$pid" 2>/dev/null
+  done
+  echo "total $(( $(date +%s) - T0 )) s (exit $rc)" | tee -a "$TIMES"
+  if [ -n "$keep" ]; then mkdir -p "$keep" && cp -r "$RESULTS/." "$keep/"; fi
+  rm -rf "$WORK"
+  exit $rc
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# 1. packages
+PKGS="vagrant vagrant-libvirt libvirt-daemon-system libvirt-clients qemu-system-x86 qemu-utils dnsmasq-base debootstrap extlinux rsync e2fsprogs"
+missing=""
+for p in $PKGS; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
+if [ -n "$missing" ]; then
+  log "installing:$missing"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing >/dev/null
+fi
+step_done packages
+
+# 2. libvirtd
+if ! virsh -c qemu:///system uri >/dev/null 2>&1; then
+  log "starting virtlogd and libvirtd (no init system runs them here)"
+  for d in virtlogd libvirtd; do
+    pidfile=/run/$d.pid
+    if ! { [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null; }; then
+      "$d" -d
+      for _ in $(seq 50); do [ -s "$pidfile" ] && break; sleep 0.1; done
+      STARTED_PIDS="$(cat "$pidfile") $STARTED_PIDS"
+    fi
+  done
+  for _ in $(seq 100); do virsh -c qemu:///system uri >/dev/null 2>&1 && break; sleep 0.2; done
+  virsh -c qemu:///system uri >/dev/null || { echo "error: libvirtd does not answer" >&2; exit 1; }
+fi
+step_done libvirtd
+
+# 3. the local box
+PY=python3
+[ -x .venv/bin/python ] && PY=.venv/bin/python
+if [ "$rebuild" = 1 ] || ! vagrant box list 2>/dev/null | grep -q "^$BOX "; then
+  log "building the box from Debian packages (debootstrap: several minutes)"
+  force=""; [ "$rebuild" = 1 ] && force=--force
+  boxfile=$("$PY" -m testbed.vm.box $force)
+  step_done box-build
+  if vagrant box list 2>/dev/null | grep -q "^$BOX "; then
+    vagrant box remove -f "$BOX" >/dev/null
+  fi
+  # vagrant-libvirt keeps the box's disk as a volume of the default pool: a new box needs it gone
+  for vol in $(virsh -c qemu:///system vol-list default 2>/dev/null | awk '{print $1}' | grep "^${BOX//\//-VAGRANTSLASH-}_vagrant_box_image" || true); do
+    virsh -c qemu:///system vol-delete --pool default "$vol" >/dev/null
+  done
+  vagrant box add --name "$BOX" "$boxfile"
+  step_done box-add
+fi
+
+# 4. up and provision
+log "vagrant up --provider libvirt (box $BOX, driver $(ruby -e 'print File.readable?("/dev/kvm") && File.writable?("/dev/kvm") && !File.directory?("/sys/module/kvm_pvm") ? "kvm" : "qemu (software emulation)"'), $TESTBED_VM_CPUS CPUs, $TESTBED_VM_MEMORY_MB MiB)"
+UP=1
+vagrant up --provider libvirt
+step_done up-and-provision
+
+# 5. the quick start and a test subset inside; results back through /vagrant-results
+log "quick start and tests inside the VM"
+vagrant ssh -c 'set -e; cd /vagrant
+  sudo .venv/bin/testbed run scenarios/quickstart.yaml --substrate auto --out /vagrant-results/quickstart --no-progress
+  sudo .venv/bin/python -m pytest -q -p no:cacheprovider tests/unit/test_feasibility.py tests/unit/test_links.py \
+    tests/unit/test_spec.py --junitxml=/vagrant-results/junit.xml
+  uname -r > /vagrant-results/guest-kernel.txt'
+step_done quickstart-and-tests
+[ -f "$RESULTS/quickstart/manifest.json" ] || { echo "error: the quick start's results did not come back" >&2; exit 1; }
+"$PY" - "$RESULTS/junit.xml" <<'EOF'
+import sys
+import xml.etree.ElementTree as ET
+root = ET.parse(sys.argv[1]).getroot()
+suite = root if root.tag == "testsuite" else root.find("testsuite")
+n, bad = int(suite.get("tests")), int(suite.get("failures")) + int(suite.get("errors"))
+print(f"guest tests: {n} run, {bad} failed or errored, {suite.get('skipped')} skipped")
+sys.exit(0 if n > 0 and bad == 0 else 1)
+EOF
+log "results came back: $(ls "$RESULTS" | tr '\n' ' ')"
