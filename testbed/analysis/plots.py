@@ -91,8 +91,10 @@ def power_caps(ts: pd.DataFrame, power: pd.DataFrame, path: Path, title: str) ->
         ax.step(t_h, d["cap_requested_w"], where="post", color="#ef6c00", lw=0.9, label="cap requested (budget)")
         ax.step(t_h, d["cap_w"], where="post", color="#283593", lw=1.4, label="cap enforced")
         p = power[power["site"] == site] if len(power) else power
-        if len(p) and p["gpu_power_measured_w"].notna().any():
-            ax.plot(p["t_s"] / 3600.0, p["gpu_power_measured_w"], ".", ms=2, color="#6a1b9a", label="GPU power measured")
+        for basis, color in (("measured", "#6a1b9a"), ("derived", "#ad1457")):  # never the model's own draw
+            q = p[p["gpu_power_basis"] == basis] if len(p) and "gpu_power_basis" in p else p.iloc[0:0]
+            if len(q) and q["gpu_power_w"].notna().any():
+                ax.plot(q["t_s"] / 3600.0, q["gpu_power_w"], ".", ms=2, color=color, label=f"GPU power {basis}")
         ax.set_ylabel(f"{site}\nW per GPU")
         ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)

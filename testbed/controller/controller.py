@@ -147,6 +147,8 @@ class Controller:
             job_caps = self._apply_caps(t0, plans)
             for outcome in self.substrate.poll(t1):
                 self.cluster.report(outcome)
+            for job_id, enf in self.caps.settle(t1).items():  # what the caps came to, measured after the step
+                self.run_log.power_settled(t0, job_id, enf)
             energy, finished, ended = self.cluster.advance(t0, t1, renewable_kwh, plans, job_caps)
             for mig in ended:
                 self._finalize(mig.record, mig.outcome)  # type: ignore[arg-type]

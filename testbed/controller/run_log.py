@@ -13,7 +13,7 @@ import pandas as pd
 from testbed.controller.cluster import Cluster, SiteEnergy, Status
 from testbed.controller.policy_api import DecisionRecord
 from testbed.controller.records import MIGRATION_COLUMNS, MigrationRecord
-from testbed.power.caps import CapReport, JobCap
+from testbed.power.caps import POWER_MEASURED, POWER_MODEL, CapReport, Enforcement, JobCap
 
 
 class RunLog:
@@ -24,6 +24,7 @@ class RunLog:
         self._steps: list[dict] = []
         self._jobs: list[dict] = []
         self._power: list[dict] = []
+        self._power_at: dict[tuple[float, str], dict] = {}
 
     def decision(self, rec: DecisionRecord) -> None:
         self._decisions.append(rec.row())
@@ -39,10 +40,24 @@ class RunLog:
             "throughput_frac_model": cap.throughput_frac,
             "throughput_frac_enforced": rep.throughput_frac if rep else cap.throughput_frac,
             "gpu_draw_model_w": cap.draw_w,
-            "gpu_power_measured_w": rep.measured_power_w if rep and rep.measured_power_w is not None else float("nan"),
+            # the driver's reading where there is one, else the model's draw; an enforcer that measures
+            # after the step (settle) replaces it, e.g. with power derived from the measured throughput
+            "gpu_power_w": rep.measured_power_w if rep and rep.measured_power_w is not None else cap.draw_w,
+            "gpu_power_basis": POWER_MEASURED if rep and rep.measured_power_w is not None else POWER_MODEL,
             "backend": rep.backend if rep else "model", "throttle": rep.throttle if rep else "",
             "detail": rep.detail if rep else "",
         })
+        self._power_at[(t_s, job_id)] = self._power[-1]
+
+    def power_settled(self, t_s: float, job_id: str, enf: Enforcement) -> None:
+        """What the step that began at ``t_s`` came to for ``job_id``, measured once it was over."""
+        row = self._power_at.get((t_s, job_id))
+        if row is None:
+            return
+        nan = float("nan")
+        row["throughput_frac_enforced"] = enf.throughput_frac if enf.throughput_frac is not None else nan
+        row["gpu_power_w"] = enf.power_w if enf.power_w is not None else nan
+        row["gpu_power_basis"] = enf.power_basis
 
     def step(self, t0: float, t1: float, energy: dict[str, SiteEnergy], cluster: Cluster) -> None:
         hours = (t1 - t0) / 3600.0
@@ -98,6 +113,7 @@ class RunLog:
 
 _POWER_COLUMNS = [
     "t_s", "site", "job_id", "cap_requested_w", "cap_w", "cap_enforced_w", "throughput_frac_model",
-    "throughput_frac_enforced", "gpu_draw_model_w", "gpu_power_measured_w", "backend", "throttle", "detail",
+    "throughput_frac_enforced", "gpu_draw_model_w", "gpu_power_w", "gpu_power_basis", "backend", "throttle",
+    "detail",
 ]
 _DECISION_COLUMNS = [f.name for f in fields(DecisionRecord)]

@@ -37,11 +37,33 @@ class CapReport:
 
 @dataclass(frozen=True)
 class Throttled:
-    """A job's training throughput as a node agent set it."""
+    """A job's training throughput as a node agent set it. ``window``: what the job achieved
+    since the agent was last asked (steps, seconds, enforced_frac measured), when it says."""
 
     frac: float
     throttle: str = ""  # the mechanism (cgroup-v1, cgroup-v2, duty-cycle)
     reason: str = ""    # why that mechanism, when it is not the first choice
+    window: dict | None = None
+
+
+POWER_MEASURED, POWER_DERIVED, POWER_MODEL = "measured", "derived", "model"
+
+
+@dataclass(frozen=True)
+class Enforcement:
+    """What a job's cap came to over one trace step, known once the step is over (``settle``).
+
+    ``throughput_frac``: the enforced fraction *measured* (steps achieved over the reference
+    rate's integral) over the time the cap has been in force, or None (nothing ran).
+    ``power_w`` and ``power_basis``: ``measured`` (the driver's reading), ``derived`` (the
+    profile's draw at the measured enforced throughput: a figure computed from a measurement, not a
+    power measurement) or ``model``."""
+
+    throughput_frac: float | None
+    power_w: float | None
+    power_basis: str
+    steps_per_s: float | None = None
+    window_s: float = 0.0
 
 
 class ThroughputPort(Protocol):
@@ -93,3 +115,8 @@ class CapEnforcer(ABC):
     @abstractmethod
     def apply(self, t_s: float, caps: dict[str, JobCap]) -> dict[str, CapReport]:
         """Enforce this step's caps at scenario time ``t_s``: one report per job of ``caps``."""
+
+    def settle(self, t_s: float) -> dict[str, Enforcement]:
+        """After the step that began at the last :meth:`apply` ends (scenario time ``t_s``): what
+        was measured of it, per job (none by default: nothing measured after the fact)."""
+        return {}

@@ -97,6 +97,20 @@ class PowerProfile:
         """Power the GPU draws under a training load when capped at ``cap_w``."""
         return self._interp(cap_w, "draw_w")
 
+    def draw_at_frac_w(self, throughput_frac: float) -> float:
+        """Power the GPU draws while training at ``throughput_frac`` of its uncapped speed: the
+        profile read backwards (the lowest cap that gives that speed, then its draw). Below the
+        slowest point: the draw at min_w; at or above 1: the draw at max_w."""
+        pts = [ProfilePoint(self.min_w, self.throughput_frac(self.min_w), self.min_draw_w)] + \
+            [p for p in self.points if p.cap_w > self.min_w]
+        if throughput_frac <= pts[0].throughput_frac:
+            return pts[0].draw_w
+        for a, b in zip(pts, pts[1:]):
+            if throughput_frac <= b.throughput_frac:
+                w = (throughput_frac - a.throughput_frac) / (b.throughput_frac - a.throughput_frac)
+                return a.draw_w + w * (b.draw_w - a.draw_w)
+        return self.max_draw_w
+
     @property
     def max_draw_w(self) -> float:
         return self.points[-1].draw_w

@@ -99,6 +99,11 @@ class Throttle(ABC):
         """Called by the throttled loop after each step; seconds it slept (kernel kinds: 0)."""
         return 0.0
 
+    def stalled_s(self) -> float | None:
+        """Seconds the kernel has held the tasks for their quota so far (cgroup ``cpu.stat``);
+        None where that is not known. Differences of two readings are what count."""
+        return 0.0
+
     def prioritise(self) -> None:  # noqa: B027 (only the kernel kinds can)
         """Let the throttled tasks win over other work on the host up to their quota (maximum
         cgroup weight), so that a busy neighbour does not pose as the throttle. Benchmarks only."""
@@ -176,6 +181,18 @@ class _CgroupThrottle(Throttle):
     def tasks(self) -> list[int]:
         return read_ids(self.path / (self.threads_file or self.procs_file))
 
+    _stat_key, _stat_unit_s = "throttled_time", 1e-9  # v1: nanoseconds
+
+    def stalled_s(self) -> float | None:
+        try:
+            for line in (self.path / "cpu.stat").read_text().splitlines():
+                key, _, value = line.partition(" ")
+                if key == self._stat_key:
+                    return int(value) * self._stat_unit_s
+        except (OSError, ValueError):
+            return None
+        return None
+
     def close(self) -> None:
         if not self._open:
             return
@@ -205,6 +222,7 @@ class CgroupV1Throttle(_CgroupThrottle):
 
 class CgroupV2Throttle(_CgroupThrottle):
     kind = KIND_V2
+    _stat_key, _stat_unit_s = "throttled_usec", 1e-6
 
     def _prepare_parent(self) -> None:
         control = self.parent / "cgroup.subtree_control"

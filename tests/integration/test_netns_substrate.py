@@ -95,7 +95,13 @@ def test_real_agents_under_the_controller(tmp_path, runtime):
     at_a = p[p["site"] == "a"]
     assert len(at_a) > 0 and (at_a["backend"] == "emulated-throttle").all()
     assert (at_a["cap_w"] < 450).all() and (at_a["throughput_frac_model"] < 0.7).all()
-    assert (at_a["throughput_frac_enforced"] - at_a["throughput_frac_model"]).abs().max() < 1e-6
+    # the enforced fraction is measured (steps over the reference's integral) and the GPU power is
+    # derived from it through the profile: labelled so, and no column is left all NaN
+    assert not [c for c in p.columns if p[c].isna().all()], p.isna().all()
+    measured = at_a.dropna(subset=["throughput_frac_enforced"])
+    assert len(measured) > 0 and (at_a["gpu_power_basis"] == "derived").all()
+    assert (measured["throughput_frac_enforced"] - measured["throughput_frac_model"]).abs().median() < 0.1
+    assert (measured["gpu_power_w"] > 0).all()
     assert set(at_a["throttle"]) <= {"cgroup-v1", "cgroup-v2", "duty-cycle"} and at_a["throttle"].iloc[0]
 
 

@@ -41,13 +41,13 @@ def test_valid_arguments():
     assert decode_request(req({"job_id": "j1", "frac": 1}), TOKEN)[1].cap_w is None
 
 
-def test_quota_covers_the_capped_pace_with_headroom():
-    cores, period_us = cgroup_quota(0.5, 5.0, 0.005)  # 2.5 steps/s of 5 ms
-    assert period_us == 800_000  # two capped steps
-    assert cores == pytest.approx(1.25 * 2.5 * 0.005)
-    assert cgroup_quota(0.5, 100.0, 0.005)[1] == 100_000  # never below 0.1 s
-    assert cgroup_quota(0.1, 1.0, 0.005)[1] == 1_000_000  # never above the kernel's 1 s
-    cores, period_us = cgroup_quota(0.1, 1.0, 1e-6)
+def test_quota_period_spans_two_target_steps():
+    cores, period_us = cgroup_quota(2.5, 0.02)  # 2.5 steps/s
+    assert period_us == 800_000  # two target steps
+    assert cores == pytest.approx(0.02)
+    assert cgroup_quota(50.0, 0.3)[1] == 100_000  # never below 0.1 s
+    assert cgroup_quota(0.1, 0.3)[1] == 1_000_000  # never above the kernel's 1 s
+    cores, period_us = cgroup_quota(0.1, 1e-7)
     assert cores * period_us == pytest.approx(1000)  # the kernel's 1 ms floor
 
 

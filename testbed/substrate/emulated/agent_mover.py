@@ -75,7 +75,7 @@ class AgentMover(Mover):
             raise TestbedError(f"no node agents run here: cannot throttle {job_id}")
         self._pool.expect_throttle(site, agent_job_id(job_id))
         res = self._pool.client(site).set_throughput(agent_job_id(job_id), frac=frac, cap_w=cap_w)
-        return Throttled(res.frac, res.throttle, res.throttle_reason)
+        return Throttled(res.frac, res.throttle, res.throttle_reason, res.details.get("window"))
 
     # -- migration ---------------------------------------------------------------------------------
     def migrate(self, order: MigrationOrder) -> MigrationOutcome:
