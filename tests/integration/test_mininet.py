@@ -64,3 +64,56 @@ def test_refuses_what_it_cannot_apply(monkeypatch):
         with mf.MininetFabric(plan):
             pass
     assert _root_links_of(plan.run_id) == []
+
+
+def test_net_up_with_a_switch_holds_a_mininet_network_with_its_cli(tmp_path):
+    """``testbed net up FILE --switch lxbr``: Mininet's CLI by site name over the shaped links, the
+    network visible to ``net status`` / ``net exec`` while held, and gone when the CLI exits."""
+    import json
+    import subprocess
+    import sys
+
+    topo = tmp_path / "t.yaml"
+    topo.write_text("sites:\n  - {name: rome, lat_deg: 41.9, lon_deg: 12.5}\n  - {name: paris, lat_deg: 48.86, "
+                    "lon_deg: 2.35}\nlinks:\n  - {a: rome, b: paris, bandwidth_gbps: 0.1}\n")
+    tb = [sys.executable, "-m", "testbed"]
+    held = subprocess.Popen([*tb, "net", "up", str(topo), "--switch", "lxbr"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        first = held.stdout.readline()
+        assert "up in" in first and "switch lxbr" in first, first
+        run_id = first.split()[1]
+        st = json.loads(subprocess.run([*tb, "net", "status", "--json"], capture_output=True, text=True,
+                                       check=True).stdout)
+        mine = [s for s in st if s["run_id"] == run_id]
+        assert mine and mine[0]["purpose"] == "net" and mine[0]["switch"] == "lxbr"
+        ex = subprocess.run([*tb, "net", "exec", "rome", "--run", run_id, "--", "ip", "-br", "addr"],
+                            capture_output=True, text=True, timeout=30)
+        assert ex.returncode == 0 and "10.200.0.1/32" in ex.stdout, ex.stderr
+        out, _ = held.communicate("rome ping -c 2 -W 2 paris\npingall\nexit\n", timeout=60)
+    finally:
+        if held.poll() is None:
+            held.kill()  # our own child, by PID
+            held.wait()
+    assert held.returncode == 0, out
+    assert "2 packets transmitted, 2 received" in out  # 'paris' stood for its site address
+    assert "0% dropped (2/2 received)" in out and f"network {run_id} down" in out
+    assert _root_links_of(run_id) == []
+    from testbed.netem import state
+
+    assert state.read(run_id) is None
+    assert not [p for p in psutil.process_iter(["cmdline"]) if run_id in " ".join(p.info["cmdline"] or [])]
+
+
+def test_net_up_with_an_unavailable_switch_says_why_in_one_line():
+    import subprocess
+    import sys
+
+    from testbed.substrate.mininet.switches import switch_unavailable
+
+    why = switch_unavailable("ovs")
+    if why is None:
+        pytest.skip("Open vSwitch is available here: nothing to refuse")
+    r = subprocess.run([sys.executable, "-m", "testbed", "net", "up", "topologies/eu-5.yaml", "--switch", "ovs"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and r.stderr.strip().splitlines() == [f"error: {why}"]
