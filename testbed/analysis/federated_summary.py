@@ -71,6 +71,8 @@ def summarize_rounds(rounds: pd.DataFrame, *, label: str, policy: str, target: f
     final = float(rounds["accuracy"].iloc[-1]) if len(rounds) else math.nan
     proj = trained["projected_gain"].astype(float)
     err = (proj - trained["measured_gain"]).abs()[proj.notna()]
+    formula = trained["formula_gain"].astype(float) if "formula_gain" in trained else proj * np.nan
+    formula_err = (formula - trained["measured_gain"]).abs()[formula.notna()]
     return {
         "label": label, "policy": policy, "round_time": round_time, "target_accuracy": target,
         "reached": bool(len(hit)), "time_to_accuracy_s": tta_s, "time_to_accuracy_h": tta_s / 3600.0,
@@ -87,6 +89,7 @@ def summarize_rounds(rounds: pd.DataFrame, *, label: str, policy: str, target: f
         "mean_k": float(trained["k"].mean()) if len(trained) else 0.0,
         "mean_round_s": float(trained["round_s"].mean()) if len(trained) else math.nan,
         "projected_vs_measured_mae": float(err.mean()) if len(err) else None,
+        "formula_vs_measured_mae": float(formula_err.mean()) if len(formula_err) else None,
         "projected_vs_measured_corr": (float(np.corrcoef(proj[proj.notna()], trained["measured_gain"][proj.notna()])[0, 1])
                                        if proj.notna().sum() > 2 else None),
     }

@@ -223,6 +223,7 @@ class FederatedController:
             "energy_grid_kwh": sum(s["energy_grid_kwh"] for s in site_rows.values()),
             "compute_max_s": comp, "comm_max_s": comm,
             "projected_gain": np.nan if sel.projected_gain is None else sel.projected_gain,
+            "formula_gain": np.nan if sel.formula_gain is None else sel.formula_gain,
             "measured_gain": acc_after - acc_before, "accuracy_before": acc_before, "accuracy": acc_after,
             "update_bytes": self.update_bytes, "model_bytes": len(self.payload), "note": sel.note,
             "candidates": json.dumps(sel.candidates), "train_wall_s": wall,

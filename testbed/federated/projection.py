@@ -18,6 +18,18 @@ the number of sites of a candidate round. The projected gain of one round with `
   This is where the paper's normalisation ``k / k_current`` lives: a gain measured with ``k_r``
   sites is converted to one per log-site before it is applied to another ``k``.
 
+``gain: corrected`` (the review's proposal: a model calibrated on measured early-round gains)
+keeps the same form but fits it to the measured rounds instead of assuming it. Each trained
+round gives a point ``(ln(1 + k_r), y_r)`` with ``y_r = ln((A - a_{r-1}) / (A - a_r))``; over the
+last ``correction_window`` rounds, least squares gives ``y = b + c ln(1 + k)`` (``c >= 0``: more
+sites never close less error), and
+
+    gain(k) = (A - a_t) x (1 - exp(-(b + c ln(1 + k))))
+
+so both how much one round closes (``b``) and how that grows with ``k`` (``c``) come from the
+measured gains. Until the window holds two distinct ``k``, the projection above is used. Every
+round logs the formula's projection, the corrected one and the measured gain.
+
 PowerTrip then picks the ``k`` that maximises ``eta_k = gain(k) / tau_k`` (``tau_k``: the projected
 round time of the top-``k`` sites). Every round logs the projected gain of the chosen ``k`` next to
 the measured one.
@@ -26,7 +38,8 @@ the measured one.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections import deque
+from dataclasses import dataclass, field
 
 
 def project_gain(accuracy: float, k: int, h: float, ceiling: float = 1.0) -> float:
@@ -64,3 +77,51 @@ class GainModel:
         h_r = measured_h(acc_before, acc_after, k, self.ceiling, self.bounds)
         self.h = (1.0 - self.ewma) * self.h + self.ewma * h_r
         return h_r
+
+
+def closed_log_error(acc_before: float, acc_after: float, ceiling: float = 1.0, cap: float = 10.0) -> float | None:
+    """``ln((A - a_before) / (A - a_after))``: the log of the remaining error one round closed
+    (negative when accuracy fell), clipped to ``[-cap, cap]``; ``None`` without headroom before."""
+    before, after = ceiling - acc_before, ceiling - acc_after
+    if before <= 0:
+        return None
+    if after <= 0:
+        return cap
+    return max(-cap, min(cap, math.log(before / after)))
+
+
+@dataclass
+class CorrectedGain:
+    """The gain projection fitted to the measured rounds: ``y = b + c ln(1 + k)`` by least squares
+    over the last ``window`` trained rounds (``c`` clipped at 0, then ``b`` refitted)."""
+
+    window: int = 10
+    ceiling: float = 1.0
+    points: deque = field(default_factory=deque)   # (ln(1 + k), y)
+
+    def observe(self, acc_before: float, acc_after: float, k: int) -> None:
+        y = closed_log_error(acc_before, acc_after, self.ceiling)
+        if k >= 1 and y is not None:
+            self.points.append((math.log1p(k), y))
+            while len(self.points) > self.window:
+                self.points.popleft()
+
+    def fit(self) -> tuple[float, float] | None:
+        """``(b, c)``, or ``None`` until the window holds two distinct ``k``."""
+        xs = [x for x, _ in self.points]
+        if len(set(xs)) < 2:
+            return None
+        n = len(xs)
+        mx, my = sum(xs) / n, sum(y for _, y in self.points) / n
+        sxx = sum((x - mx) ** 2 for x in xs)
+        c = max(0.0, sum((x - mx) * (y - my) for x, y in self.points) / sxx)
+        return my - c * mx, c
+
+    def project(self, accuracy: float, k: int) -> float | None:
+        """The fitted gain of a round with ``k`` sites from ``accuracy``; ``None`` before a fit."""
+        fitted = self.fit()
+        if fitted is None or k < 1:
+            return None
+        b, c = fitted
+        headroom = max(0.0, self.ceiling - accuracy)
+        return headroom * (1.0 - math.exp(-max(0.0, b + c * math.log1p(k))))

@@ -45,7 +45,11 @@ class FlCompute(Strict):
 
     samples_per_s: float | Literal["measured"] = Field(
         description="Training samples per second of one reference node (speed 1.0) at full power: a number, or "
-        "'measured': this machine's CPU training the study's model, timed once per run (testbed.federated.throughput).")
+        "'measured': timed on this machine once per run, the model measured_model names (testbed.federated.throughput).")
+    measured_model: Literal["study", "update_sized"] = Field(
+        "study", description="With samples_per_s 'measured': time the study's own model ('study') or a stand-in "
+        "MLP whose parameters fill update_gb ('update_sized': how fast a model of the declared update size trains "
+        "here; above 1 GB it is timed at 1 GB and scaled by the parameter count).")
     data_scale: float = Field(1.0, gt=0, description="Paper-scale samples each real training sample stands for: compute "
                               "time is charged for data_scale x the real samples (the real set is small; the paper's "
                               "is not). 1 = charge the real samples only.")
@@ -83,6 +87,11 @@ class Federated(Strict):
     def _distinct(self) -> "Federated":
         if self.participants is not None and len(set(self.participants)) != len(self.participants):
             raise ValueError("participants: duplicate site names")
+        if self.compute.measured_model == "update_sized":
+            if self.compute.samples_per_s != "measured":
+                raise ValueError("compute.measured_model: 'update_sized' only applies with samples_per_s: measured")
+            if self.update_gb is None:
+                raise ValueError("compute.measured_model: 'update_sized' needs update_gb (the size to measure)")
         return self
 
 
@@ -167,8 +176,11 @@ class PowerTrip(_FlBase):
     h_prior: float = Field(0.1, gt=0, description="h before any round is measured.")
     h_ewma: float = Field(0.5, gt=0, le=1, description="Weight of the newest measured h.")
     h_bounds: FloatPair = Field((0.001, 2.0), description="Clip for measured h.")
-    gain: Literal["projected", "measured"] = Field("projected", description="measured: the review's test: use the "
-                                                   "last measured gain for every k (no k dependence).")
+    gain: Literal["projected", "measured", "corrected"] = Field(
+        "projected", description="projected: the gain formula with h calibrated per round; measured: the review's "
+        "test, the last measured gain for every k (no k dependence); corrected: the formula's form fitted by least "
+        "squares to the measured gains of the last correction_window rounds (projected until two distinct k).")
+    correction_window: int = Field(10, ge=2, le=1000, description="Trained rounds the corrected gain is fitted on.")
     patience: int = Field(0, ge=0, description="Hold k while accuracy improves: re-evaluate k only after this many "
                           "rounds in a row without a new best accuracy (0: every interval).")
 

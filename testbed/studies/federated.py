@@ -5,7 +5,8 @@ real transfers over shaped links (netns), through :mod:`testbed.federated.exchan
 Per policy ``<label>/``: ``rounds.parquet``, ``sites.parquet``, ``summary.json`` (a ``static_k`` entry
 with a list of k also gets ``static_k/summary.json``, its best k's); the comparison:
 ``comparison.md`` / ``comparison.json`` (time-to-accuracy per policy and the claims table),
-``accuracy_vs_time.png``, ``sites_selected.png``, ``straggler_vs_pooled.png``.
+``accuracy_vs_time.png``, ``sites_selected.png``, ``straggler_vs_pooled.png``, ``gain_projection.png``
+(projected vs measured gain per round of the runs that project one).
 """
 
 from __future__ import annotations
@@ -51,8 +52,8 @@ NOTES = [
     "Energy-to-accuracy is interpolated like time-to-accuracy; accuracy per kWh = final accuracy / total energy.",
     "static_k picks the top k by the same power-to-cost score as powertrip each round; the best k is chosen post hoc "
     "(after seeing every k's result), which no online policy can do.",
-    "the paper's absolute hours (EMNIST, 100 sites on 40 GPUs) are not comparable with ours (digits, declared "
-    "compute scale): compare the relative reductions.",
+    "the paper's absolute hours (EMNIST, 100 sites on 40 GPUs) are not comparable with ours (another data "
+    "set, this machine's compute speed): compare the relative reductions.",
 ]
 
 def _modelled_power(sc) -> bool:
@@ -92,19 +93,27 @@ class FederatedStudy(Study):
                 for pol in make_selection_policies(spec, fl.aggregator)]
         self._statics = [r.label for r in runs if isinstance(r.policy, StaticKPolicy)]
         declared = fl.compute.samples_per_s
-        if declared == "measured":
-            from testbed.federated.throughput import measure_samples_per_s
-
-            self.samples_per_s = measure_samples_per_s(data, fl.training, seed=inputs.seed)
-        else:
-            self.samples_per_s = float(declared)
-        self.samples_per_s_source = "measured on this machine" if declared == "measured" else "declared"
+        self.samples_per_s, self.samples_per_s_source = self._compute_rate(fl, data, inputs.seed)
         self._rounds: dict[str, pd.DataFrame] = {}
         from testbed.nodes.determinism import configure
 
         configure(1)
         self.exchange: Exchange = stack.enter_context(make_exchange(self.substrate, inputs, run_id))
         return runs
+
+    @staticmethod
+    def _compute_rate(fl, data, seed: int) -> tuple[float, str]:
+        """The reference node's samples/s and where it comes from (declared, or measured here)."""
+        declared = fl.compute.samples_per_s
+        if declared != "measured":
+            return float(declared), "declared"
+        from testbed.federated import throughput
+
+        if fl.compute.measured_model == "update_sized":
+            rate = throughput.measure_update_sized_samples_per_s(fl.update_gb, data, fl.training, seed=seed)
+            return rate.samples_per_s, rate.describe()
+        return (throughput.measure_samples_per_s(data, fl.training, seed=seed),
+                "measured on this machine: the study's model")
 
     def run(self, run: PolicyRun) -> FlRecord:
         model = run.spec.round_time or self.sc.federated.round_time
@@ -159,7 +168,7 @@ class FederatedStudy(Study):
 
 
 def _plots(tmp: Path, rounds, summaries, cl, target: float, name: str) -> None:
-    from testbed.analysis.federated_plots import accuracy_vs_time, sites_selected, straggler_vs_pooled
+    from testbed.analysis.federated_plots import accuracy_vs_time, gain_projection, sites_selected, straggler_vs_pooled
 
     accuracy_vs_time(rounds, target, tmp / "accuracy_vs_time.png", f"{name}: test accuracy vs scenario time")
     sites_selected(rounds, tmp / "sites_selected.png", f"{name}: sites selected per round")
@@ -168,6 +177,7 @@ def _plots(tmp: Path, rounds, summaries, cl, target: float, name: str) -> None:
     straggler_vs_pooled(rounds, picks, target, tmp / "straggler_vs_pooled.png",
                         f"{name}: the same rounds under three clocks\nstraggler (solid), pooled on the same work "
                         "(dashed), Eq. 7 as written (dotted)")
+    gain_projection(rounds, tmp / "gain_projection.png", f"{name}: projected vs measured accuracy gain per round")
 
 
 def _best_static_summaries(tmp: Path, specs, summaries: dict[str, dict]) -> None:

@@ -9,7 +9,7 @@ import pytest
 
 from testbed.errors import SpecError
 from testbed.federated.data import load_dataset
-from testbed.federated.throughput import measure_samples_per_s
+from testbed.federated.throughput import measure_samples_per_s, measure_update_sized_samples_per_s, update_sized_model
 from testbed.runner import run_scenario
 from testbed.spec.load import LoadedScenario
 from testbed.spec.federated import FlTraining
@@ -32,7 +32,7 @@ def test_a_run_with_measured_compute_records_what_it_measured(tmp_path):
     out = run_scenario(loaded, out_dir=tmp_path / "r", substrate="sim", progress=False, plots=False)
     man = json.loads((out / "manifest.json").read_text())
     rec = man["substrate"]["compute_samples_per_s"]
-    assert rec["source"] == "measured on this machine" and rec["value"] > 0
+    assert rec["source"] == "measured on this machine: the study's model" and rec["value"] > 0
     summaries = [json.loads(p.read_text()) for p in out.glob("*/summary.json")]
     assert summaries and all(s["samples_per_s"] == rec["value"] for s in summaries)
 
@@ -41,3 +41,44 @@ def test_a_run_with_measured_compute_records_what_it_measured(tmp_path):
 def test_a_bad_rate_names_the_field(bad):
     with pytest.raises(SpecError, match=r"federated.compute.samples_per_s"):
         tiny_scenario(compute={"samples_per_s": bad})
+
+
+def test_the_update_sized_stand_in_has_the_declared_size_and_a_bigger_one_trains_slower():
+    for gb in (0.004, 0.04):
+        n = sum(p.numel() for p in update_sized_model(gb, 64, 10, seed=0).parameters())
+        assert abs(n * 4 / 1e9 - gb) / gb < 0.1
+    data = load_dataset("digits")
+    small = measure_update_sized_samples_per_s(0.002, data, FlTraining(batch_size=16), seed=0, seconds=0.2)
+    big = measure_update_sized_samples_per_s(0.08, data, FlTraining(batch_size=16), seed=0, seconds=0.2)
+    assert small.samples_per_s > big.samples_per_s > 0
+    assert small.steps >= 3 and small.measured_gb == 0.002 and "fastest of" in small.describe()
+
+
+def test_above_the_measured_limit_the_rate_is_scaled_by_size(monkeypatch):
+    from testbed.federated import throughput
+
+    monkeypatch.setattr(throughput, "MAX_MEASURED_UPDATE_GB", 0.01)
+    r = measure_update_sized_samples_per_s(0.04, load_dataset("digits"), FlTraining(), seed=0, seconds=0.1)
+    assert r.measured_gb == 0.01
+    assert r.samples_per_s == pytest.approx(r.measured_samples_per_s / 4)
+    assert "scaled by" in r.describe()
+
+
+def test_a_run_with_update_sized_compute_says_what_trained(tmp_path):
+    sc = tiny_scenario(compute={"samples_per_s": "measured", "measured_model": "update_sized", "data_scale": 10},
+                       update_gb=0.01)
+    loaded = LoadedScenario(scenario=sc, path=Path("tiny.yaml"), text="name: fl-tiny\n", sha256="0" * 64,
+                            topology_path=None)
+    out = run_scenario(loaded, out_dir=tmp_path / "r", substrate="sim", progress=False, plots=False)
+    rec = json.loads((out / "manifest.json").read_text())["substrate"]["compute_samples_per_s"]
+    assert "MLP" in rec["source"] and "0.01 GB" in rec["source"] and rec["value"] > 0
+
+
+@pytest.mark.parametrize("compute,extra,field", [
+    ({"samples_per_s": 20, "measured_model": "update_sized"}, {"update_gb": 1.0}, "measured_model"),
+    ({"samples_per_s": "measured", "measured_model": "update_sized"}, {"update_gb": None}, "update_gb"),
+    ({"samples_per_s": "measured", "measured_model": "big"}, {}, "measured_model"),
+])
+def test_update_sized_needs_measured_and_a_size(compute, extra, field):
+    with pytest.raises(SpecError, match=field):
+        tiny_scenario(compute=compute, **extra)

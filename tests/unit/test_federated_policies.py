@@ -124,3 +124,20 @@ def test_powertrip_patience_holds_k_until_accuracy_stalls():
         p.observe(v, sel, 0.5, 0.45)
     sel = p.select(make_view(accuracy=0.45, round_=6))         # patience spent: the window search runs
     assert len(sel.candidates) > 1 and sel.k != 1
+
+
+def test_powertrip_corrected_gain_uses_the_fit_and_logs_the_formula():
+    p = PowerTripPolicy("pt", PowerTrip(name="powertrip", k_init=1, window=3, h_prior=0.3, gain="corrected"))
+    # rounds whose measured gain does not grow with k: the fit has slope 0, so the smallest round time wins
+    for r, k in enumerate((1, 3), start=1):
+        p.k_cur = k
+        v = make_view(accuracy=0.4, round_=r)
+        sel = p.select(v)
+        p.observe(v, sel, 0.4, 0.5)
+    sel = p.select(make_view(accuracy=0.5, round_=3))
+    assert all(c["formula_gain"] == pytest.approx(project_gain(0.5, c["k"], p.gain.h)) for c in sel.candidates)
+    gains = {c["gain"] for c in sel.candidates}
+    assert len(gains) == 1 and gains.pop() == pytest.approx(0.5 * (1 - 5 / 6))
+    taus = {c["k"]: c["tau_s"] for c in sel.candidates}
+    assert taus[sel.k] == min(taus.values())
+    assert sel.formula_gain == pytest.approx(project_gain(0.5, sel.k, p.gain.h)) != sel.projected_gain

@@ -14,6 +14,7 @@ class Selection:
     sites: list[str]                      # participants that train this round (empty: wait a trace step)
     centralized: str | None = None        # one site trains on all the data (the centralized baseline)
     projected_gain: float | None = None   # the policy's projection for this round, if it makes one
+    formula_gain: float | None = None     # the uncorrected formula's projection, where a policy corrects it
     candidates: list[dict] = field(default_factory=list)  # what it weighed (k, gain, tau_s, eta)
     note: str = ""
 
