@@ -51,8 +51,9 @@ def cgroup_quota(target_steps_per_s: float, cores: float) -> tuple[float, int]:
 
 
 class JobRunner:
-    def __init__(self, job, *, steps_per_s: float, max_steps: int | None,
+    def __init__(self, job, *, steps_per_s: float | None, max_steps: int | None,
                  clock=time.monotonic):
+        """``steps_per_s``: the pace at frac 1 (a ceiling); None: unpaced, steps back to back."""
         self.job = job
         self.steps_per_s = steps_per_s
         self.max_steps = max_steps

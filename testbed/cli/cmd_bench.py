@@ -46,6 +46,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                     help="how training is slowed to a cap's throughput: a cgroup CPU quota, duty-cycling, or auto")
     pw.add_argument("--out", type=Path, default=Path("results") / "bench", help="directory for power.json / .md (default results/bench)")
     pw.add_argument("--quick", action="store_true", help="3 caps, 1.5 s each (for tests)")
+    pw.add_argument("--repeat", type=int, default=1,
+                    help="run the whole bench this many times in a row; passes only if every repeat does, "
+                         "and reports each cap's error spread (default 1)")
+    pw.add_argument("--background-load", type=int, default=0, metavar="N",
+                    help="run N CPU-bound processes beside the bench (started and ended by it; default 0)")
     pw.set_defaults(func=_bench_power)
 
 
@@ -66,9 +71,16 @@ def _bench_power(args: argparse.Namespace) -> int:
                           f"[{profile.min_w:g}, {profile.max_w:g}] W")] if bad else
                         [("--n-caps", f"must be in [2, {MAX_CAPS}]")] if not 2 <= args.n_caps <= MAX_CAPS else
                         [("--caps-w", f"at most {MAX_CAPS} caps")])
+    from testbed.bench.power import MAX_BACKGROUND_LOAD
+
+    if not 1 <= args.repeat <= MAX_REPEAT:
+        raise SpecError([("--repeat", f"must be in [1, {MAX_REPEAT}]")])
+    if not 0 <= args.background_load <= MAX_BACKGROUND_LOAD:
+        raise SpecError([("--background-load", f"must be in [0, {MAX_BACKGROUND_LOAD}]")])
     _check_outputs(args.out, "power.json", "power.md")
     result = run(args.out, profile=args.profile, caps_w=args.caps_w, n_caps=args.n_caps, family=args.family,
-                 quick=args.quick, prefer=None if args.throttle == "auto" else args.throttle)
+                 quick=args.quick, prefer=None if args.throttle == "auto" else args.throttle,
+                 repeat=args.repeat, background=args.background_load)
     print((args.out / "power.md").read_text())
     print(f"written: {args.out / 'power.json'}, {args.out / 'power.md'}")
     return 0 if result["pass"] else 1

@@ -19,8 +19,9 @@ steps the achieved rate is the target, as long as the job can run faster than th
 - *tracking*: between anchors, every paced step's own duration (wall time, less any time the kernel
   held it in a CPU quota, ``stalled_s``) is the cost of a step on this host now: more CPU per step,
   or less CPU left by other load, both make it longer. The reference follows
-  ``anchor_rate x anchor_step_s / step_s`` (EWMAs of paced steps), so a cost change moves the
-  target within a few steps (one step counts at most twice the average, so a single odd step
+  ``anchor_rate x anchor_step_s / step_s`` (the mean of the paced steps right after the anchor, and
+  an average over the last ``step_tau_s`` of paced steps), so a cost change moves the target
+  within about a second (one step counts at most twice the average, so a single odd step
   does not swing it). Paced steps are slower than back-to-back ones (cold caches after
   every sleep); taking the paced step time at the anchor as its denominator cancels that bias;
 - *probes*: after ``probe_every_s`` of continuous throttling the loop runs unthrottled for
@@ -52,8 +53,10 @@ class RateSettings:
     probe_s: float = 0.2           # a probe lasts at least this long ...
     probe_min_steps: int = 5       # ... and this many steps (the first one is not counted)
     max_backlog_s: float = 0.5     # the most schedule a late loop may catch up
-    step_ewma: float = 0.15        # weight of the newest paced step in the step-time average
-    anchor_steps: int = 5          # paced steps after an anchor (the first skipped) that make its step time
+    step_tau_s: float = 0.5        # time constant of the paced step-time average
+    step_ewma: float = 0.15        # weight of the newest step in the CPU-per-step average
+    anchor_steps: int = 5          # paced steps after an anchor (the first skipped) that make its step
+    anchor_s: float = 0.3          # time ... and at least this long
     ref_ewma: float = 0.5          # weight of a new anchor against the previous reference
     headroom_min: float = 1.25     # CPU quota over what the target needs, when on schedule
     headroom_max: float = 4.0
@@ -118,6 +121,8 @@ class RateController:
         self._anchor_step_s: float | None = None  # paced step time that goes with the anchor
         self._anchor_n = 0
         self._anchor_sum_s = 0.0
+        self._anchor_t0_s = now_s
+        self._last_paced_end_s: float | None = None
         self._step_s: float | None = None         # EWMA of paced steps' unstalled wall time
         self._free_step_s: float | None = None    # EWMA of unthrottled steps' wall time
         self.cpu_s_per_step: float | None = None
@@ -186,17 +191,22 @@ class RateController:
             self.cpu_s_per_step = cpu_s if c is None else (1 - s.step_ewma) * c + s.step_ewma * cpu_s
         run_s = max(wall_s - max(stalled_s, 0.0), 1e-9)
         if self.mode == PACED:
+            gap = now_s - self._last_paced_end_s if self._last_paced_end_s is not None else s.step_tau_s
+            self._last_paced_end_s = now_s
             if self._step_s is None:
                 self._step_s = run_s
             else:  # one odd step (a page fault storm, a preemption) moves the average at most 2x its weight
                 clipped = min(max(run_s, 0.5 * self._step_s), 2.0 * self._step_s)
-                self._step_s = (1 - s.step_ewma) * self._step_s + s.step_ewma * clipped
+                a = min(0.5, max(gap, 0.0) / s.step_tau_s)
+                self._step_s = (1 - a) * self._step_s + a * clipped
             if self._anchor_step_s is None and self._ref_anchor is not None:
-                if self._anchor_n > 0:  # the first paced step (right after unthrottled ones) is not typical
+                if self._anchor_n == 0:  # the first paced step (right after unthrottled ones) is not typical
+                    self._anchor_t0_s = now_s
+                else:
                     self._anchor_sum_s += run_s
                 self._anchor_n += 1
-                if self._anchor_n > s.anchor_steps:
-                    self._anchor_step_s = self._step_s = self._anchor_sum_s / s.anchor_steps
+                if self._anchor_n > s.anchor_steps and now_s - self._anchor_t0_s >= s.anchor_s:
+                    self._anchor_step_s = self._step_s = self._anchor_sum_s / (self._anchor_n - 1)
             behind = self._credit > 1.0 + 1e-9
             self.headroom = min(s.headroom_max, self.headroom * s.headroom_gain) if behind else \
                 max(s.headroom_min, self.headroom * s.headroom_decay)
@@ -347,6 +357,7 @@ class RateController:
             m = (1 - a) * tracked + a * m
         self._ref_anchor = m
         self._anchor_step_s, self._anchor_n, self._anchor_sum_s, self._step_s = None, 0, 0.0, None
+        self._last_paced_end_s = None
 
 
 __all__ = ["FREE", "PACED", "PROBE", "RateController", "RateSettings", "Window"]
