@@ -234,7 +234,7 @@ def check_substrate(substrate: str, flag: str = "substrate") -> str:
 
 def run(scenario: "PathLike | Scenario", substrate: str = "sim", out: PathLike | None = None,
         overrides: Mapping[str, Any] | None = None, seed: int | None = None, *, force: bool = False,
-        progress: bool = False, plots: bool = True, argv: list[str] | None = None) -> "Results":
+        progress: bool = True, plots: bool = True, argv: list[str] | None = None) -> "Results":
     """Run every policy of a scenario (a file or a :func:`load`-ed Scenario) on ``substrate`` (sim,
     netns, mininet or auto) and return its :class:`Results`. ``out=None`` writes to a new temporary
     directory (kept; ``Results.path`` names it). ``seed`` replaces the scenario's seed."""

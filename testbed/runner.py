@@ -49,6 +49,17 @@ def choose_substrate(requested: str, sc) -> tuple[str, str]:
     return "netns", "root and network namespaces available: sites are namespaces, links are shaped, bytes are real"
 
 
+def _say_wall_time(loaded: LoadedScenario, inputs) -> None:
+    """Before an emulation starts: its estimated wall time, and a warning naming
+    ``emulation.time_scale`` when it is long (testbed/studies/wall_time.py)."""
+    from testbed.studies.wall_time import estimate
+
+    est = estimate(loaded, inputs)
+    print(est.line(), file=sys.stderr)
+    if est.warning():
+        print(est.warning(), file=sys.stderr)
+
+
 def traces_table(study: Study) -> pd.DataFrame:
     """Every input trace the study used, one ``series`` per trace."""
     return pd.concat([tr.to_frame().assign(series=name) for name, tr in study.traces()], ignore_index=True)
@@ -80,6 +91,8 @@ def run_scenario(loaded: LoadedScenario, *, out_dir: Path | None = None, substra
 
         require_root(f"--substrate {substrate}")  # before the state file (root's /run/testbed) is written
         run_id = new_run_id()
+        if progress:
+            _say_wall_time(loaded, inputs)
     summaries: dict[str, dict] = {}
     wall: dict[str, float] = {}
     with contextlib.ExitStack() as stack, state.listed(run_id, partial_dirs=[str(partial_dir(checked.path))]), \

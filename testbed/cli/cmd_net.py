@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -27,6 +28,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     ex.set_defaults(func=_exec)
     st = nsub.add_parser("status", help="networks that are up: sites, addresses, links, relays")
     st.add_argument("--json", action="store_true", help="print the status as JSON")
+    st.add_argument("--bench", type=Path, default=None, metavar="FILE",
+                    help="shaping.json of `testbed bench shaping` with this machine's measured link capacity "
+                         "(default results/bench/shaping.json; testbed's defaults where there is none)")
     st.set_defaults(func=_status)
     dn = nsub.add_parser("down", help="tear a network down")
     dn.add_argument("--run", default=None, help="run id (default: the only network that is up)")
@@ -130,21 +134,57 @@ def _status(args: argparse.Namespace) -> int:
     for run in state.all_runs():
         st = state.read(run) or {}
         st["relays_alive"] = sum(state.pid_alive(int(p)) for p in st.get("pids", []))
-        out.append(st)
+        out.append(with_capacity(st, args.bench))
     if args.json:
         print(json.dumps(out, indent=2, sort_keys=True))
         return 0
     if not out:
         print("no testbed network is up")
-    for st in out:
-        print(f"{st['run_id']} ({st.get('purpose')}, owner pid {st.get('owner_pid')}, since {st.get('created_utc')}, "
-              f"impairment {st.get('impairment')}, relays alive {st['relays_alive']}/{len(st.get('pids', []))})")
-        for name, s in sorted(st.get("sites", {}).items()):
-            print(f"  site {name:<15} {s['addr']:<15} ns {s['ns']}")
-        for lk in st.get("links", []):
-            print(f"  link {lk['key']:<25} {lk['rate_ab_mbit']:g}/{lk['rate_ba_mbit']:g} Mbit/s  "
-                  f"delay {lk['delay_ms']:.2f} ms  jitter {lk['jitter_ms']:g} ms  loss {lk['loss_pct']:g} %")
+    for line in status_lines(out):
+        print(line)
     return 0
+
+
+OVER_CAPACITY_TOLERANCE = 1.1
+"""A link is warned about above this x the machine's capacity (a run's traces vary around a rate
+scaled to fit it)."""
+
+
+def with_capacity(st: dict, bench: Path | None) -> dict:
+    """Each link of a state entry with ``capacity_mbit`` (what this machine can give it) and where
+    that number comes from (testbed/bench/capacity.py)."""
+    from testbed.bench.capacity import link_capacity
+
+    links = []
+    for lk in st.get("links", []):
+        delayed = bool(lk.get("delay_ms") or lk.get("jitter_ms") or lk.get("loss_pct"))
+        cap = link_capacity(st.get("impairment"), delayed, bench)
+        links.append({**lk, "capacity_mbit": cap.mbit, "capacity_source": cap.source})
+    return {**st, "links": links}
+
+
+def status_lines(states: list[dict]) -> list[str]:
+    lines = []
+    for st in states:
+        lines.append(f"{st['run_id']} ({st.get('purpose')}, owner pid {st.get('owner_pid')}, since {st.get('created_utc')}, "
+                     f"impairment {st.get('impairment')}, relays alive {st['relays_alive']}/{len(st.get('pids', []))})")
+        for name, s in sorted(st.get("sites", {}).items()):
+            lines.append(f"  site {name:<15} {s['addr']:<15} ns {s['ns']}")
+        over = []
+        for lk in st.get("links", []):
+            cap = lk.get("capacity_mbit")
+            lines.append(f"  link {lk['key']:<25} {lk['rate_ab_mbit']:g}/{lk['rate_ba_mbit']:g} Mbit/s  "
+                         f"delay {lk['delay_ms']:.2f} ms  jitter {lk['jitter_ms']:g} ms  loss {lk['loss_pct']:g} %"
+                         + (f"  (machine: ~{cap:.0f} Mbit/s)" if cap else ""))
+            if cap and max(lk["rate_ab_mbit"], lk["rate_ba_mbit"]) > cap * OVER_CAPACITY_TOLERANCE:
+                over.append(lk)
+        if over:
+            cap, src = over[0]["capacity_mbit"], over[0]["capacity_source"]
+            names = ", ".join(lk["key"] for lk in over[:5]) + (f" and {len(over) - 5} more" if len(over) > 5 else "")
+            lines.append(f"  warning: {names}: configured above what this machine can carry (~{cap:.0f} Mbit/s, "
+                         f"{src}); achieved rates will fall short of the configured ones: emulate such links "
+                         "scaled (a scenario's emulation.time_scale and byte_scale)")
+    return lines
 
 
 def _down(args: argparse.Namespace) -> int:

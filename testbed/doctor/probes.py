@@ -148,8 +148,9 @@ def probe_af_packet(ctx: ProbeContext) -> Result:
 DEBIAN_MININET = Path("/usr/lib/python3/dist-packages/mininet")
 
 
-@probe("mininet", yes="the mininet substrate can run (with --switch lxbr --controller none)",
-       no="no mininet substrate: `pip install mininet==2.3.0.dev6` into the venv (Debian's mnexec is also needed)")
+@probe("mininet", yes="the mininet substrate can run (its switches are Linux bridges, no OpenFlow controller)",
+       no="no mininet substrate: install the distribution's mininet package (apt-get install mininet; "
+          "scripts/setup.sh links its Python package into .venv)")
 def probe_mininet(ctx: ProbeContext) -> Result:
     spec = importlib.util.find_spec("mininet")
     facts = {"debian_package": str(DEBIAN_MININET) if DEBIAN_MININET.is_dir() else None}
@@ -158,8 +159,8 @@ def probe_mininet(ctx: ProbeContext) -> Result:
         return False, f"not importable by {sys.executable}{extra}", facts
     try:
         version = importlib.metadata.version("mininet")
-    except importlib.metadata.PackageNotFoundError:
-        version = "unknown version"
+    except importlib.metadata.PackageNotFoundError:  # the distribution's package, linked into the venv
+        version = "(the distribution's package)"
     origin = str(Path(spec.origin).parent) if spec.origin else "a namespace package"
     return True, f"mininet {version} importable from {origin}", {**facts, "version": version, "path": origin}
 
@@ -168,7 +169,7 @@ SPECS.append(ProbeSpec("mnexec", tool_probe("mnexec"), "Mininet can start hosts 
                        "Mininet cannot start hosts: install Debian's mininet package (/usr/bin/mnexec)"))
 
 
-@probe("linux_bridge", needs_root=True, yes="Linux bridges can join several links at a site (Mininet's lxbr switch)",
+@probe("linux_bridge", needs_root=True, yes="Linux bridges can join several links at a site (the mininet substrate's switches)",
        no="no Linux bridges: Mininet needs OVS switches, and sites cannot share one L2 segment")
 def probe_linux_bridge(ctx: ProbeContext) -> Result:
     from pyroute2 import IPRoute
@@ -180,14 +181,14 @@ def probe_linux_bridge(ctx: ProbeContext) -> Result:
     return kind == "bridge", f"bridge {name} made in a scratch namespace", {}
 
 
-SPECS.append(ProbeSpec("brctl", tool_probe("brctl"), "Mininet's LinuxBridge (lxbr) switch can configure bridges",
-                       "Mininet's --switch lxbr fails (it calls brctl): install bridge-utils"))
+SPECS.append(ProbeSpec("brctl", tool_probe("brctl"), "Mininet's Linux-bridge switch can configure bridges",
+                       "Mininet's Linux-bridge switch cannot configure bridges (it calls brctl): install bridge-utils"))
 SPECS.append(ProbeSpec("ovs", tool_probe("ovs-vsctl"), "Open vSwitch switches can be used by Mininet",
-                       "no Open vSwitch: use Linux bridges (--switch lxbr)"))
+                       "no Open vSwitch: the mininet substrate uses Linux bridges"))
 
 
 @probe("ovs_kernel_datapath", yes="OVS switches forward in the kernel at full speed",
-       no="OVS only with its userspace datapath (slow, ~1.2 Gbit/s with retransmits): use Linux bridges")
+       no="OVS only with its userspace datapath (slow, ~1.2 Gbit/s with retransmits): the mininet substrate uses Linux bridges")
 def probe_ovs_kernel_datapath(ctx: ProbeContext) -> Result:
     loaded = Path("/sys/module/openvswitch").is_dir() or _in_proc_modules("openvswitch")
     config = ctx.kconfig().get("CONFIG_OPENVSWITCH")

@@ -9,11 +9,9 @@ Per policy ``<label>/``: the run log's tables (``*.parquet``), ``summary.json``,
 from __future__ import annotations
 
 import contextlib
-import sys
 from pathlib import Path
 
 import pandas as pd
-from tqdm import tqdm
 
 from testbed.analysis.compare import compare, comparison_markdown
 from testbed.analysis.paper_setup import paper_setup
@@ -24,6 +22,7 @@ from testbed.inputs import Inputs, require_jobs
 from testbed.policies import make_policy
 from testbed.power.caps import CapEnforcer
 from testbed.power.factory import backend_for, make_enforcer
+from testbed.progress import progress_bar
 from testbed.recorder.writer import write_json, write_table
 from testbed.spec.policies import policy_label
 from testbed.studies.base import PolicyRun, Study
@@ -73,8 +72,8 @@ class MigrationStudy(Study):
         self._jobs: dict[str, pd.DataFrame] = {}
         self._desc: dict = {}
         n_steps = int(-(-self.sc.duration_s // self.sc.step_s))
-        self._bar = tqdm(total=n_steps * len(self.sc.policies), desc=self.sc.name, unit="step",
-                         disable=not self.progress or not sys.stderr.isatty(), delay=2.0, file=sys.stderr, leave=False)
+        # a bar on a terminal, a line every 30 s with an ETA elsewhere (a log, CI, a notebook)
+        self._bar = progress_bar(n_steps * len(self.sc.policies), self.sc.name, enabled=self.progress)
         stack.callback(self._bar.close)
         return [PolicyRun(policy_label(spec), spec) for spec in self.sc.policies]
 

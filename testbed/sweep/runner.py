@@ -28,6 +28,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from testbed.progress import eta_s, fmt_duration
 from testbed.recorder.manifest import git_state, package_versions
 from testbed.substrate import SUBSTRATES
 from testbed.sweep.aggregate import write_outputs
@@ -201,6 +202,7 @@ def run_sweep(plan: SweepPlan, out: Path, *, parallel: int | None = None, ray_ad
     jobs = [TrialJob(rel_dir=t.rel_dir, loaded=t.cell.loaded, seed=t.seed, substrate=plan.substrate,
                      out_dir=str(out / t.rel_dir), argv=tuple(argv)) for t in todo]
     finished = 0
+    t_run = time.perf_counter()
 
     def on_result(job: TrialJob, result: dict) -> None:
         nonlocal finished
@@ -208,7 +210,9 @@ def run_sweep(plan: SweepPlan, out: Path, *, parallel: int | None = None, ray_ad
         record(out, by_dir[job.rel_dir], result, backend, plan.substrate)
         took = f" in {result['wall_s']:.1f} s" if result.get("wall_s") is not None else ""
         extra = f": {result['error']}" if result["status"] != "done" else ""
-        print(f"[{finished}/{len(jobs)}] {job.rel_dir}: {result['status']}{took}{extra}", file=log)
+        left = eta_s(finished, len(jobs), time.perf_counter() - t_run)
+        eta = f"; ETA {fmt_duration(left)}" if left is not None and finished < len(jobs) else ""
+        print(f"[{finished}/{len(jobs)}] {job.rel_dir}: {result['status']}{took}{extra}{eta}", file=log)
 
     try:
         if jobs and ray_address:

@@ -1,0 +1,109 @@
+"""How long an emulation will take on the wall clock, said before it starts.
+
+On a live substrate the clock runs at ``emulation.time_scale`` scenario seconds per wall second
+while a transfer is in flight and skips idle time (``skip_idle``), so the wall time is about the
+scenario time spent on transfers divided by ``time_scale``, plus the control loop's own time:
+
+- **migration study**: the analytic substrate runs the same inputs first (seconds) and predicts
+  the migrations; the estimate is its wall time plus their transfer time / ``time_scale``. When it
+  cannot run, the bound is every policy's whole scenario at ``time_scale``.
+- **federated (PowerTrip) study**: an upper bound, every round exchanging the update over the
+  slowest participant's link (down and up), for at most ``max_rounds`` rounds and ``max_hours``;
+  real FedAvg training comes on top.
+
+Per-transfer set-up (connect, verify, checkpoint save and load) is not in the estimate.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from dataclasses import dataclass
+
+from testbed.errors import TestbedError
+from testbed.inputs import Inputs
+from testbed.progress import fmt_duration
+from testbed.spec.load import LoadedScenario
+
+WARN_WALL_S = 600.0
+"""An emulation expected to take longer than this gets a warning naming ``emulation.time_scale``."""
+
+
+@dataclass(frozen=True)
+class WallEstimate:
+    seconds: float
+    transfers: int
+    time_scale: float
+    basis: str
+    bound: bool = False  # an upper bound rather than an expectation
+
+    def line(self) -> str:
+        about = "at most" if self.bound else "about"
+        return (f"estimated wall time: {about} {fmt_duration(self.seconds)} ({self.basis}; "
+                f"emulation.time_scale {self.time_scale:g}, idle time skipped)")
+
+    def warning(self) -> str | None:
+        if self.seconds <= WARN_WALL_S:
+            return None
+        factor = math.ceil(self.seconds / (WARN_WALL_S / 2))  # a time_scale that aims at about 5 minutes
+        return (f"warning: this emulation may take {fmt_duration(self.seconds)} of wall time; raise "
+                f"emulation.time_scale (now {self.time_scale:g}; e.g. --set emulation.time_scale="
+                f"{self.time_scale * factor:g}) to shorten it")
+
+
+def estimate(loaded: LoadedScenario, inputs: Inputs) -> WallEstimate:
+    sc = inputs.scenario
+    if sc.federated is not None:
+        return _federated(sc)
+    return _migration(loaded, inputs)
+
+
+def _upper_bound(sc) -> WallEstimate:
+    n = len(sc.policies)
+    t = sc.emulation.time_scale
+    return WallEstimate(n * sc.duration_s / t, 0, t, f"{n} policies x {sc.duration_h:g} h, transfers always in flight",
+                        bound=True)
+
+
+def _migration(loaded: LoadedScenario, inputs: Inputs) -> WallEstimate:
+    from testbed.studies.migration import MigrationStudy
+
+    sc = inputs.scenario
+    t = sc.emulation.time_scale
+    study = MigrationStudy(loaded, substrate="sim", progress=False, plots=False)
+    t0 = time.perf_counter()
+    n, transfer_s = 0, 0.0
+    try:
+        study.validate()
+        with contextlib.ExitStack() as stack:
+            for run in study.start(inputs, None, stack):
+                mig = study.run(run).tables()["migrations"]
+                n += len(mig)
+                if len(mig) and "model_transfer_s" in mig:
+                    transfer_s += float(mig["model_transfer_s"].fillna(0.0).sum())
+    except TestbedError:
+        return _upper_bound(sc)
+    control_s = time.perf_counter() - t0
+    return WallEstimate(control_s + transfer_s / t, n, t,
+                        f"the sim substrate predicts {n} migrations over {len(sc.policies)} policies, "
+                        f"{fmt_duration(transfer_s)} of scenario time in transfers")
+
+
+def _federated(sc) -> WallEstimate:
+    from testbed.spec.federated_checks import participants
+
+    fl = sc.federated
+    t = sc.emulation.time_scale
+    parts = participants(sc)
+    bw = {frozenset((link.a, link.b)): link.bandwidth_gbps for link in sc.links}
+    slowest = min((bw.get(frozenset((p, fl.aggregator)), float("inf")) for p in parts), default=float("inf"))
+    update_gb = fl.update_gb or 0.0
+    round_s = 2 * update_gb * 8 / slowest if slowest not in (0, float("inf")) else 0.0
+    runs = sum(len(p.k) if isinstance(getattr(p, "k", None), list) else 1 for p in sc.policies)
+    per_run_s = min(fl.max_rounds * round_s, fl.max_hours * 3600.0)
+    transfers = runs * fl.max_rounds * 2 * len(parts)
+    return WallEstimate(runs * per_run_s / t, transfers, t,
+                        f"up to {fl.max_rounds} rounds x {runs} policy runs, each round's update "
+                        f"({update_gb:g} GB down and up) over the slowest participant link; training on top",
+                        bound=True)

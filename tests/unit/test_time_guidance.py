@@ -1,0 +1,90 @@
+"""Time guidance: progress lines with an ETA where no terminal shows a bar, the wall-time estimate
+said before an emulation starts (with a warning naming emulation.time_scale), sweep ETAs."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import testbed.progress as progress
+from testbed.progress import LineProgress, eta_s, fmt_duration
+from testbed.studies.wall_time import WallEstimate, estimate
+
+QUICKSTART = Path(__file__).resolve().parents[2] / "scenarios" / "quickstart.yaml"
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.t = 100.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def test_line_progress_prints_a_line_per_interval_with_an_eta():
+    out, clock = io.StringIO(), FakeClock()
+    bar = LineProgress(100, "demo", file=out, interval_s=30, clock=clock)
+    bar.set_postfix_str("static")
+    for _ in range(10):
+        clock.t += 2
+        bar.update(1)
+    assert out.getvalue() == ""  # 20 s: nothing yet
+    for _ in range(10):
+        clock.t += 2
+        bar.update(1)
+    lines = out.getvalue().splitlines()
+    assert lines == ["demo (static): 15/100 steps (15 %), 30 s elapsed, ETA 2.8 min"]
+    bar.close()
+    clock.t += 60
+    bar.update(1)
+    assert len(out.getvalue().splitlines()) == 1
+
+
+def test_eta_and_durations():
+    assert eta_s(0, 10, 5) is None
+    assert eta_s(5, 10, 20) == 20
+    assert [fmt_duration(s) for s in (42, 210, 7560)] == ["42 s", "3.5 min", "2.1 h"]
+
+
+def test_a_run_without_a_terminal_prints_progress_lines(tmp_path, capsys, monkeypatch):
+    from testbed.cli import main
+
+    monkeypatch.setattr(progress, "LINE_INTERVAL_S", 0.0)
+    assert main(["run", str(QUICKSTART), "--set", "duration_h=24", "--out", str(tmp_path / "r")]) == 0
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("quickstart (")]
+    assert err and "steps" in err[-1] and "ETA" in err[0], err
+
+
+def test_the_estimate_warns_naming_time_scale():
+    short = WallEstimate(120.0, 8, 120.0, "x")
+    assert short.warning() is None and short.line().startswith("estimated wall time: about 2.0 min (x;")
+    long = WallEstimate(3600.0, 8, 1.0, "x", bound=True)
+    assert "at most 60.0 min" in long.line()
+    assert "emulation.time_scale (now 1; e.g. --set emulation.time_scale=12)" in long.warning()
+
+
+def test_migration_estimate_counts_the_sim_substrates_migrations():
+    import testbed
+    from testbed.api import prepare
+    from testbed.inputs import build_inputs
+
+    loaded = prepare(QUICKSTART, {"duration_h": 24, "emulation.time_scale": 1}).loaded
+    est = estimate(loaded, build_inputs(loaded.scenario))
+    res = testbed.run(loaded.scenario, plots=False, progress=False)
+    assert est.transfers == len(res.migrations) > 0
+    moved_s = float(res.migrations["model_transfer_s"].sum())
+    assert est.seconds >= moved_s  # at time_scale 1 every transfer second is a wall second
+    assert est.warning() is not None and "emulation.time_scale (now 1" in est.warning()
+
+
+def test_federated_estimate_is_a_bound_from_rounds_and_the_slowest_link():
+    from federated_support import tiny_scenario
+
+    from testbed.api import prepare
+    from testbed.inputs import build_inputs
+
+    sc = tiny_scenario(update_gb=2.0, max_rounds=10, max_hours=3)
+    loaded = prepare(sc).loaded
+    est = estimate(loaded, build_inputs(loaded.scenario))
+    # 6 runs (static_k with k [1, 3] is two); slowest participant link 1 Gbit/s: 2 x 16 s per round
+    assert est.bound and est.seconds == 6 * 10 * 2 * 2.0 * 8 / 1.0 / loaded.scenario.emulation.time_scale
