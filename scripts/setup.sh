@@ -37,9 +37,33 @@ if [ ! -x .venv/bin/python ]; then
 fi
 echo "== installing testbed and its dependencies into .venv"
 .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip 2>&1 | grep -v "^WARNING: Location" || true
-.venv/bin/python -m pip install -q --disable-pip-version-check 'torch==2.13.0' 2>&1 | grep -v "^WARNING: Location" || true  # CPU build; pinned: a bare 'torch' pulls GBs of CUDA wheels
-.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev,mininet,train,gpu,sweep]' 2>&1 | grep -v "^WARNING: Location" || true
-.venv/bin/python -c "import testbed, pandas, pvlib, pydantic" || { echo "installation failed" >&2; exit 1; }
+# torch: the CPU build, from PyTorch's CPU index (a bare 'torch' from the package index pulls GBs of
+# CUDA wheels). TORCH_INDEX overrides the index (e.g. a CUDA one); a torch already in .venv within the
+# range pyproject.toml asks for is kept.
+TORCH_RANGE='torch>=2.4,<3'
+TORCH_INDEX=${TORCH_INDEX:-https://download.pytorch.org/whl/cpu}
+if ! .venv/bin/python -c 'import sys, torch; v = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2]); sys.exit(not (2, 4) <= v < (3, 0))' 2>/dev/null; then
+  echo "== installing $TORCH_RANGE from $TORCH_INDEX"
+  .venv/bin/python -m pip install -q --disable-pip-version-check --extra-index-url "$TORCH_INDEX" "$TORCH_RANGE" 2>&1 | grep -v "^WARNING: Location" || true
+fi
+# extras: emulation (pyroute2) and xlsx (openpyxl) are platform-only; the simulator needs neither
+.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev,emulation,xlsx,train,gpu,sweep]' 2>&1 | grep -v "^WARNING: Location" || true
+.venv/bin/python -c "import testbed, pandas, pvlib, pydantic, pyroute2, openpyxl, torch" || { echo "installation failed" >&2; exit 1; }
+
+# Mininet from the distribution: the Debian package's mnexec is what starts hosts, and its Python
+# package (same version) is linked into .venv so the mininet substrate imports exactly that one.
+DIST_MININET=/usr/lib/python3/dist-packages/mininet
+if [ -d "$DIST_MININET" ]; then
+  site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  if .venv/bin/python -m pip show -q mininet >/dev/null 2>&1; then
+    echo "== replacing the package index's mininet in .venv with the distribution's ($DIST_MININET)"
+    .venv/bin/python -m pip uninstall -q -y mininet
+  fi
+  [ -e "$site/mininet" ] || ln -s "$DIST_MININET" "$site/mininet"
+  .venv/bin/python -c "import mininet.net" || { echo "the distribution's mininet does not import in .venv" >&2; exit 1; }
+elif [ "$(id -u)" = 0 ]; then
+  echo "== no $DIST_MININET: the mininet substrate will be unavailable (apt-get install mininet)"
+fi
 
 if [ "$run" = 1 ]; then
   echo "== running scenarios/quickstart.yaml"

@@ -73,7 +73,11 @@ def _read_raw(path: Path, sheet: str, where: str) -> pd.DataFrame:
             return pd.read_csv(path, header=None, dtype=object, skip_blank_lines=True)
         except (OSError, ValueError, pd.errors.ParserError, UnicodeDecodeError) as e:
             raise TraceError(where, f"cannot read CSV: {read_failure(e)}") from None
-    from openpyxl.utils.exceptions import InvalidFileException  # imported here: only workbooks need it
+    try:
+        from openpyxl.utils.exceptions import InvalidFileException  # imported here: only workbooks need it
+    except ImportError:  # an optional dependency (extra 'xlsx'): the CSV export needs none
+        raise TraceError(where, "reading an .xlsx workbook needs openpyxl: pip install -e '.[xlsx]' "
+                                "(scripts/setup.sh does), or give the same table as CSV") from None
 
     try:
         with warnings.catch_warnings():  # real workbooks trip openpyxl's style/extension notices

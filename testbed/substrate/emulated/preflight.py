@@ -18,6 +18,8 @@ def live_unavailable(scenario) -> str | None:
     """Why ``scenario`` cannot run on a live fabric here, or None."""
     from testbed.node_kinds import NODE_KINDS
 
+    if importlib.util.find_spec("pyroute2") is None:  # an optional dependency: the simulator needs none of it
+        return "pyroute2 is not installed (live fabrics are built with it): pip install -e '.[emulation]' (scripts/setup.sh does)"
     em = scenario.emulation
     kind = NODE_KINDS.get(em.nodes)
     missing = [m for m in kind.requires_modules if importlib.util.find_spec(m) is None]
