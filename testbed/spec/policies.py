@@ -15,7 +15,7 @@ Correction = Literal["protocol_efficiency", "slow_start"]
 
 
 class FeasibilityModel(Strict):
-    """Parameters of Eq. 1 / Eq. 2 (seed 2511.16182). Corrections are off by default. The scenario's is the
+    """Parameters of Eq. 1 / Eq. 2 (the migration paper, arXiv 2511.16182). Corrections are off by default. The scenario's is the
     reference recorded for policies without a model, and the default of every policy's own parameters."""
 
     alpha: float = Field(0.1, gt=0, le=1, description="Eq. 1: a migration must take less than alpha x the remaining renewable window at the destination.")

@@ -32,9 +32,9 @@ FloatPair = Annotated[tuple[float, float], BeforeValidator(_list_to_tuple)]
 
 
 class NodeType(Strict):
-    """Power and performance profile of one node (one accelerator per node, as in the seed)."""
+    """Power and performance profile of one node (one accelerator per node, as in the migration paper)."""
 
-    p_active_kw: float = Field(gt=0, description="Wall power while training (seed: P_node = 0.75 kW).")
+    p_active_kw: float = Field(gt=0, description="Wall power while training (the migration paper: P_node = 0.75 kW).")
     p_idle_kw: float = Field(ge=0, description="Wall power while idle.")
     speed: float = Field(1.0, gt=0, description="GPU-hours of work done per hour (1.0 = reference GPU).")
     source: str = Field("", description="Where these numbers come from.")

@@ -52,7 +52,7 @@ class JobEntry(Strict):
     checkpoint_gb: float = Field(gt=0, le=MAX_CHECKPOINT_GB, description="Checkpoint size in GB (1e9 bytes) that a migration moves.")
     work_gpu_h: float = Field(gt=0, description="Work of the job in GPU hours at speed 1.0.")
     arrival_h: float = Field(0.0, ge=0, description="When the job arrives, in scenario hours.")
-    origin: str | None = Field(None, description="Submitting site (default: drawn from the seed).")
+    origin: str | None = Field(None, description="Submitting site (default: drawn with the scenario's seed).")
 
 
 class Workloads(Strict):
