@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from testbed.errors import SpecError
 from testbed.controller.policy_api import Move, Policy
+from testbed.policies.plugins import PolicyParams
 from testbed.policies.registry import POLICIES, PolicyEntry, register_policy
 from testbed.registry import UnknownNameError
 from testbed.spec.policies import policy_label
@@ -12,6 +13,7 @@ from testbed.spec.scenario import Scenario
 
 # the built-in policies: importing a file registers it
 from testbed.policies import energy_only, feasibility_aware, feasibility_classes, no_filter, static  # noqa: E402,F401  isort: skip
+from testbed.policies import carbon_aware  # noqa: E402,F401  isort: skip
 
 
 def make_policy(spec, scenario: Scenario) -> Policy:
@@ -25,4 +27,4 @@ def make_policy(spec, scenario: Scenario) -> Policy:
     return policy
 
 
-__all__ = ["POLICIES", "Move", "Policy", "PolicyEntry", "make_policy", "register_policy"]
+__all__ = ["POLICIES", "Move", "Policy", "PolicyEntry", "PolicyParams", "make_policy", "register_policy"]

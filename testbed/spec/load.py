@@ -21,6 +21,7 @@ from testbed.spec.errors_format import problems_from
 from testbed.spec.files import archive_problem, input_file_problem
 from testbed.spec.limits import size_problems
 from testbed.spec.federated_checks import federated_problems
+from testbed.spec.grid_signals import GRID_SIGNAL_UNION, signal_checks
 from testbed.spec.policies import POLICY_UNION
 from testbed.spec.scenario import Scenario
 from testbed.spec.topology import read_topology
@@ -31,7 +32,7 @@ from testbed.safe_yaml import YamlProblem, parse_yaml
 def _tags() -> frozenset[str]:
     """Discriminator values pydantic puts in error paths (left out of the field path shown): every
     registered policy name and trace kind, read when the error is reported."""
-    return POLICY_UNION.tags() | RENEWABLE_UNION.tags()
+    return POLICY_UNION.tags() | RENEWABLE_UNION.tags() | GRID_SIGNAL_UNION.tags()
 
 
 @dataclass(frozen=True)
@@ -284,13 +285,20 @@ def scenario_from_dict(data: dict, base_dir: Path | None = None) -> Scenario:
     """Validate an in-memory scenario (used by the loader, tests and sweeps)."""
     base_dir = base_dir or Path.cwd()
     data, _ = _merge_topology(data, base_dir)
+    from testbed.policies.plugins import resolve_class_entries  # policies named by class join the union first
+
+    data = resolve_class_entries(data, base_dir)
     try:
         sc = Scenario.model_validate(data)
     except ValidationError as e:
         raise SpecError(_per_study(problems_from(e, _tags(), model=Scenario), data)) from e
     problems, resolved = _cross_checks(sc, base_dir)
+    signal_problems, signal_traces = signal_checks(sc, base_dir)  # carbon, price, batteries
+    problems += signal_problems
     if problems:
         raise SpecError(problems)
+    if signal_traces is not None:
+        sc = sc.model_copy(update={"traces": signal_traces})
     node_types = resolved.pop("__node_types__", None)
     if node_types:
         sc = sc.model_copy(update={"node_types": {**sc.node_types, **node_types}})
