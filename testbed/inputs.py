@@ -14,6 +14,7 @@ from testbed.spec.scenario import Scenario
 from testbed.spec.topology import directed_links
 from testbed.traces import DegradationEvent, Trace, TraceContext, bandwidth_trace, build_renewable
 from testbed.traces.forecast import BandwidthForecaster, WindowForecaster
+from testbed.traces.grid_signals import GridSignals, build_grid_signals
 from testbed.traces.kinds import sub_seed as _sub_seed
 from testbed.workload import JobSubmission, generate_jobs
 
@@ -31,6 +32,7 @@ class Inputs:
     jobs: list[JobSubmission]
     windows: WindowForecaster
     bandwidth: BandwidthForecaster
+    grid: GridSignals = GridSignals({}, {}, None)  # carbon intensity and price of grid power per site
 
     @property
     def sites(self) -> list[str]:
@@ -134,4 +136,5 @@ def build_inputs(sc: Scenario, seed: int | None = None) -> Inputs:
         seed=_sub_seed(fc.bandwidth_error.seed, seed, "forecast-bandwidth"), step_s=sc.step_s,
     )
     jobs = generate_jobs(sc) if sc.workloads is not None else []
-    return Inputs(sc, seed, renewable, bw_truth, latency, jobs, windows, bandwidth)
+    grid = build_grid_signals(sc, seed, sc.duration_s + PAD_S)
+    return Inputs(sc, seed, renewable, bw_truth, latency, jobs, windows, bandwidth, grid)

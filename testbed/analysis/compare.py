@@ -133,6 +133,9 @@ def compare(summaries: dict[str, dict], jobs: dict[str, pd.DataFrame], paper: tu
             ),
             "mean_jct_change_vs_static_pct": pct_change(jct_common[lb], jct_common[static]) if static else None,
         }
+        for key in ("co2_kg", "grid_cost"):  # present only where the scenario has carbon / price traces
+            if key in s:
+                rows[lb][f"{key}_change_vs_static_pct"] = pct_change(s[key], ref.get(key) if ref else None)
     out = {"reference_policy": static, "policies": rows, "claims": []}
     if paper is not None:
         out["paper_setup"] = {"matches": bool(paper[0]), "reason": paper[1]}
@@ -180,11 +183,15 @@ def comparison_markdown(cmp: dict, *, title: str, notes: list[str]) -> str:
         ("non_renewable_change_vs_static_pct", "non-renew. vs static %", 1),
         ("mean_jct_change_vs_static_pct", "JCT vs static %", 1),
     ]
+    present = [r for r in cmp["policies"].values()]
+    for key, head, digits in (("co2_kg", "CO2 kg", 3), ("grid_cost", "grid cost", 2)):
+        if any(key in r for r in present):  # carbon / price traces: the grid energy's CO2 and cost
+            cols += [(key, head, digits), (f"{key}_change_vs_static_pct", f"{head} vs static %", 1)]
     lines = [f"# {title}", ""]
     lines += ["## Policies", "", "| policy | " + " | ".join(c[1] for c in cols) + " |",
               "|---|" + "---:|" * len(cols)]
     for lb, r in cmp["policies"].items():
-        lines.append(f"| {lb} | " + " | ".join(_fmt(r[k], d) for k, _, d in cols) + " |")
+        lines.append(f"| {lb} | " + " | ".join(_fmt(r.get(k), d) for k, _, d in cols) + " |")
     setup = cmp.get("paper_setup")
     if setup is not None and not setup["matches"]:
         lines += ["", "## The paper's claims", "",

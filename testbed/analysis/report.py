@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from testbed.analysis import calibration, claims, federated_claims, policy_effects
+from testbed.analysis import calibration, claims, federated_claims, grid_report, policy_effects
 from testbed.analysis import validation as v
 from testbed.analysis.markdown import md_table as _md_table
 
@@ -211,6 +211,7 @@ def _write_report(dirs: list[Path], all_runs: list, m: pd.DataFrame, sums: pd.Da
     lines += claims.markdown(runs)
     lines += policy_effects.markdown(runs, sums, out)
     lines += federated_claims.markdown(fed)
+    lines += grid_report.markdown(sums)
     svse = sim_vs_emulation(sums)
     if len(svse):
         lines += ["## Sim vs emulation", "", "Same scenario, cell and seed on both substrates: how far the analytic "

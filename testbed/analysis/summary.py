@@ -22,6 +22,27 @@ def _capped_node_h(ts: pd.DataFrame) -> float:
 
 
 ENERGY_PARTS = ("compute", "transfer", "idle")
+BATTERY_COLUMNS = ("battery_charge_kwh", "battery_discharge_kwh", "battery_loss_kwh", "curtailed_kwh")
+
+
+def _signal_total(ts: pd.DataFrame, column: str) -> float | None:
+    """Sum of a carbon / cost column over the steps that have the signal (None: no trace at all)."""
+    if column not in ts.columns or not ts[column].notna().any():
+        return None
+    return float(ts[column].sum(skipna=True))
+
+
+def grid_signal_metrics(ts: pd.DataFrame) -> dict:
+    """``co2_kg`` and ``grid_cost`` of the grid energy where the scenario has carbon / price traces,
+    and the battery's energy where a site has one; absent keys: no such trace or battery."""
+    out: dict = {}
+    for key in ("co2_kg", "grid_cost"):
+        total = _signal_total(ts, key)
+        if total is not None:
+            out[key] = total
+    if "battery_soc_kwh" in ts.columns and ts["battery_soc_kwh"].notna().any():
+        out.update({c: float(ts[c].sum()) for c in BATTERY_COLUMNS})
+    return out
 
 
 def energy_by_site(ts: pd.DataFrame) -> pd.DataFrame:
@@ -37,6 +58,7 @@ def energy_by_site(ts: pd.DataFrame) -> pd.DataFrame:
                     "grid_kwh": float(d["grid_kwh"].sum()),
                     "renewable_available_kwh": float(d["renewable_available_kwh"].sum()),
                     "overdraw_kwh": float(d["overdraw_kwh"].sum())})
+        row.update(grid_signal_metrics(d))
         rows.append(row)
     df = pd.DataFrame(rows)
     if len(df):
@@ -53,6 +75,8 @@ def summarize(tables: dict[str, pd.DataFrame], *, policy: str, label: str) -> di
     busy_s = float(jobs["running_s"].sum() + jobs["migrating_s"].sum()) if len(jobs) else 0.0
     work_done = float((jobs["work_gpu_h"] - jobs["work_left_gpu_h"]).sum()) if len(jobs) else 0.0
     non_ren = float(ts["grid_kwh"].sum())
+    green = float(ts["renewable_used_kwh"].sum()) + (float(ts["battery_discharge_kwh"].sum())
+                                                      if "battery_discharge_kwh" in ts.columns else 0.0)
     return {
         "policy": policy,
         "label": label,
@@ -69,7 +93,7 @@ def summarize(tables: dict[str, pd.DataFrame], *, policy: str, label: str) -> di
         "idle_renewable_kwh": float(ts["idle_renewable_kwh"].sum()),
         "overdraw_kwh": float(ts["overdraw_kwh"].sum()),
         "capped_node_h": _capped_node_h(ts),
-        "renewable_fraction": _f(ts["renewable_used_kwh"].sum() / ts["demand_kwh"].sum()) if len(ts) else None,
+        "renewable_fraction": _f(green / ts["demand_kwh"].sum()) if len(ts) else None,
         "work_done_gpu_h": work_done,
         "non_renewable_kwh_per_gpu_h": non_ren / work_done if work_done > 0 else None,
         "jobs_total": int(len(jobs)),
@@ -86,4 +110,5 @@ def summarize(tables: dict[str, pd.DataFrame], *, policy: str, label: str) -> di
         "migrations_outside_window": int((~finished["completed_in_window"].astype(bool)).sum()) if len(finished) else 0,
         "migration_overhead_frac": float(jobs["migrating_s"].sum()) / busy_s if busy_s > 0 else 0.0,
         "max_breakeven_min": _f(migs["predicted_breakeven_min"].max()) if len(migs) else None,
+        **grid_signal_metrics(ts),
     }

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
+from testbed.controller.battery import Battery
 from testbed.power.budget import SitePowerPlan
 from testbed.power.node_model import NodePower
 from testbed.spec.topology import NodeType
@@ -71,6 +72,7 @@ class SiteState:
     outgoing: list[str] = field(default_factory=list)
     grid_limit_kw: float | None = None
     power: NodePower | None = None
+    battery: Battery | None = None  # charged from curtailed renewables, discharged before the grid
 
     def __post_init__(self) -> None:
         if self.power is None:
@@ -83,8 +85,11 @@ class SiteState:
 
 @dataclass
 class SiteEnergy:
-    """One site over one step (kWh). Renewable energy is shared pro rata over compute, transfer
-    and idle demand, so every split closes exactly: ``renewable_used = sum of the *_renewable``."""
+    """One site over one step (kWh). Renewable energy (used directly or delivered by the site's
+    battery) is shared pro rata over compute, transfer and idle demand, so every split closes
+    exactly: ``renewable_used + battery_discharge = sum of the *_renewable``. Grid energy is what
+    is left: ``demand - renewable_used - battery_discharge``; its carbon and cost are the step's
+    mean carbon intensity and price times it."""
 
     demand_kwh: float = 0.0
     compute_kwh: float = 0.0
@@ -99,14 +104,34 @@ class SiteEnergy:
     grid_topup_kw: float | None = None     # the policy's grid allowance this step (None: unlimited)
     grid_limit_kwh: float | None = None    # the energy that allowance permits over the step
     waiting: int = 0                       # running jobs held this step so the rest fit the budget
+    battery_charge_kwh: float = 0.0        # taken from the renewable surplus (before the charging loss)
+    battery_discharge_kwh: float = 0.0     # delivered to the site's demand
+    battery_loss_kwh: float = 0.0          # the round-trip loss, booked when charging
+    battery_soc_kwh: float = float("nan")  # at the step's end (nan: no battery)
+    carbon_g_per_kwh: float = float("nan")  # mean carbon intensity of grid power over the step (nan: no trace)
+    price_per_kwh: float = float("nan")     # mean price of grid power over the step (nan: no trace)
 
     @property
     def grid_kwh(self) -> float:
-        return self.demand_kwh - self.renewable_used_kwh
+        return self.demand_kwh - self.renewable_used_kwh - self.battery_discharge_kwh
+
+    @property
+    def curtailed_kwh(self) -> float:
+        """Renewable energy neither used nor stored."""
+        return self.renewable_available_kwh - self.renewable_used_kwh - self.battery_charge_kwh
+
+    @property
+    def co2_kg(self) -> float:
+        return self.grid_kwh * self.carbon_g_per_kwh / 1000.0
+
+    @property
+    def grid_cost(self) -> float:
+        return self.grid_kwh * self.price_per_kwh
 
     @property
     def renewable_share(self) -> float:
-        return self.renewable_used_kwh / self.demand_kwh if self.demand_kwh > 0 else 0.0
+        green = self.renewable_used_kwh + self.battery_discharge_kwh
+        return green / self.demand_kwh if self.demand_kwh > 0 else 0.0
 
     def renewable_part(self, kwh: float) -> float:
         return kwh * self.renewable_share
@@ -265,6 +290,11 @@ class Cluster:
             e.idle_kwh = site.node_type.p_idle_kw * idle_s / 3600.0
             e.demand_kwh += e.idle_kwh
             e.renewable_used_kwh = min(e.demand_kwh, e.renewable_available_kwh)
+            if site.battery is not None:
+                b = site.battery.step(dt, surplus_kwh=max(0.0, e.renewable_available_kwh - e.renewable_used_kwh),
+                                      deficit_kwh=max(0.0, e.demand_kwh - e.renewable_used_kwh))
+                e.battery_charge_kwh, e.battery_discharge_kwh = b.charge_kwh, b.discharge_kwh
+                e.battery_loss_kwh, e.battery_soc_kwh = b.loss_kwh, b.soc_kwh
         for (job_id, site, kind), kwh in job_site_kwh.items():
             job = self.jobs[job_id]
             ren = energy[site].renewable_part(kwh)

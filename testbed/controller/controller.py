@@ -13,6 +13,7 @@ from collections import deque
 from collections.abc import Callable
 
 from testbed.controller.cluster import Cluster, InFlight, SiteState
+from testbed.controller.battery import Battery
 from testbed.controller.run_log import RunLog
 from testbed.controller.records import MigrationRecord
 from testbed.controller.policy_api import ClusterView, Move, Policy, share_window_s
@@ -38,7 +39,9 @@ class Controller:
         self.on_step = on_step
         sc = inputs.scenario
         self.cluster = Cluster(
-            [SiteState(s.name, s.nodes, sc.node_type_of(s.name), grid_limit_kw=sc.grid_limit_kw(s.name)) for s in sc.sites],
+            [SiteState(s.name, s.nodes, sc.node_type_of(s.name), grid_limit_kw=sc.grid_limit_kw(s.name),
+                       battery=Battery.of(sc.battery(s.name)) if sc.battery(s.name) is not None else None)
+             for s in sc.sites],
             sc.power.p_sys_kw,
         )
         self.run_log = RunLog(policy.label)
@@ -77,16 +80,18 @@ class Controller:
             self._start_queued(now_s)
 
     def _plan_power(self, t0: float, t1: float, renewable_kwh: dict[str, float]) -> dict[str, SitePowerPlan]:
-        """Trace to cap: each site's true renewable power over the step plus the policy's grid
-        top-up (decided from what the policy sees at ``t0``) sets its running nodes' caps."""
+        """Trace to cap: each site's true renewable power over the step, what its battery can deliver
+        over the step, plus the policy's grid top-up (decided from what the policy sees at ``t0``)
+        sets its running nodes' caps."""
         view = ClusterView(t0, self.cluster, self.inputs)
         plans = {}
         for name, site in self.cluster.sites.items():
             topup = self.policy.grid_topup_kw(view, name)
             if topup is not None and (topup < 0 or (site.grid_limit_kw is not None and topup > site.grid_limit_kw + 1e-9)):
                 raise ValueError(f"policy {self.policy.label}: grid top-up {topup} kW at {name} outside [0, grid limit]")
+            battery_kw = site.battery.available_kw(t1 - t0) if site.battery is not None else 0.0
             plans[name] = plan_site(
-                name, site.power, renewable_kw=renewable_kwh[name] * 3600.0 / (t1 - t0), grid_topup_kw=topup,
+                name, site.power, renewable_kw=renewable_kwh[name] * 3600.0 / (t1 - t0) + battery_kw, grid_topup_kw=topup,
                 n_running=len(site.running), n_idle=max(0, site.free_nodes),
                 n_transfer_ends=len(site.incoming) + len(site.outgoing), p_sys_kw=self.cluster.p_sys_kw,
             )
@@ -150,6 +155,12 @@ class Controller:
             for job_id, enf in self.caps.settle(t1).items():  # what the caps came to, measured after the step
                 self.run_log.power_settled(t0, job_id, enf)
             energy, finished, ended = self.cluster.advance(t0, t1, renewable_kwh, plans, job_caps)
+            grid = self.inputs.grid
+            for name, e in energy.items():  # the grid energy's carbon and cost (the step's mean signals)
+                carbon = grid.step_mean(grid.carbon_g_per_kwh, name, t0, t1)
+                price = grid.step_mean(grid.price_per_kwh, name, t0, t1)
+                e.carbon_g_per_kwh = float("nan") if carbon is None else carbon
+                e.price_per_kwh = float("nan") if price is None else price
             for mig in ended:
                 self._finalize(mig.record, mig.outcome)  # type: ignore[arg-type]
                 self.run_log.migration(mig.record)

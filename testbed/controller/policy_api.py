@@ -140,6 +140,33 @@ class ClusterView:
         budget_kw = (max(0.0, self.renewable_kw(site)) + grid_topup_kw) / n
         return node.active_kw(node.clamp_w(node.cap_for_budget_kw(budget_kw)))
 
+    # -- grid signals (traces.carbon, traces.price) and batteries: None where the scenario has none --
+    def _signal(self, traces: dict, site: str, horizon_s: float) -> float | None:
+        tr = traces.get(site)
+        if tr is None:
+            return None
+        if horizon_s <= 0:
+            return tr.at(self.now_s)
+        return self._in.grid.step_mean(traces, site, self.now_s, self.now_s + horizon_s)
+
+    def carbon_g_per_kwh(self, site: str, horizon_s: float = 0.0) -> float | None:
+        """Carbon intensity of ``site``'s grid power, gCO2/kWh: now (``horizon_s`` 0), or its mean over
+        the next ``horizon_s`` (published day-ahead signals: the trace itself, no forecast error)."""
+        return self._signal(self._in.grid.carbon_g_per_kwh, site, horizon_s)
+
+    def price_per_kwh(self, site: str, horizon_s: float = 0.0) -> float | None:
+        """Price of ``site``'s grid power in :attr:`currency` per kWh: now, or its mean over the next ``horizon_s``."""
+        return self._signal(self._in.grid.price_per_kwh, site, horizon_s)
+
+    @property
+    def currency(self) -> str | None:
+        return self._in.grid.currency
+
+    def battery_soc_kwh(self, site: str) -> float | None:
+        """Energy stored in ``site``'s battery now (None: no battery)."""
+        b = self._c.sites[site].battery
+        return None if b is None else b.soc_kwh
+
     def bandwidth_forecast_gbps(self, src: str, dst: str) -> float | None:
         if (src, dst) not in self._in.latency_ms:
             return None

@@ -67,6 +67,12 @@ def _named_files(resolved: dict, topology_path: Path | None) -> list[tuple[str, 
         src = renewable[key]
         if isinstance(src, dict) and isinstance(src.get("file"), str):
             out.append((f"traces.renewable.{key}.file", src["file"], Path(src["file"])))
+    for signal in ("carbon", "price"):  # grid-signal CSVs (testbed.spec.grid_signals; paths made absolute)
+        sources = ((resolved.get("traces") or {}).get(signal) or {}).get("sites") or {}
+        for key in sorted(sources):
+            src = sources[key]
+            if isinstance(src, dict) and isinstance(src.get("file"), str):
+                out.append((f"traces.{signal}.sites.{key}.file", src["file"], Path(src["file"])))
     node_types = resolved.get("node_types") or {}
     for name in sorted(node_types):
         ref = node_types[name].get("power_profile") if isinstance(node_types[name], dict) else None
@@ -101,6 +107,15 @@ def build_manifest(*, scenario_sha256: str, scenario_path: str, scenario_resolve
     scenario = {"path": scenario_path, "sha256": scenario_sha256, "copy": "scenario.yaml", "resolved": scenario_resolved}
     if original is not None:
         scenario["original"] = original
+    extra = {}
+    traces = scenario_resolved.get("traces") or {}
+    if traces.get("carbon") is not None or traces.get("price") is not None:
+        price = traces.get("price") or {}
+        extra["grid_signals"] = {  # what summary.json's co2_kg and grid_cost are in
+            "co2_kg": "kg CO2 of grid energy" if traces.get("carbon") is not None else None,
+            "grid_cost": f"{price['currency']} for grid energy" if price.get("currency") else None,
+            "currency": price.get("currency"),
+        }
     return {
         "format": "testbed-results/1",
         "created_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -114,4 +129,5 @@ def build_manifest(*, scenario_sha256: str, scenario_path: str, scenario_resolve
         "git": git_state(),
         "versions": package_versions(),
         "host": {"platform": platform.platform(), "python_executable": sys.executable},
+        **extra,
     }

@@ -10,6 +10,8 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 from testbed import node_kinds
 from testbed.power import backends as power_backends
 from testbed.spec.federated import Federated
+from testbed.spec.grid_signals import GRID_SIGNAL_SPECS, Battery
+from testbed.spec import carbon_policy  # noqa: F401  registers the carbon_aware policy's model
 from testbed.spec.limits import Limits
 from testbed.spec.federated import SELECTION_POLICY_SPECS
 from testbed.spec.policies import (MIGRATION_POLICY_SPECS, FeasibilityModel, FeasibilityOverrides, PolicySpec,
@@ -104,6 +106,7 @@ class Scenario(Strict):
     workloads: Workloads | None = Field(None, description="Jobs (migration study); absent in a federated scenario.")
     federated: Federated | None = Field(None, description="Synchronous FedAvg site selection (PowerTrip study).")
     power: Power = Field(Power(), description="Who enforces GPU power caps, transfer power (Eq. 2) and the grid top-up per site.")
+    batteries: dict[str, Battery] = Field(default_factory=dict, description="Site batteries by site name, or 'default' for every site not named (none: no battery).")
     feasibility: FeasibilityModel = Field(FeasibilityModel(), description="The reference feasibility model (Eq. 1 / Eq. 2) recorded for every migration and the default of every policy's own parameters.")
     policies: list[PolicySpec] = Field(min_length=1, description="The policies to compare, each run on identical inputs: a name, or a mapping with name, parameters and an optional label.")
     limits: Limits = Field(default_factory=Limits, description="Bounds on the work a run may ask for (README, Limits).")
@@ -167,6 +170,9 @@ class Scenario(Strict):
         s = self.site(site)
         return s.grid_limit_kw if s.grid_limit_kw is not None else self.power.grid_limit_kw
 
+    def battery(self, site: str) -> Battery | None:
+        return self.batteries.get(site) or self.batteries.get("default")
+
     def link_between(self, a: str, b: str) -> Link | None:
         for link in self.links:
             if {link.a, link.b} == {a, b}:
@@ -175,4 +181,4 @@ class Scenario(Strict):
 
 
 # a policy or trace kind registered after this point (a plug-in module) joins the unions here
-rebuild_on_change([Scenario], MIGRATION_POLICY_SPECS, SELECTION_POLICY_SPECS, RENEWABLE_SOURCE_SPECS)
+rebuild_on_change([Scenario], MIGRATION_POLICY_SPECS, SELECTION_POLICY_SPECS, RENEWABLE_SOURCE_SPECS, GRID_SIGNAL_SPECS)

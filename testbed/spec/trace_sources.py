@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, model_validator
 
 from testbed.registry import Registry
+from testbed.spec.grid_signals import GRID_SIGNAL_SPECS, CarbonTraces, PriceTraces
 from testbed.spec.topology import FloatPair, Strict
 from testbed.spec.union import RegistryUnion, rebuild_on_change, register_model
 
@@ -170,6 +171,9 @@ class Traces(Strict):
     )
     bandwidth: BandwidthTraces = Field(BandwidthTraces(), description="Bandwidth over time per link: nominal rate x a seeded variance x degradation events.")
     forecast: Forecasts = Field(Forecasts(), description="What the policies see: forecasts with error; the substrate always sees the true traces.")
+    carbon: CarbonTraces | None = Field(None, description="Carbon intensity of grid power per site, gCO2/kWh (None: no co2_kg accounting).")
+    price: PriceTraces | None = Field(None, description="Price of grid power per site, currency/kWh (None: no grid_cost accounting).")
 
 
+rebuild_on_change([CarbonTraces, PriceTraces, Traces], GRID_SIGNAL_SPECS)
 rebuild_on_change([Traces], RENEWABLE_SOURCE_SPECS)

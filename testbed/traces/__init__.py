@@ -14,6 +14,7 @@ from testbed.traces.caiso import load_caiso
 from testbed.traces.csvtrace import load_csv
 from testbed.traces.google import google_epoch, google_trace_start, load_google_power
 from testbed.traces.google_synthetic import google_like_power
+from testbed.traces.grid_signals import GridSignals, build_grid_signals
 from testbed.traces.kinds import TRACE_KINDS, TraceContext, build_renewable, register_trace_kind
 from testbed.traces.solar import solar_power
 from testbed.traces.windows import Window, auto_offsets_h, curtailment_windows, draw_windows
@@ -23,8 +24,10 @@ __all__ = [
     "DegradationEvent",
     "Trace",
     "TraceContext",
+    "GridSignals",
     "Window",
     "auto_offsets_h",
+    "build_grid_signals",
     "bandwidth_trace",
     "build_renewable",
     "curtailment_windows",
