@@ -105,11 +105,12 @@ def _validated(data: dict, base: Path, overrides: Mapping[str, Any], where: str)
     try:
         return scenario_from_dict(data, base)
     except SpecError as e:
-        def blame(w: str) -> str:
-            hit = any(w == p or w.startswith((f"{p}.", f"{p}[")) for p in overrides)
-            return f"{where} {w}" if hit else w
+        def blame(w: str, m: str) -> tuple[str, str]:
+            if any(w == p or w.startswith((f"{p}.", f"{p}[")) for p in overrides):
+                return f"{where} {w}", m
+            return w, (f"{m} (with the {where} values applied)" if overrides else m)
 
-        raise SpecError([(blame(w), m) for w, m in e.problems]) from None
+        raise SpecError([blame(w, m) for w, m in e.problems]) from None
 
 
 def _touches_topology(overrides: Mapping[str, Any]) -> bool:
