@@ -24,18 +24,18 @@ class FlData(Strict):
     dataset: Literal["digits", "shapes"] = Field(
         "digits", description="digits: scikit-learn's bundled 8x8 digits; shapes: a generated, harder 8x8 set "
         "(noise, shifts, occlusion). Nothing is downloaded.")
-    partition: Literal["iid", "dirichlet"] = "iid"
+    partition: Literal["iid", "dirichlet"] = Field("iid", description="iid: every site gets a random equal share; dirichlet: label shares per site from a Dirichlet(dirichlet_alpha) draw.")
     dirichlet_alpha: float = Field(0.5, gt=0, le=1000, description="Non-IID concentration (dirichlet only).")
     seed: int | None = Field(None, description="Partition seed (default: derived from the scenario seed).")
 
 
 class FlTraining(Strict):
-    model: Literal["mlp", "cnn"] = "mlp"
+    model: Literal["mlp", "cnn"] = Field("mlp", description="Model trained: mlp (one hidden layer) or cnn (a small convolutional net).")
     hidden: int = Field(64, ge=4, le=1024, description="MLP hidden width.")
-    local_epochs: int = Field(1, ge=1, le=100)
-    batch_size: int = Field(16, ge=1, le=4096)
-    lr: float = Field(0.05, gt=0, le=10)
-    momentum: float = Field(0.0, ge=0, lt=1)
+    local_epochs: int = Field(1, ge=1, le=100, description="Passes over its local data a selected site makes per round.")
+    batch_size: int = Field(16, ge=1, le=4096, description="Mini-batch size of local SGD.")
+    lr: float = Field(0.05, gt=0, le=10, description="Learning rate of local SGD.")
+    momentum: float = Field(0.0, ge=0, lt=1, description="Momentum of local SGD (0 = plain SGD).")
 
 
 class FlCompute(Strict):
@@ -66,9 +66,9 @@ class Federated(Strict):
     aggregator: str = Field(description="Site that averages the updates; every other site needs a link to it.")
     participants: list[str] | None = Field(None, description="Sites that hold data and may train (default: every "
                                                              "site but the aggregator).")
-    data: FlData = FlData()
-    training: FlTraining = FlTraining()
-    compute: FlCompute
+    data: FlData = Field(FlData(), description="The data set and how it is split between the participating sites.")
+    training: FlTraining = Field(FlTraining(), description="The model and the local training each selected site runs per round.")
+    compute: FlCompute = Field(description="How long local training takes at a site (declared or measured throughput, scaled by the site's capacity).")
     update_gb: float | None = Field(None, gt=0, le=1e9, description="Declared model-update size, GB, for round times and "
                                     "transfers (real state_dict + ballast). Default: the real serialized size.")
     round_time: RoundTime = Field("straggler", description="straggler: max over selected sites of compute + comm "
@@ -76,7 +76,7 @@ class Federated(Strict):
                                   "selected sites' samples / summed capacity + max comm; pooled_eq7_as_written: "
                                   "Eq. 7 as the paper writes it, the whole training set / summed capacity + max comm.")
     target_accuracy: float = Field(gt=0, le=1, description="Time-to-accuracy target (test accuracy).")
-    max_rounds: int = Field(200, ge=1, le=100000)
+    max_rounds: int = Field(200, ge=1, le=100000, description="Most rounds a policy runs (it stops earlier at target_accuracy or max_hours).")
     max_hours: float = Field(gt=0, description="Scenario time after which a policy stops.")
     rounds_after_target: int = Field(0, ge=0, description="Rounds to keep training after the target is reached.")
     grid_topup_kw: float = Field(0.0, ge=0, description="Grid power per site beyond its available-power trace.")
@@ -121,7 +121,7 @@ def _k_problems(where: str, ks: list[int], participants: list[str]) -> list[tupl
 
 @selection_policy
 class RandomK(_FlBase):
-    name: Literal["random"]
+    name: Literal["random"] = Field(description="random: k sites chosen at random each round.")
     k: int = Field(ge=1, description="Sites drawn uniformly (seeded) among the usable ones, each round.")
 
     def site_problems(self, where, participants, sites):
@@ -130,7 +130,7 @@ class RandomK(_FlBase):
 
 @selection_policy
 class StaticK(_FlBase):
-    name: Literal["static_k"]
+    name: Literal["static_k"] = Field(description="static_k: the same k highest-scoring sites every round (a list of k runs each and keeps the best).")
     k: int | list[int] = Field(description="Fixed number of sites (top-k by the power-to-cost score each round). "
                                "A list runs one policy per k (labels <label>-k<k>) and reports the best post hoc.")
 
@@ -147,14 +147,14 @@ class StaticK(_FlBase):
 
 @selection_policy
 class FixedRadius(_FlBase):
-    name: Literal["fixed_radius"]
+    name: Literal["fixed_radius"] = Field(description="fixed_radius: every site within a distance of the aggregator.")
     radius_miles: float = Field(1000.0, gt=0, description="Every usable site within this great-circle distance "
                                 "of the aggregator.")
 
 
 @selection_policy
 class Centralized(_FlBase):
-    name: Literal["centralized"]
+    name: Literal["centralized"] = Field(description="centralized: one site trains on all the data (no federation).")
     site: str | None = Field(None, description="The one site that trains on all the data (default: the aggregator).")
     nodes: int | None = Field(None, ge=1, le=100000, description="Hardware nodes of that site for this baseline "
                               "(default: the site's own); its power trace still limits how many run.")
@@ -165,10 +165,10 @@ class Centralized(_FlBase):
 
 @selection_policy
 class PowerTrip(_FlBase):
-    name: Literal["powertrip"]
+    name: Literal["powertrip"] = Field(description="powertrip: the PowerTrip policy, adapting k each round from power and communication scores.")
     k_init: int = Field(5, ge=1, description="Sites in the first round (the high-score core).")
     window: int = Field(5, ge=0, description="Candidate k in [k_cur - window, k_cur + window].")
-    k_min: int = Field(1, ge=1)
+    k_min: int = Field(1, ge=1, description="Fewest sites a round may select.")
     interval: int = Field(1, ge=1, description="Rounds between re-evaluations of k.")
     weight_ref_gb: float = Field(1.0, gt=0, description="Update size at which power and comm weigh equally: "
                                  "w_c = u / (u + weight_ref_gb), w_p = 1 - w_c.")

@@ -72,7 +72,7 @@ class Power(Strict):
         description="Who enforces the GPU caps (testbed.power.backends): emulated (the profile model, or "
         "the real CPU throttle of agent training), model, emulated-throttle, nvml (real GPUs), or a registered one.",
     )
-    p_sys_kw: float = Field(1.8, gt=0, description="System power during a transfer (seed Eq. 2), split between both ends.")
+    p_sys_kw: float = Field(1.8, gt=0, description="System power during a transfer (Eq. 2 of the migration paper), split between both ends.")
     grid_limit_kw: float | None = Field(
         None, ge=0,
         description="Grid top-up a site can draw beyond its renewables (None = unlimited), enforced: running "
