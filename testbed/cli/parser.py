@@ -43,6 +43,8 @@ class Parser(argparse.ArgumentParser):
             if hits:
                 hints.append(f"{flag}: did you mean {' or '.join(hits)}?" if n_flags > 1
                              else f"did you mean {' or '.join(hits)}?")
+            elif "=" in token and not token.startswith("-") and "--set" in self.option_strings():
+                hints.append(f"to override a field: --set {token}")
         return f"unrecognized arguments: {' '.join(extras)}" + (f" ({'; '.join(hints)})" if hints else "")
 
     def _check_value(self, action, value):

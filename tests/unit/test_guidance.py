@@ -71,6 +71,7 @@ def test_fields_at_follows_unions_lists_and_tags():
     (["rn", "x.yaml"], "did you mean run?"),
     (["run", "x.yaml", "--substrat", "sim"], "did you mean --substrate?"),
     (["run", "x.yaml", "--substrate", "netn"], "did you mean netns?"),
+    (["run", "x.yaml", "duration_h=12"], "to override a field: --set duration_h=12"),
 ])
 def test_did_you_mean_for_commands_flags_and_choices(argv, hint, capsys):
     assert main(argv) == 2
