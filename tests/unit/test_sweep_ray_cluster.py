@@ -94,3 +94,23 @@ def test_a_malformed_address_is_bad_input(tmp_path, capsys):
     path = write_sweep(tmp_path)
     assert main(["sweep", str(path), "--out", str(tmp_path / "out"), "--ray", "head-without-port"]) == 2
     assert "--ray: expected 'local', 'auto', HOST:PORT or ray://HOST:PORT (got 'head-without-port')" in capsys.readouterr().err
+
+
+@pytest.mark.slow  # a second (one-node) Ray start and 12 short trials
+def test_a_token_here_joins_a_cluster_without_auth(tmp_path, monkeypatch, capsys):
+    """A machine with a token (any earlier ray.init() leaves one) joins a cluster started without
+    auth: the token is sent and ignored."""
+    path = write_sweep(tmp_path)
+    with RayCluster() as open_cluster:   # no token in its HOME: `ray start --head` starts without auth
+        open_cluster.start_head(cpus=2)
+        user = RayCluster()
+        try:
+            user.generate_token()
+            monkeypatch.setenv("HOME", str(user.home))
+            for name in AUTH_VARS:
+                monkeypatch.delenv(name, raising=False)
+            assert main(["sweep", str(path), "--out", str(tmp_path / "out"), "--ray", open_cluster.address]) == 0
+        finally:
+            user.stop()
+    assert "12 trials: 0 reused, 12 run, 0 failed" in capsys.readouterr().out
+    assert not open_cluster.processes()
