@@ -35,6 +35,7 @@ import torch
 from testbed.nodes import determinism, workloads
 from testbed.nodes.errors import CheckpointError
 from testbed.nodes.job import TrainingJob
+from testbed.nodes.models import MAX_MODEL_MB
 from testbed.nodes.state_digest import state_sha256
 
 FORMAT = "testbed.nodes.checkpoint"
@@ -169,7 +170,10 @@ def job_from_state(state: dict[str, Any], path: str | Path, *, device: torch.dev
         workload = workloads.get(state["workload"])
     except KeyError as e:
         raise CheckpointError(path, str(e.args[0])) from e
-    job = TrainingJob(workload, state["seed"], family=state["family"], device=device)
+    model_mb = state.get("model_mb")
+    if model_mb is not None and not (isinstance(model_mb, float) and 0 < model_mb <= MAX_MODEL_MB):
+        raise CheckpointError(path, f"model_mb must be a number in (0, {MAX_MODEL_MB:g}] or absent")
+    job = TrainingJob(workload, state["seed"], family=state["family"], device=device, model_mb=model_mb)
     try:
         job.load_state_dict(state)
     except (ValueError, KeyError, RuntimeError) as e:

@@ -51,12 +51,13 @@ class TrainingJob:
     ``family`` is the scenario's family string (e.g. ``llama-7b``); ``workload`` is its stand-in."""
 
     def __init__(self, workload: Workload, seed: int, *, family: str | None = None,
-                 device: torch.device | str | None = None):
+                 device: torch.device | str | None = None, model_mb: float | None = None):
         self.workload = workload
         self.family = family or workload.name
         self.seed = int(seed)
+        self.model_mb = None if model_mb is None else float(model_mb)
         self.device = workloads.resolve_device(device)
-        self.model, self.optimizer, self.scheduler, self.data = workload.build(self.seed, self.device)
+        self.model, self.optimizer, self.scheduler, self.data = workload.build(self.seed, self.device, self.model_mb)
         self.batch_size = workload.batch_size
         self.batches_per_epoch = self.data.n_train // self.batch_size
         if self.batches_per_epoch < 1:
@@ -69,10 +70,11 @@ class TrainingJob:
 
     @classmethod
     def create(cls, family: str, seed: int, device: torch.device | str | None = None,
-               threads: int = determinism.DEFAULT_THREADS) -> TrainingJob:
-        """A fresh job for a scenario family (see :func:`testbed.nodes.workloads.for_family`)."""
+               threads: int = determinism.DEFAULT_THREADS, model_mb: float | None = None) -> TrainingJob:
+        """A fresh job for a scenario family (see :func:`testbed.nodes.workloads.for_family`);
+        ``model_mb``: its model grown to that many MB of parameters (real checkpoints of GBs)."""
         determinism.configure(threads)
-        return cls(workloads.for_family(family), seed, family=family, device=device)
+        return cls(workloads.for_family(family), seed, family=family, device=device, model_mb=model_mb)
 
     @property
     def position(self) -> Position:
@@ -145,6 +147,7 @@ class TrainingJob:
             "family": self.family,
             "workload": self.workload.name,
             "seed": self.seed,
+            "model_mb": self.model_mb,
             "steps_done": self.steps_done,
             "position": {"epoch": self._epoch, "index": self._index, "data_seed": self.data_seed},
             "batch_size": self.batch_size,
@@ -163,9 +166,9 @@ class TrainingJob:
         """Inverse of :meth:`state_dict` on a job built for the same workload and seed. Raises
         ``ValueError`` on a mismatch (checked before anything is changed)."""
         checks = [("workload", self.workload.name), ("seed", self.seed), ("batch_size", self.batch_size),
-                  ("data_fingerprint", self.data.fingerprint)]
+                  ("data_fingerprint", self.data.fingerprint), ("model_mb", self.model_mb)]
         for key, want in checks:
-            if state[key] != want:
+            if state.get(key) != want:
                 raise ValueError(f"{key} is {state[key]!r}, this job has {want!r}")
         pos = state["position"]
         if pos["data_seed"] != self.data_seed:

@@ -5,6 +5,11 @@ Every model maps ``x`` to logits whose last dimension is the class (or vocabular
 a resumed job is only bit-identical if the random-number state travels with the checkpoint.
 Pooling layers are avoided (a stride-2 convolution downsamples instead): several pooling backward
 kernels have no deterministic CUDA implementation.
+
+Size: :func:`widen` grows any of them to a chosen number of parameter bytes with a residual
+two-layer block on the logits (``logits + W2 relu(W1 logits) / width``, ``W2`` zero at the start, so the
+model begins as the small one and every added weight is trained), so that a checkpoint of 1-10 GB
+is a real model's state (with Adam's two moments, about 3x the parameter bytes), not padding.
 """
 
 from __future__ import annotations
@@ -90,6 +95,44 @@ class CharTransformer(nn.Module):
         for blk in self.blocks:
             x = blk(x)
         return self.head(self.ln(x))
+
+
+MAX_MODEL_MB = 100_000.0  # what a size option may ask for (100 GB of parameters)
+
+
+class Widened(nn.Module):
+    """``base`` followed by a residual block of width ``hidden`` over its last (class) dimension."""
+
+    def __init__(self, base: nn.Module, n_out: int, hidden: int):
+        super().__init__()
+        self.base = base
+        self.up = nn.Linear(n_out, hidden)
+        self.down = nn.Linear(hidden, n_out)
+        nn.init.zeros_(self.down.weight)
+        nn.init.zeros_(self.down.bias)
+        self.scale = 1.0 / hidden
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.base(x)
+        # scaled by 1/hidden (mean-field): a step of any optimizer moves the output by O(lr) whatever the
+        # width, so a block of millions of units trains as stably as the small model
+        return y + self.down(F.relu(self.up(y))) * self.scale
+
+
+def width_for_bytes(base_params: int, n_out: int, param_bytes: float, bytes_per_param: int = 4) -> int:
+    """The hidden width that brings a model of ``base_params`` to ``param_bytes`` of parameters
+    (at least 1: a size below the base model's own is refused by :func:`widen`)."""
+    extra = param_bytes / bytes_per_param - base_params - n_out  # the block's parameters: 2 n h + h + n
+    return max(1, int(extra // (2 * n_out + 1)))
+
+
+def widen(model: nn.Module, n_out: int, param_bytes: float) -> nn.Module:
+    """``model`` grown to about ``param_bytes`` of float32 parameters (see the module docstring)."""
+    base = n_params(model)
+    if not param_bytes > 4 * (base + 2 * n_out + 1):
+        raise ValueError(f"a model of {param_bytes / 1e6:g} MB is not larger than the stand-in's own "
+                         f"{4 * base / 1e6:.3f} MB")
+    return Widened(model, n_out, width_for_bytes(base, n_out, param_bytes))
 
 
 def n_params(model: nn.Module) -> int:

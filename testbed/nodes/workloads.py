@@ -62,13 +62,16 @@ class Workload:
     make_optimizer: Callable[[nn.Module], Optimizer]
     make_scheduler: Callable[[Optimizer], LRScheduler]
 
-    def build(self, seed: int, device: torch.device | str | None = None) -> Built:
+    def build(self, seed: int, device: torch.device | str | None = None, model_mb: float | None = None) -> Built:
+        """``model_mb``: grow the model to that many MB of parameters (:func:`models.widen`)."""
         dev = resolve_device(device)
         data = self.make_data()
         cuda = [dev.index or 0] if dev.type == "cuda" else []
         with GLOBAL_RNG_LOCK, torch.random.fork_rng(devices=cuda):
             torch.manual_seed(derive_seed(seed, "nodes", self.name, "init"))
             model = self.make_model(data)
+            if model_mb is not None:
+                model = models.widen(model, data.n_classes, model_mb * 1e6)
         model = model.to(dev)
         optimizer = self.make_optimizer(model)
         return Built(model, optimizer, self.make_scheduler(optimizer), data.to(dev))
