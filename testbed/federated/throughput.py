@@ -9,15 +9,22 @@ policy runs, in one of two ways (``compute.measured_model``):
   trained with the scenario's batch size: how fast a model that big trains here. The small real
   model gives the accuracy; this one gives the time a model of the declared size takes.
 
+Both are timed in **CPU time of one thread** (``torch`` limited to one thread while measuring,
+``time.thread_time``): time other processes take on a shared machine is not counted, so the
+number describes the work, not the machine's load at that moment (wall time under a load of 7 on
+2 cores read 10x slower here; CPU time did not move). One reference node is one core of this
+machine.
+
 This machine then stands for one reference node (speed 1.0) at full power, and a site's compute
 time is ``local_epochs x n_i x data_scale / (measured x C_i)``, where ``C_i`` comes from the power
 profile at the site's cap. The value goes into each policy's summary (``samples_per_s``) and into
-the manifest with how it was measured. The timing varies with the machine and its load, so a run
-with ``measured`` is not bit-for-bit repeatable. A declared number is.
+the manifest with how it was measured. It still varies a little between runs and machines, so a
+run with ``measured`` is not bit-for-bit repeatable. A declared number is.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from dataclasses import dataclass
@@ -29,27 +36,39 @@ from testbed.nodes.datasets import Data
 
 MEASURE_SECONDS = 1.0
 WARMUP_SAMPLES = 64
-UPDATE_SIZED_SECONDS = 3.0   # a 1 GB stand-in takes about a second a step here: time several
+UPDATE_SIZED_SECONDS = 3.0   # a 1 GB stand-in takes about 1.5 CPU-seconds a step here: time several
 MIN_STEPS = 3
 
 
+@contextlib.contextmanager
+def one_thread():
+    """torch on one thread while measuring (restored after): the thread's CPU time is then the work's."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def measure_samples_per_s(data: Data, training, *, seed: int, seconds: float = MEASURE_SECONDS) -> float:
-    """Samples per second of ``training`` (model, hidden, batch size, lr, momentum) on ``data``'s
-    training set: whole epochs of :func:`fedavg.local_train` until at least ``seconds`` have
-    passed, after an untimed warm-up."""
+    """Samples per CPU-second (one thread) of ``training`` (model, hidden, batch size, lr, momentum)
+    on ``data``'s training set: whole epochs of :func:`fedavg.local_train` until at least
+    ``seconds`` of CPU time have passed, after an untimed warm-up."""
     if not seconds > 0:
         raise ValueError(f"seconds must be > 0 (got {seconds})")
     model = fedavg.make_model(training.model, hidden=training.hidden, n_classes=data.n_classes, seed=seed)
     start = fedavg.clone_state(model)
     kw = dict(batch_size=training.batch_size, lr=training.lr, momentum=training.momentum, seed=seed)
-    fedavg.local_train(model, start, data.x_train[:WARMUP_SAMPLES], data.y_train[:WARMUP_SAMPLES], epochs=1, **kw)
-    samples, t0 = 0, time.perf_counter()
-    while True:
-        fedavg.local_train(model, start, data.x_train, data.y_train, epochs=1, **kw)
-        samples += data.n_train
-        elapsed = time.perf_counter() - t0
-        if elapsed >= seconds:
-            return samples / elapsed
+    with one_thread():
+        fedavg.local_train(model, start, data.x_train[:WARMUP_SAMPLES], data.y_train[:WARMUP_SAMPLES], epochs=1, **kw)
+        samples, t0 = 0, time.thread_time()
+        while True:
+            fedavg.local_train(model, start, data.x_train, data.y_train, epochs=1, **kw)
+            samples += data.n_train
+            elapsed = time.thread_time() - t0
+            if elapsed >= seconds:
+                return samples / elapsed
 
 
 MAX_MEASURED_UPDATE_GB = 1.0
@@ -73,8 +92,8 @@ class UpdateSizedRate:
 
     def describe(self) -> str:
         scaled = "" if self.samples_per_s == self.measured_samples_per_s else f", scaled by {self.measured_gb:g} GB / update size"
-        return (f"measured on this machine: a {self.params / 1e6:.0f} M-parameter ({self.measured_gb:g} GB) MLP, "
-                f"fastest of {self.steps} steps: {self.measured_samples_per_s:.3g} samples/s{scaled}")
+        return (f"measured on this machine (CPU time, one thread): a {self.params / 1e6:.0f} M-parameter "
+                f"({self.measured_gb:g} GB) MLP, fastest of {self.steps} steps: {self.measured_samples_per_s:.3g} samples/s{scaled}")
 
 
 def update_sized_model(update_gb: float, n_features: int, n_classes: int, seed: int) -> torch.nn.Module:
@@ -94,9 +113,9 @@ def measure_update_sized_samples_per_s(update_gb: float, data: Data, training, *
                                        seconds: float = UPDATE_SIZED_SECONDS) -> UpdateSizedRate:
     """Training samples per second of a model whose update is ``update_gb`` on this machine: SGD
     steps of the scenario's batch size on real samples of ``data`` (forward, backward, update),
-    after one untimed warm-up step, each step timed until ``seconds`` have passed (at least
-    ``MIN_STEPS``); the rate is the fastest step's, since other processes on a shared machine only
-    ever slow a step down.
+    after one untimed warm-up step, each step timed in CPU time of one thread until ``seconds``
+    of it have passed (at least ``MIN_STEPS``); the rate is the fastest step's (cache and memory
+    contention from other processes can still only slow a step down).
     Above ``MAX_MEASURED_UPDATE_GB`` the stand-in is that size and the rate is scaled by
     ``MAX_MEASURED_UPDATE_GB / update_gb``."""
     if not update_gb > 0:
@@ -116,15 +135,16 @@ def measure_update_sized_samples_per_s(update_gb: float, data: Data, training, *
         torch.nn.functional.cross_entropy(model(x), y).backward()
         opt.step()
 
-    step()
     durations: list[float] = []
-    t0 = time.perf_counter()
-    while True:
-        t = time.perf_counter()
+    with one_thread():
         step()
-        durations.append(time.perf_counter() - t)
-        if time.perf_counter() - t0 >= seconds and len(durations) >= MIN_STEPS:
-            break
+        t0 = time.thread_time()
+        while True:
+            t = time.thread_time()
+            step()
+            durations.append(time.thread_time() - t)
+            if time.thread_time() - t0 >= seconds and len(durations) >= MIN_STEPS:
+                break
     steps = len(durations)
     rate = b / min(durations)
     del model, opt

@@ -113,7 +113,7 @@ class FederatedStudy(Study):
             rate = throughput.measure_update_sized_samples_per_s(fl.update_gb, data, fl.training, seed=seed)
             return rate.samples_per_s, rate.describe()
         return (throughput.measure_samples_per_s(data, fl.training, seed=seed),
-                "measured on this machine: the study's model")
+                "measured on this machine (CPU time, one thread): the study's model")
 
     def run(self, run: PolicyRun) -> FlRecord:
         model = run.spec.round_time or self.sc.federated.round_time

@@ -32,7 +32,7 @@ def test_a_run_with_measured_compute_records_what_it_measured(tmp_path):
     out = run_scenario(loaded, out_dir=tmp_path / "r", substrate="sim", progress=False, plots=False)
     man = json.loads((out / "manifest.json").read_text())
     rec = man["substrate"]["compute_samples_per_s"]
-    assert rec["source"] == "measured on this machine: the study's model" and rec["value"] > 0
+    assert rec["source"] == "measured on this machine (CPU time, one thread): the study's model" and rec["value"] > 0
     summaries = [json.loads(p.read_text()) for p in out.glob("*/summary.json")]
     assert summaries and all(s["samples_per_s"] == rec["value"] for s in summaries)
 
@@ -82,3 +82,23 @@ def test_a_run_with_update_sized_compute_says_what_trained(tmp_path):
 def test_update_sized_needs_measured_and_a_size(compute, extra, field):
     with pytest.raises(SpecError, match=field):
         tiny_scenario(compute=compute, **extra)
+
+
+def test_the_stand_in_is_timed_in_one_threads_cpu_time(monkeypatch):
+    """Wall time under other load does not count: the clock is the thread's CPU time, torch runs on
+    one thread while measuring, and its thread count is restored after."""
+    import torch
+
+    from testbed.federated import throughput
+
+    ticks = iter(range(0, 10_000))
+    monkeypatch.setattr(throughput.time, "thread_time", lambda: next(ticks) * 0.5)   # every read: +0.5 s
+    monkeypatch.setattr(throughput.time, "perf_counter", lambda: (_ for _ in ()).throw(AssertionError("wall clock")))
+    seen = []
+    real = throughput.torch.set_num_threads
+    monkeypatch.setattr(throughput.torch, "set_num_threads", lambda n: (seen.append(n), real(n)))
+    before = torch.get_num_threads()
+    r = measure_update_sized_samples_per_s(0.002, load_dataset("digits"), FlTraining(batch_size=16), seed=0,
+                                           seconds=1.0)
+    assert r.measured_samples_per_s == pytest.approx(16 / 0.5)   # each step spans exactly one 0.5 s tick
+    assert seen == [1, before] and torch.get_num_threads() == before
