@@ -9,13 +9,14 @@
 #   5. `vagrant ssh -c`: the quick start and a test subset inside the VM, their results written to
 #      a host folder shared with the VM (/vagrant-results) and checked here;
 #   6. `vagrant destroy -f`, always.
+# The VM is made from a copy of the committed tree (HEAD), so edits in progress do not reach it.
 # Prints each step's time and writes them to <results>/times.txt. Exit 0 only if every step passed.
 #   sudo bash scripts/vagrant-check.sh [--rebuild] [--keep-results DIR]
 # Environment: TESTBED_VM_CPUS (default 2), TESTBED_VM_MEMORY_MB (default 4096), and
 # TESTBED_VM_WHEELS (default /opt/wheels when it exists: wheels pip prefers, e.g. a CPU-only torch).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-REPO=$(pwd)
+CHECKOUT=$(pwd)
 
 rebuild=0
 keep=""
@@ -32,6 +33,10 @@ done
 T0=$(date +%s)
 STEP_T=$T0
 WORK=$(mktemp -d /tmp/vagrant-check.XXXXXX)
+# The VM gets the committed tree (HEAD), not whatever is being edited in the checkout
+REPO="$WORK/testbed"
+mkdir "$REPO"
+git -C "$CHECKOUT" archive --format=tar HEAD | tar -x -C "$REPO"
 RESULTS="$WORK/results"
 mkdir -m 0777 "$RESULTS"        # the VM's qemu (user libvirt-qemu) writes here through 9p
 chmod 0755 "$WORK"
@@ -100,11 +105,11 @@ step_done libvirtd
 
 # 3. the local box
 PY=python3
-[ -x .venv/bin/python ] && PY=.venv/bin/python
+[ -x "$CHECKOUT/.venv/bin/python" ] && PY="$CHECKOUT/.venv/bin/python"
 if [ "$rebuild" = 1 ] || ! vagrant box list 2>/dev/null | grep -q "^$BOX "; then
   log "building the box from Debian packages (debootstrap: several minutes)"
   force=""; [ "$rebuild" = 1 ] && force=--force
-  boxfile=$("$PY" -m testbed.vm.box $force)
+  boxfile=$(cd "$REPO" && "$PY" -m testbed.vm.box $force)
   step_done box-build
   if vagrant box list 2>/dev/null | grep -q "^$BOX "; then
     vagrant box remove -f "$BOX" >/dev/null
@@ -117,8 +122,9 @@ if [ "$rebuild" = 1 ] || ! vagrant box list 2>/dev/null | grep -q "^$BOX "; then
   step_done box-add
 fi
 
-# 4. up and provision
-log "vagrant up --provider libvirt (box $BOX, driver $(ruby -e 'print File.readable?("/dev/kvm") && File.writable?("/dev/kvm") && !File.directory?("/sys/module/kvm_pvm") ? "kvm" : "qemu (software emulation)"'), $TESTBED_VM_CPUS CPUs, $TESTBED_VM_MEMORY_MB MiB)"
+# 4. up and provision (from the copy of HEAD: its Vagrantfile, its tree synced to /vagrant)
+cd "$REPO"
+log "commit $(git -C "$CHECKOUT" rev-parse --short HEAD); vagrant up --provider libvirt (box $BOX, driver $(ruby -e 'print File.readable?("/dev/kvm") && File.writable?("/dev/kvm") && !File.directory?("/sys/module/kvm_pvm") ? "kvm" : "qemu (software emulation)"'), $TESTBED_VM_CPUS CPUs, $TESTBED_VM_MEMORY_MB MiB)"
 UP=1
 vagrant up --provider libvirt
 step_done up-and-provision
