@@ -47,7 +47,8 @@ class RayAddress:
     @property
     def join(self) -> str:
         """What to pass to ray.init."""
-        return f"ray://{self.host}:{self.port}" if self.client else f"{self.host}:{self.port}"
+        host = f"[{self.host}]" if ":" in self.host else self.host   # an IPv6 address
+        return f"ray://{host}:{self.port}" if self.client else f"{host}:{self.port}"
 
 
 def parse_address(address: str) -> RayAddress:
@@ -164,7 +165,7 @@ def _probe_gcs(addr: RayAddress) -> None:
     where = f"--ray {addr.given}"
     try:
         with _stderr_dropped():  # Ray's C++ client logs each failed attempt; the error below says it in one line
-            GcsClient(address=f"{addr.host}:{addr.port}").cluster_id
+            GcsClient(address=addr.join).cluster_id
     except exceptions.AuthenticationError as e:
         mode, source = os.environ.get(AUTH_MODE), token_source()
         if mode is not None and mode.lower() != "token":
