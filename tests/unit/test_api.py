@@ -197,7 +197,7 @@ def test_the_federated_study_through_the_api(tmp_path):
         assert all(_same(row[k], v) for k, v in on_disk.items() if not isinstance(v, (dict, list)))
 
 
-def test_sweep_returns_its_table(tmp_path):
+def test_sweep_returns_its_table(tmp_path, capsys):
     sweep = tmp_path / "s.yaml"
     sweep.write_text(f"scenario: {QUICKSTART}\nseeds: [1]\ngrid:\n  duration_h: [24, 36]\n"
                      "metrics: [non_renewable_kwh]\n")
@@ -205,3 +205,5 @@ def test_sweep_returns_its_table(tmp_path):
     assert isinstance(table, pd.DataFrame) and set(table["metric"]) == {"non_renewable_kwh"}
     assert table.attrs["failed"] == [] and len(table) == 2 * 4
     assert table.equals(pd.read_csv(tmp_path / "out" / "table.csv"))
+    progress = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("[")]
+    assert progress[0].startswith("[1/2]") and "; ETA " in progress[0] and "ETA" not in progress[-1], progress
