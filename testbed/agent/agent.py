@@ -16,6 +16,7 @@ from pathlib import Path
 
 from testbed.agent.protocol import RequestRefused
 from testbed.agent.runner import JobRunner
+from testbed.userjob import agent_ops as userjob
 
 
 class Agent:
@@ -54,6 +55,8 @@ class Agent:
 
         if args.job_id in self.jobs:
             raise RequestRefused(f"job {args.job_id!r} already exists at {self.site}")
+        if args.program is not None:  # a user's training program (testbed.userjob)
+            return userjob.start_job(self, args)
         try:
             job = TrainingJob.create(args.family, seed=args.seed, model_mb=args.model_mb)
         except ValueError as e:  # a model_mb below the stand-in's own size
@@ -74,6 +77,8 @@ class Agent:
         from testbed.nodes.checkpoint import save
 
         runner = self._job(args.job_id)
+        if userjob.is_user_job(runner):
+            return userjob.checkpoint_and_pause(self, runner)
         t0 = time.perf_counter()
         runner.pause()
         t_pause = time.perf_counter() - t0
@@ -120,6 +125,8 @@ class Agent:
 
         if args.job_id in self.jobs:
             raise RequestRefused(f"job {args.job_id!r} already runs at {self.site}")
+        if args.program is not None:
+            return userjob.load_and_resume(self, args)
         path = self.incoming / args.transfer_id
         if not path.is_file():
             raise RequestRefused(f"no received checkpoint {args.transfer_id!r} at {self.site}")
@@ -145,6 +152,8 @@ class Agent:
 
     def resume(self, args) -> dict:
         runner = self._job(args.job_id)
+        if userjob.is_user_job(runner):
+            return userjob.resume(runner)
         runner.resume()
         return runner.status()
 
@@ -160,6 +169,8 @@ class Agent:
         """Slow job ``job_id`` to ``frac`` of its reference pace (an emulated GPU power cap); see
         :mod:`testbed.agent.runner` for the mechanism. The first call gives the job a throttle."""
         runner = self._job(args.job_id)
+        if userjob.is_user_job(runner):
+            return userjob.set_throughput(args, runner)
         throttle = None
         if runner.throttle is None:
             throttle = self._new_throttle(args.job_id, runner)

@@ -127,9 +127,10 @@ class AgentClient:
         return self._ask(AgentInfo.parse, "ping")
 
     def start_job(self, job_id: str, *, family: str, seed: int, max_steps: int | None = None,
-                  steps_per_s: float | None = None, model_mb: float | None = None) -> JobStatus:
+                  steps_per_s: float | None = None, model_mb: float | None = None,
+                  program: dict | None = None) -> JobStatus:
         return self._ask(JobStatus.parse, "start_job", job_id=job_id, family=family, seed=seed,
-                         max_steps=max_steps, steps_per_s=steps_per_s, model_mb=model_mb)
+                         max_steps=max_steps, steps_per_s=steps_per_s, model_mb=model_mb, program=program)
 
     def status(self, job_id: str) -> JobStatus:
         return self._ask(JobStatus.parse, "status", job_id=job_id)
@@ -148,9 +149,11 @@ class AgentClient:
                          deadline_s=deadline_s)
 
     def load_and_resume(self, job_id: str, *, transfer_id: str, sha256: str, steps_per_s: float | None = None,
-                        max_steps: int | None = None, checkpoint_bytes: int | None = None) -> Resumed:
+                        max_steps: int | None = None, checkpoint_bytes: int | None = None,
+                        program: dict | None = None, seed: int | None = None) -> Resumed:
         return self._ask(Resumed.parse, "load_and_resume", job_id=job_id, transfer_id=transfer_id, sha256=sha256,
-                         steps_per_s=steps_per_s, max_steps=max_steps, checkpoint_bytes=checkpoint_bytes)
+                         steps_per_s=steps_per_s, max_steps=max_steps, checkpoint_bytes=checkpoint_bytes,
+                         program=program, seed=seed)
 
     def resume(self, job_id: str) -> JobStatus:
         return self._ask(JobStatus.parse, "resume", job_id=job_id)

@@ -20,6 +20,7 @@ from typing import Any, Callable
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from testbed.agent.wire import MAX_JSON_DEPTH, MAX_REQUEST_BYTES, json_depth_exceeds
+from testbed.spec.programs import Program
 
 JOB_ID = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 
@@ -41,6 +42,7 @@ class StartJob(JobArgs):
     seed: int = Field(ge=0)
     max_steps: int | None = Field(None, ge=1, description="Stop training after this many steps in total.")
     steps_per_s: float = Field(5.0, gt=0, le=10_000, description="Pace of training (keeps CPU for the network).")
+    program: Program | None = Field(None, description="A user's training program instead of the stand-in (testbed.userjob).")
     model_mb: float | None = Field(None, gt=0, le=100_000, description=(
         "Grow the stand-in model to this many MB of parameters (real checkpoints of GBs); default: its own size."))
 
@@ -60,6 +62,8 @@ class LoadAndResume(JobArgs):
         "Length of the checkpoint at the front of the received file (ballast follows); default: all of it."))
     steps_per_s: float = Field(5.0, gt=0, le=10_000)
     max_steps: int | None = Field(None, ge=1)
+    program: Program | None = Field(None, description="The job is a user's program: it resumes from the checkpoint.")
+    seed: int | None = Field(None, ge=0, description="The job's seed (a user program sees it again on resume).")
 
 
 class SetThroughput(JobArgs):

@@ -288,6 +288,9 @@ def scenario_from_dict(data: dict, base_dir: Path | None = None) -> Scenario:
     from testbed.policies.plugins import resolve_class_entries  # policies named by class join the union first
 
     data = resolve_class_entries(data, base_dir)
+    from testbed.spec.programs import resolve_program_dirs  # a program's cwd: the scenario's folder by default
+
+    data = resolve_program_dirs(data, base_dir)
     try:
         sc = Scenario.model_validate(data)
     except ValidationError as e:

@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from testbed.spec.programs import Program
 from testbed.spec.topology import FloatPair, Strict
 
 Range = FloatPair
@@ -59,6 +60,9 @@ class Workloads(Strict):
     jobs: list[JobEntry] = Field(default_factory=list, description="Jobs listed one by one (besides or instead of Poisson arrivals).")
     arrivals: PoissonArrivals | None = Field(None, description="Poisson arrivals of jobs drawn from mix (none if omitted).")
     mix: list[FamilyMix] = Field(default_factory=list, description="Model families Poisson arrivals draw from, by weight.")
+    programs: dict[str, Program] = Field(default_factory=dict, description=(
+        "Your own training program per job family (docs/workloads.md): every job of that family runs it on the "
+        "node agents (emulation.nodes: agents) instead of the stand-in, and migrates with its own checkpoint."))
 
     @model_validator(mode="after")
     def _something_to_run(self) -> "Workloads":
@@ -66,4 +70,8 @@ class Workloads(Strict):
             raise ValueError("arrivals need a non-empty 'mix' of model families")
         if not self.jobs and self.arrivals is None:
             raise ValueError("give 'jobs', or 'arrivals' with a 'mix'")
+        families = {j.family for j in self.jobs} | {m.family for m in self.mix}
+        unused = sorted(set(self.programs) - families)
+        if unused:
+            raise ValueError(f"programs: no job or mix entry has family {unused[0]!r} (a program runs the jobs of its family)")
         return self

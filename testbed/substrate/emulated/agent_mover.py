@@ -47,9 +47,19 @@ class AgentMover(Mover):
         spec = self._specs[job_id]
         self._pool.client(site).start_job(
             agent_job_id(job_id), family=spec.family,
-            seed=derive_seed(self._in.seed, "job", job_id) & 0x7FFFFFFF, steps_per_s=self._in.scenario.emulation.steps_per_s,
+            seed=self._seed(job_id), steps_per_s=self._in.scenario.emulation.steps_per_s,
+            program=self._program(job_id),
         )
         self._job_site[job_id] = site
+
+    def _seed(self, job_id: str) -> int:
+        return derive_seed(self._in.seed, "job", job_id) & 0x7FFFFFFF
+
+    def _program(self, job_id: str) -> dict | None:
+        """The user's program the job's family names (workloads.programs), as the agent takes it."""
+        wl = self._in.scenario.workloads
+        prog = wl.programs.get(self._specs[job_id].family) if wl is not None else None
+        return prog.model_dump(mode="json") if prog is not None else None
 
     def finish_job(self, job_id: str, t_s: float) -> None:
         if self._pool is None or job_id not in self._job_site:
@@ -116,7 +126,8 @@ class AgentMover(Mover):
                 raise AgentError(f"transfer {rep['status']}: {rep.get('error')}")
             loaded = dst.load_and_resume(jid, transfer_id=transfer_id(order), sha256=ck.sha256,
                                          steps_per_s=self._in.scenario.emulation.steps_per_s,
-                                         checkpoint_bytes=ck.size_bytes)
+                                         checkpoint_bytes=ck.size_bytes, program=self._program(order.job_id),
+                                         seed=self._seed(order.job_id) if self._program(order.job_id) else None)
             load = IoTiming(loaded.bytes_read, loaded.t_persist_s + loaded.t_read_s + loaded.t_deserialize_s)
             t_restore = loaded.t_restore_s
             agent_s += loaded.t_load_s
