@@ -105,7 +105,7 @@ def scenario_yaml(profile_path: Path, profile: dict, trace_csv: Path) -> dict:
         "links": [],
         "emulation": {"time_scale": 120, "nodes": "agents", "steps_per_s": 50},
         "traces": {"renewable": {"a": {"kind": "csv", "file": str(trace_csv)}}},
-        "power": {"backend": "nvml"},
+        "power": {"backend": "nvml", "grid_limit_kw": 0.0},  # only the trace feeds the site: it sets the cap
         "workloads": {"jobs": [{"id": "j1", "checkpoint_gb": 1, "work_gpu_h": 100, "origin": "a",
                                 "family": "llama-7b"}]},
         "policies": ["static"],
