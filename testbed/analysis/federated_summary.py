@@ -57,7 +57,9 @@ def energy_summary(sites: pd.DataFrame) -> dict:
     if not len(sites) or "energy_kwh" not in sites:
         return {"energy_kwh": 0.0, "energy_renewable_kwh": 0.0, "energy_grid_kwh": 0.0, "energy_kwh_by_site": {}}
     per = sites.groupby("site", sort=False)[list(cols)].sum()
-    return {**{c: float(sites[c].sum()) for c in cols},
+    signals = {k: float(sites[k].sum(skipna=True)) for k in ("co2_kg", "grid_cost")  # where the scenario has
+               if k in sites.columns and sites[k].notna().any()}                      # carbon / price traces
+    return {**{c: float(sites[c].sum()) for c in cols}, **signals,
             "energy_kwh_by_site": {str(site): {"total": float(r["energy_kwh"]),
                                                "renewable": float(r["energy_renewable_kwh"]),
                                                "grid": float(r["energy_grid_kwh"])} for site, r in per.iterrows()}}
@@ -217,6 +219,10 @@ def comparison_markdown(summaries: dict[str, dict], cl: dict, *, title: str, not
                      f"{v['final_accuracy']:.3f} | {_kwh(v.get('energy_kwh'))} ({_kwh(v.get('energy_renewable_kwh'))} / "
                      f"{_kwh(v.get('energy_grid_kwh'))}) | {_kwh(v.get('energy_to_accuracy_kwh'))} | "
                      f"{_num(v.get('accuracy_per_kwh'))} | {'' if mae is None else f'{mae:.4f}'} |")
+    if any("co2_kg" in v or "grid_cost" in v for v in summaries.values()):  # carbon / price traces
+        lines += ["", "Grid energy's carbon (traces.carbon) and cost (traces.price; currency: manifest.json "
+                  "grid_signals.currency):", "", "| policy | CO2 kg | grid cost |", "|---|---:|---:|"]
+        lines += [f"| {k} | {_num(v.get('co2_kg'))} | {_num(v.get('grid_cost'))} |" for k, v in summaries.items()]
     lines += _sensitivity_lines(summaries)
     lines += ["", "## Claims (arXiv 2507.17904) next to ours", "",
               "Reductions are PowerTrip's time-to-accuracy below the other policy's (positive: PowerTrip faster).", "",

@@ -64,6 +64,8 @@ class Battery:
         if not (dt_s > 0 and surplus_kwh >= 0 and deficit_kwh >= 0):
             raise ValueError(f"battery step: needs dt_s > 0 and non-negative surplus/deficit "
                              f"(got {dt_s}, {surplus_kwh}, {deficit_kwh})")
+        if surplus_kwh > 0 and deficit_kwh > 0:
+            raise ValueError("battery step: a site has a renewable surplus or a deficit in one step, not both")
         hours = dt_s / 3600.0
         room_kwh = max(0.0, self.capacity_kwh - self.soc_kwh)
         charge = min(surplus_kwh, self.charge_kw * hours, room_kwh / self.efficiency)

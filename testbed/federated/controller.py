@@ -183,8 +183,12 @@ class FederatedController:
         renewable_kw = self.inp.renewable_kw[site].at(t)
         kwh = power_kw * compute_s / 3600.0
         green = min(power_kw, max(renewable_kw, 0.0)) * compute_s / 3600.0
+        grid = self.inp.grid  # carbon intensity and price of the site's grid power at the round's start
+        carbon, price = grid.carbon_g_per_kwh.get(site), grid.price_per_kwh.get(site)
         return {"renewable_kw": renewable_kw, "energy_kwh": kwh, "energy_renewable_kwh": green,
-                "energy_grid_kwh": kwh - green}
+                "energy_grid_kwh": kwh - green,
+                "co2_kg": (kwh - green) * carbon.at(t) / 1000.0 if carbon is not None else float("nan"),
+                "grid_cost": (kwh - green) * price.at(t) if price is not None else float("nan")}
 
     def _times(self, r, t, sites, views, caps):
         predicted = {s: views[s].time for s in sites}
