@@ -86,7 +86,7 @@ def _migration(loaded: LoadedScenario, inputs: Inputs) -> WallEstimate:
         return _upper_bound(sc)
     control_s = time.perf_counter() - t0
     return WallEstimate(control_s + transfer_s / t, n, t,
-                        f"the sim substrate predicts {n} migrations over {len(sc.policies)} policies, "
+                        f"the sim substrate predicts {n} migration{'s' if n != 1 else ''} over {len(sc.policies)} policies, "
                         f"{fmt_duration(transfer_s)} of scenario time in transfers")
 
 

@@ -1,0 +1,55 @@
+"""As a user sees it on a real fabric: the wall-time estimate before an emulation starts, and
+`testbed net status` warning about a link configured above what this machine can carry."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.integration.conftest import our_namespaces
+
+pytestmark = pytest.mark.root
+TB = [sys.executable, "-m", "testbed"]
+QUICKSTART = Path(__file__).resolve().parents[2] / "scenarios" / "quickstart.yaml"
+
+FAST_TOPO = """
+name: fast
+sites:
+  - {name: left, lat_deg: 45.0, lon_deg: 9.0}
+  - {name: right, lat_deg: 48.0, lon_deg: 11.0}
+links:
+  - {a: left, b: right, bandwidth_gbps: 10, latency_ms: 5}
+"""
+
+
+def test_an_emulation_says_how_long_it_will_take(tmp_path):
+    out = tmp_path / "r"
+    r = subprocess.run([*TB, "run", str(QUICKSTART), "--substrate", "netns", "--set", "duration_h=16",
+                        "--set", "emulation.nodes=ballast", "--set", "policies=[static, energy_only]",
+                        "--out", str(out)], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    lines = r.stderr.splitlines()
+    est = [ln for ln in lines if ln.startswith("estimated wall time: about ")]
+    assert len(est) == 1 and "emulation.time_scale 120" in est[0], lines
+    assert not [ln for ln in lines if ln.startswith("warning: this emulation")]  # short at time_scale 120
+    assert (out / "manifest.json").is_file()
+
+
+def test_net_status_warns_about_a_link_above_the_machine(tmp_path):
+    f = tmp_path / "fast.yaml"
+    f.write_text(FAST_TOPO)
+    up = subprocess.run([*TB, "net", "up", str(f)], capture_output=True, text=True, timeout=120, check=True)
+    run = re.search(r"network ([a-z0-9]{6}) up", up.stdout).group(1)
+    try:
+        st = subprocess.run([*TB, "net", "status", "--bench", str(tmp_path / "none.json")], capture_output=True,
+                            text=True, timeout=60, check=True).stdout
+        block = st.split(f"{run} (")[1].split("\n\n")[0]
+        assert re.search(r"link left-right\s+10000/10000 Mbit/s .*\(machine: ~\d+ Mbit/s\)", block), block
+        assert "warning: left-right: configured above what this machine can carry" in block, block
+    finally:
+        subprocess.run([*TB, "net", "down", "--run", run], capture_output=True, text=True, timeout=120)
+    assert our_namespaces(run) == []
