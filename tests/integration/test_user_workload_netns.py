@@ -84,3 +84,33 @@ def test_example_scenario_migrates_the_user_program_on_netns(tmp_path):
     assert row["actual_transfer_s"] == pytest.approx(8 * 40 / EFF, rel=0.10)  # + ballast to 40 GB x 0.001
     assert row["predicted_transfer_s"] == pytest.approx(320.0)
     assert row["actual_load_s"] > 0 and row["actual_checkpoint_s"] > 0
+
+
+BROKEN = '''
+import json, os, signal, sys, time
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(3))   # breaks the contract: no checkpoint, exit 3
+step = 0
+while True:
+    with open(os.environ["TESTBED_PROGRESS_PATH"], "a") as f:
+        f.write(json.dumps({"step": step}) + "\\n")
+    step += 1
+    time.sleep(0.1)
+'''
+
+
+def test_a_program_that_fails_to_checkpoint_is_a_failed_migration(tmp_path):
+    import shutil
+
+    import yaml
+
+    shutil.copy(EXAMPLE / "b_surplus.csv", tmp_path / "b_surplus.csv")
+    (tmp_path / "broken.py").write_text(BROKEN)
+    d = yaml.safe_load((EXAMPLE / "user_workload.yaml").read_text())
+    d["workloads"]["programs"] = {"my-mlp": {"command": ["{python}", "broken.py"]}}
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(d))
+    out = tmp_path / "r"
+    assert main(["run", str(tmp_path / "s.yaml"), "--substrate", "netns", "--out", str(out), "--no-progress"]) == 0
+    m = pd.read_parquet(out / "energy_only" / "migrations.parquet")
+    assert len(m) >= 1 and (m["status"] == "failed").all()
+    detail = m["detail"].iloc[0]
+    assert "checkpoint failed" in detail and "exited with 3 on SIGTERM" in detail, detail

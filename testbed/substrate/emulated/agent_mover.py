@@ -108,7 +108,10 @@ class AgentMover(Mover):
         real_bytes = order.size_gb * 1e9
         lag_s = order_lag(order, em.clock.now_s())
         w0 = time.perf_counter()
-        ck = src.checkpoint_and_pause(jid)
+        try:
+            ck = src.checkpoint_and_pause(jid)
+        except AgentError as e:  # a user's program that broke the checkpoint contract (testbed.userjob)
+            return self._checkpoint_failed(order, src, jid, e, lag_s, time.perf_counter() - w0)
         ballast = max(0, em.scaling.bytes_sent(order.size_gb) - ck.size_bytes)
         save = IoTiming(ck.size_bytes, ck.t_save_s)
         load = None
@@ -160,6 +163,22 @@ class AgentMover(Mover):
             io_bytes=save.n_bytes, save_bytes_per_s=save.bytes_per_s,
             load_bytes_per_s=load.bytes_per_s if load is not None else None,
         )
+
+    def _checkpoint_failed(self, order: MigrationOrder, src, jid: str, error: Exception, lag_s: float,
+                           wall_s: float) -> MigrationOutcome:
+        """No checkpoint: nothing moved; the job restarts at the source from its last good checkpoint."""
+        from testbed.agent.client import AgentError
+
+        try:
+            src.resume(jid)
+            kept = "job resumed at the source from its last checkpoint"
+        except AgentError as e2:
+            kept = f"resume at the source failed too: {e2}"
+        em = self._em
+        assert em is not None
+        return MigrationOutcome(order=order, status="failed", transfer_s=0.0, load_s=0.0, downtime_s=0.0,
+                                goodput_gbps=0.0, detail=f"checkpoint failed: {error}; {kept}", phases_measured=(),
+                                start_lag_s=lag_s, control_wall_s=em.scaling.wall_s(lag_s) + wall_s)
 
     def describe(self) -> dict:
         return {
