@@ -298,6 +298,9 @@ def scenario_from_dict(data: dict, base_dir: Path | None = None) -> Scenario:
     problems, resolved = _cross_checks(sc, base_dir)
     signal_problems, signal_traces = signal_checks(sc, base_dir)  # carbon, price, batteries
     problems += signal_problems
+    from testbed.spec.programs import program_problems  # user programs need node agents
+
+    problems += program_problems(sc)
     if problems:
         raise SpecError(problems)
     if signal_traces is not None:

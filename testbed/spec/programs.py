@@ -68,3 +68,17 @@ def resolve_program_dirs(data: object, base_dir: Path) -> object:
             p = {**p, "cwd": str(base_dir.resolve() if cwd is None else (base_dir / Path(cwd).expanduser()).resolve())}
         out[fam] = p
     return {**data, "workloads": {**wl, "programs": out}}
+
+
+def program_problems(sc) -> list[tuple[str, str]]:
+    """A scenario's programs need node agents in the process runtime to run (the sim models them)."""
+    wl = sc.workloads
+    if wl is None or not wl.programs:
+        return []
+    em = sc.emulation
+    if em.nodes != "agents":
+        return [("workloads.programs", f"programs run on node agents: set emulation.nodes: agents (it is {em.nodes!r})")]
+    if em.runtime != "process":
+        return [("workloads.programs", "programs run in the process runtime only (emulation.runtime: process): "
+                                       "the docker runtime does not mount their folder")]
+    return []

@@ -196,7 +196,22 @@ def test_relative_cwd_is_from_the_scenario_folder(tmp_path):
     d = small_scenario_dict()
     d["workloads"]["jobs"][0]["family"] = "f"
     d["workloads"]["programs"] = {"f": {"command": ["{python}", "t.py"], "cwd": "sub"}}
+    d["emulation"] = {"nodes": "agents"}
     sc = scenario_from_dict(d, tmp_path)
     assert sc.workloads.programs["f"].cwd == str((tmp_path / "sub").resolve())
     again = scenario_from_dict(json.loads(json.dumps(sc.model_dump(mode="json"))), tmp_path / "elsewhere")
     assert again.workloads.programs["f"].cwd == str((tmp_path / "sub").resolve())  # absolute stays
+
+
+@pytest.mark.parametrize("emulation, expected", [
+    ({}, "workloads.programs: programs run on node agents: set emulation.nodes: agents (it is 'ballast')"),
+    ({"nodes": "agents", "runtime": "docker"}, "workloads.programs: programs run in the process runtime only"),
+])
+def test_programs_need_agents_in_the_process_runtime(tmp_path, capsys, emulation, expected):
+    d = small_scenario_dict(emulation=emulation)
+    d["workloads"]["jobs"][0]["family"] = "f"
+    d["workloads"]["programs"] = {"f": {"command": ["x"]}}
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(d))
+    assert main(["validate", str(path)]) == 2
+    assert expected in capsys.readouterr().err
