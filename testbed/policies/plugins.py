@@ -175,7 +175,7 @@ def _default_label(cls: type) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", cls.__name__).lower()[:64]
 
 
-def _spec_model(cls: type, tag: str, study: str, where: str) -> type[BaseModel]:
+def _spec_model(cls: type, tag: str, study: str, where: str, base_dir: Path) -> type[BaseModel]:
     """The scenario model of entries naming ``cls``: the study's policy base, the class's ``Params``
     fields, and ``name: Literal[tag]``."""
     from testbed.spec.federated import SelectionPolicyBase
@@ -192,11 +192,30 @@ def _spec_model(cls: type, tag: str, study: str, where: str) -> type[BaseModel]:
             raise PluginProblem(where, f"{tag!r}: its Params may not declare {', '.join(clash)} (the testbed's own fields)")
         bases = (base, params)
     label = _default_label(cls)
-    return create_model(  # type: ignore[call-overload]
+    model = create_model(  # type: ignore[call-overload]
         f"{cls.__name__}Spec", __base__=bases, __module__=cls.__module__,
         name=(Literal[tag], Field(description=f"plug-in policy {tag}")),
         label=(str | None, Field(label, pattern=LABEL_PATTERN, description=f"Output name (default: {label}).")),
     )
+    search = str(base_dir)
+
+    def __reduce__(self):  # a made-up class is not importable: another process resolves the class again
+        return _rebuild_spec, (tag, search, self.model_dump_json())
+
+    model.__reduce__ = __reduce__
+    return model
+
+
+def _rebuild_spec(tag: str, base_dir: str, json_text: str) -> BaseModel:
+    """A plug-in policy's entry in another process (a sweep's trial): its class loaded and
+    registered there, the entry validated again."""
+    from testbed.spec.federated import SELECTION_POLICY_SPECS
+    from testbed.spec.policies import MIGRATION_POLICY_SPECS
+
+    cls, tag = load_class(tag, "policies", Path(base_dir))
+    name = register_class(cls, tag, "policies", Path(base_dir))
+    reg = MIGRATION_POLICY_SPECS if name in MIGRATION_POLICY_SPECS else SELECTION_POLICY_SPECS
+    return reg.get(name).model_validate_json(json_text)
 
 
 _REGISTERED: dict[str, type] = {}  # tag -> class, so that a second scenario naming it reuses the model
@@ -213,7 +232,7 @@ def _registered_name(cls: type, study: str) -> str | None:
     return next((n for n, c in SELECTION_POLICIES.items() if c is cls), None)
 
 
-def register_class(cls: object, tag: str, where: str) -> str:
+def register_class(cls: object, tag: str, where: str, base_dir: Path) -> str:
     """Register ``cls`` (checked to be a policy) under ``tag``; the name entries carry for it."""
     study = _study_of(cls, where, tag)
     assert isinstance(cls, type)
@@ -229,7 +248,7 @@ def register_class(cls: object, tag: str, where: str) -> str:
 
     if tag in MIGRATION_POLICY_SPECS or tag in SELECTION_POLICY_SPECS:
         raise PluginProblem(where, f"{tag!r} is a built-in policy's name; the installed one cannot replace it")
-    model = _spec_model(cls, tag, study, where)
+    model = _spec_model(cls, tag, study, where, base_dir)
     if study == "migration":
         from testbed.policies.registry import register_policy
 
@@ -280,7 +299,7 @@ def resolve_class_entries(data: dict, base_dir: Path) -> dict:
             continue
         try:
             cls, tag = load_class(ref, field, base_dir)
-            tag = register_class(cls, tag, field)
+            tag = register_class(cls, tag, field, base_dir)
         except PluginProblem as p:
             problems.append((p.where, p.message))
             out.append(entry)

@@ -160,3 +160,21 @@ def test_installed_entry_point_by_class_and_by_name(tmp_path, monkeypatch, capsy
     assert main(["run", str(path), "--substrate", "sim", "--out", str(tmp_path / "out"), "--no-progress"]) == 0
     capsys.readouterr()
     assert (tmp_path / "out" / "g2" / "summary.json").is_file()
+
+
+def test_a_class_entry_crosses_to_another_process(tmp_path):
+    """Sweeps run trials in fresh processes (forkserver, Ray): the scenario is pickled there, and the
+    plug-in's spec is rebuilt by loading its class again."""
+    import pickle
+    import subprocess
+    import sys
+
+    sc = load_scenario(EXAMPLES / "window_greedy.yaml").scenario
+    (tmp_path / "sc.pkl").write_bytes(pickle.dumps(sc))
+    code = ("import pickle, sys; sc = pickle.load(open(sys.argv[1], 'rb')); p = sc.policies[2]; "
+            "from testbed.policies import make_policy; pol = make_policy(p, sc); "
+            "print(type(pol).__name__, p.label, p.max_transfer_frac)")
+    r = subprocess.run([sys.executable, "-c", code, str(tmp_path / "sc.pkl")], cwd=tmp_path, capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["WindowGreedy", "window_greedy", "0.2"]
