@@ -36,6 +36,10 @@ class Emulation(Strict):
         "its real checkpoint (+ ballast); or a registered kind.",
     )
     steps_per_s: float = Field(2.0, gt=0, le=1000, description="Pace of real training per job (agents).")
+    model_mb: float | None = Field(None, gt=0, le=100_000, description=(
+        "Grow each agent's stand-in model to this many MB of parameters, so its checkpoint (about 3x with "
+        "Adam's moments) is real state of that size, sent whole (ballast only pads it up to the scaled size); "
+        "default: the stand-in's own size (agents)."))
 
     @field_validator("nodes")
     @classmethod

@@ -4,6 +4,7 @@ round-trips bit for bit (a small size here, on CPU; 1-10 GB is the same code on 
 from __future__ import annotations
 
 import pytest
+import yaml
 
 torch = pytest.importorskip("torch")
 
@@ -43,3 +44,33 @@ def test_sizes_below_the_stand_in_are_refused():
     with pytest.raises(ValueError, match="not larger"):
         widen(base, 10, 100.0)
     assert width_for_bytes(n_params(base), 10, 4e6) == (1e6 - 110 - 10) // 21
+
+
+def test_the_agent_starts_a_job_of_the_size_asked(tmp_path):
+    from testbed.agent.agent import Agent
+    from testbed.agent.protocol import RequestRefused, StartJob
+
+    agent = Agent("a", tmp_path, "t" * 32)
+    try:
+        agent.start_job(StartJob(job_id="j1", family="mlp-digits", seed=1, steps_per_s=5.0, model_mb=1.0))
+        assert 4 * agent.jobs["j1"].job.n_params == pytest.approx(1e6, rel=0.01)
+        with pytest.raises(RequestRefused, match="args.model_mb"):
+            agent.start_job(StartJob(job_id="j2", family="mlp-digits", seed=1, model_mb=0.01))
+    finally:
+        agent.shutdown()
+
+
+def test_the_scenario_option_is_checked(tmp_path):
+    from testbed.errors import SpecError
+    from testbed.spec import load_scenario
+    from tests.conftest import small_scenario_dict
+
+    d = small_scenario_dict()
+    d["emulation"] = {"nodes": "agents", "model_mb": 300}
+    f = tmp_path / "s.yaml"
+    f.write_text(yaml.safe_dump(d))
+    assert load_scenario(f).scenario.emulation.model_mb == 300
+    d["emulation"]["model_mb"] = 0
+    f.write_text(yaml.safe_dump(d))
+    with pytest.raises(SpecError, match="emulation.model_mb"):
+        load_scenario(f)

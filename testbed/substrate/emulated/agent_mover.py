@@ -48,7 +48,7 @@ class AgentMover(Mover):
         self._pool.client(site).start_job(
             agent_job_id(job_id), family=spec.family,
             seed=self._seed(job_id), steps_per_s=self._in.scenario.emulation.steps_per_s,
-            program=self._program(job_id),
+            program=self._program(job_id), model_mb=self._in.scenario.emulation.model_mb,
         )
         self._job_site[job_id] = site
 
