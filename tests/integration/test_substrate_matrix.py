@@ -3,14 +3,18 @@ runtime (process, docker) runs a shortened copy of the quick start end to end an
 decisions as the sim substrate on the same seed; a combination this machine cannot run is refused
 up front with one line (then skipped, saying why); nothing of a run is left behind.
 
-The shortened copy: the quick start's first 16 hours under energy_only (nine placements, the
-llama-7b job's migration rome -> paris at 15.2 h, every job still running at the end), about
-0.5-1.5 min per combination on 2 cores (the whole matrix: about 6 min; see the README).
+The shortened copy: the quick start's first 17 hours under energy_only (seven jobs placed, the
+llama-7b job's migration rome -> paris at 15.2 h, with 1.8 h of scenario time to complete (measured:
+0.5-0.6 h on agents); no job finishes, so nothing a measured time shifts later is compared), about
+0.5-1.5 min per combination on 2 cores (the whole matrix: see the README).
 
-"The same decisions": every (time, kind, job, source, destination) row of ``decisions.parquet``,
-except a migrating job's rows while its migration is in flight in either run: the controller
-does not evaluate a job that is moving, and an emulated migration takes its measured time, not
-the model's (that difference is what emulation is for).
+"The same decisions": every (time, kind, job, source, destination) row of ``decisions.parquet``, in
+any order within a step (a site's jobs are evaluated by remaining work, which a measured migration
+shifts), as far as both runs saw the same world: up to the migration's decision, and after its
+resume unless a job was placed or moved while it was in flight in either run. An emulated
+migration takes its measured time, not the model's (that difference is what emulation is for);
+on a quiet host it resumes before the next job arrives and everything but the flight is compared,
+on a busy one (checkpoint and load I/O measured 3x slower) the comparison stops at its decision.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ import yaml
 from testbed.cli import main
 from tests.integration.conftest import our_namespaces
 
-pytestmark = [pytest.mark.root,  # no job finishes in 16 h: the JCT CDF figure has no curve to label
+pytestmark = [pytest.mark.root,  # no job finishes in 17 h: the JCT CDF figure has no curve to label
               pytest.mark.filterwarnings("ignore:No artists with labels found:UserWarning")]
 SUBSTRATES = ("netns", "mininet")
 NODES = ("ballast", "agents")
@@ -38,8 +42,10 @@ KEY = ["t_s", "kind", "job_id", "src", "dst"]
 @pytest.fixture(scope="module")
 def scenario(tmp_path_factory):
     d = yaml.safe_load(Path("scenarios/quickstart.yaml").read_text())
-    d.update(name="quickstart-short", duration_h=16, policies=[POLICY])
-    d["emulation"]["steps_per_s"] = 20  # agents: real training, paced quickly
+    d.update(name="quickstart-short", duration_h=17, policies=[POLICY])
+    # a quarter of the quick start's pace: the migration's wall-clock phases (checkpoint, load, control) cost
+    # a quarter of the scenario time, so it completes within the horizon on a busy 2-core host too
+    d["emulation"]["time_scale"] = 30
     f = tmp_path_factory.mktemp("matrix") / "quickstart-short.yaml"
     f.write_text(yaml.safe_dump(d, sort_keys=False))
     return f
@@ -60,18 +66,30 @@ def _migrations(out) -> pd.DataFrame:
     return pd.read_parquet(out / POLICY / "migrations.parquet")
 
 
-def _comparable(a: pd.DataFrame, b: pd.DataFrame, migrations: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Both decision tables without a migrating job's rows while it is in flight in either run: from
-    its migration's decision to its first decision after it (its resume), whichever run's is later."""
+def _resume_s(m: pd.DataFrame) -> dict[str, float]:
+    """Each migrating job's resume time: decision + start lag + the whole migration, measured
+    (``actual_total_s``) or, on sim, modelled (``model_total_s``)."""
+    total = m["actual_total_s"].astype(float).fillna(m["model_total_s"].astype(float))
+    return dict(zip(m["job_id"], m["t_decision_s"] + m["start_lag_s"].astype(float).fillna(0.0) + total))
+
+
+def _comparable(a: pd.DataFrame, b: pd.DataFrame, m_a: pd.DataFrame, m_b: pd.DataFrame):
+    """Both decision tables, as far as the two runs saw the same world. Up to and including a
+    migration's decision they did. While it is in flight in either run (from its decision to its
+    resume, whichever run's is later) they did not: the job is not evaluated and its destination is
+    taken for as long as it was measured to take, so those steps are left out. After it they did
+    again, unless a job was placed or moved meanwhile (then where it went may differ, for good):
+    the comparison then stops at the migration's decision."""
+    ra, rb = _resume_s(m_a), _resume_s(m_b)
     keep_a, keep_b = pd.Series(True, index=a.index), pd.Series(True, index=b.index)
-    for m in migrations.itertuples():
-        ends = []
-        for d in (a, b):
-            later = d[(d["job_id"] == m.job_id) & (d["t_s"] > m.t_decision_s)]["t_s"]
-            ends.append(later.min() if len(later) else float("inf"))
+    for m in m_b.itertuples():
+        end = max(ra[m.job_id], rb[m.job_id])
+        acted = any(((d["t_s"] > m.t_decision_s) & (d["t_s"] < end) & d["kind"].isin(["place", "migrate"])).any()
+                    for d in (a, b))
         for d, keep in ((a, keep_a), (b, keep_b)):
-            keep &= ~((d["job_id"] == m.job_id) & (d["t_s"] > m.t_decision_s) & (d["t_s"] <= max(ends)))
-    return a[keep_a].reset_index(drop=True), b[keep_b].reset_index(drop=True)
+            keep &= ~((d["t_s"] > m.t_decision_s) & ((d["t_s"] < end) | acted))
+    return tuple(d[k].sort_values(KEY, na_position="first").reset_index(drop=True)  # within a step, any order
+                 for d, k in ((a, keep_a), (b, keep_b)))
 
 
 def _leftovers(run_id: str) -> list[str]:
@@ -132,6 +150,7 @@ def test_contract(substrate, nodes, runtime, scenario, sim_run, tmp_path, capsys
     assert main(argv) == 0
     man = json.loads((out / "manifest.json").read_text())
     sub = man["substrate"]
+    assert _leftovers(sub["run_id"]) == []
     assert sub["substrate"] == substrate and man["seed"] == json.loads((sim_run / "manifest.json").read_text())["seed"]
     if nodes == "agents":
         assert sub["nodes"].startswith(f"agents ({runtime} runtime)")
@@ -141,9 +160,9 @@ def test_contract(substrate, nodes, runtime, scenario, sim_run, tmp_path, capsys
     m, m_sim = _migrations(out), _migrations(sim_run)
     assert len(m_sim) >= 1
     assert m[["job_id", "src", "dst", "t_decision_s"]].equals(m_sim[["job_id", "src", "dst", "t_decision_s"]])
-    assert (m["status"] == "completed").all(), m["detail"].tolist()
+    phases = m.filter(regex="^actual_.*_s$|contended").to_dict("records")  # what was measured, for a failure
+    assert (m["status"] == "completed").all(), (m["detail"].tolist(), phases)
     assert (m["actual_transfer_s"] > 0).all()  # real bytes crossed the shaped links
-    got, want = _comparable(_decisions(out), _decisions(sim_run), m_sim)
-    assert len(want) > 0
-    pd.testing.assert_frame_equal(got, want)
-    assert _leftovers(sub["run_id"]) == []
+    got, want = _comparable(_decisions(out), _decisions(sim_run), m, m_sim)
+    assert (want["kind"] == "place").sum() >= 4 and (want["kind"] == "migrate").sum() == 1
+    pd.testing.assert_frame_equal(got, want, obj=f"decisions (migration measured: {phases})")
