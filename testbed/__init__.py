@@ -8,13 +8,15 @@ The Python API (imported on first use, so ``import testbed`` stays light)::
     res.summary, res.migrations, res.jobs, res.timeseries, res.decisions, res.power
     testbed.open_results("results/quickstart-s10-...")
     testbed.sweep("sweeps/example-2x2x3.yaml")       # the statistics table as a DataFrame
+    with testbed.net.up("topologies/eu-5.yaml") as wan:   # a live WAN (root): wan.exec, wan.set, wan.status
+        wan.exec("rome", ["ping", "-c", "3", wan.sites["paris"]])
 """
 
 __version__ = "0.1.0"
 
 _API = ("load", "run", "open_results", "Results", "parse_set")
 
-__all__ = ["__version__", "sweep", *_API]
+__all__ = ["__version__", "sweep", "net", *_API]
 
 
 def __getattr__(name: str):
@@ -22,6 +24,10 @@ def __getattr__(name: str):
         from testbed import api
 
         return getattr(api, name)
+    if name == "net":  # the live WAN handle: with testbed.net.up(path) as wan: ...
+        import importlib
+
+        return importlib.import_module("testbed.net")
     if name == "sweep":  # the sweep package, callable: testbed.sweep(path, ...) runs a sweep
         import importlib
 

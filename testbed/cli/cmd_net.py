@@ -1,4 +1,4 @@
-"""``testbed net up|exec|status|down``: hold a topology up for outside tools (like Mininet's CLI)."""
+"""``testbed net up|exec|set|status|down``: hold a topology up for outside tools (like Mininet's CLI)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     up.add_argument("--switch", choices=["lxbr", "ovs"], default=None,
                     help="build it with Mininet instead (this management switch: Linux bridge or Open vSwitch) and "
                          "hold it in the foreground with Mininet's CLI (`rome ping paris`); exiting the CLI tears it down")
+    up.add_argument("--replay", action="store_true",
+                    help="replay the scenario's bandwidth traces and degradation events on the links, in real time "
+                         "x its emulation.time_scale, at the scaling an emulated run uses (a scenario file only)")
     up.set_defaults(func=_up)
+    ch = nsub.add_parser("set", help="change a link while it is up, in place (no flow is reset)")
+    ch.add_argument("link", help="link key as `testbed net status` shows it (a-b, either order)")
+    ch.add_argument("--bandwidth-mbit", type=float, default=None, help="rate in Mbit/s")
+    ch.add_argument("--delay-ms", type=float, default=None, help="one-way delay in ms")
+    ch.add_argument("--jitter-ms", type=float, default=None, help="jitter in ms")
+    ch.add_argument("--loss-pct", type=float, default=None, help="loss in percent")
+    ch.add_argument("--direction", default="both", help="a->b, b->a, both (default) or SITE->SITE")
+    ch.add_argument("--run", default=None, help="run id (default: the only network that is up)")
+    ch.set_defaults(func=_set)
     ex = nsub.add_parser("exec", help="run a command inside a site: testbed net exec SITE -- CMD ...")
     ex.add_argument("site", help="site name (as in the scenario or topology file)")
     ex.add_argument("--run", default=None, help="run id (default: the only network that is up)")
@@ -74,7 +86,18 @@ def _up(args: argparse.Namespace) -> int:
         if not qdisc_available("netem"):
             raise SpecError([("--impairment", "netem: this kernel has no netem qdisc (sch_netem); use --impairment "
                                               "relay (or auto, which picks what the kernel has)")])
-    plan = plan_fabric(new_run_id(), sites, links, impairment)
+    held = None
+    if args.replay:
+        if args.switch:
+            from testbed.errors import SpecError
+
+            raise SpecError([("--replay", "not with --switch (Mininet's CLI holds that network in the foreground)")])
+        from testbed.netem.held import plan_held
+
+        held = plan_held(Path(args.file), new_run_id(), impairment, replay=True)
+        plan = held.plan
+    else:
+        plan = plan_fabric(new_run_id(), sites, links, impairment)
     if args.switch:  # a Mininet network lives as long as this process: held with Mininet's CLI
         from testbed.netem.fabric import FabricError
         from testbed.substrate.mininet.switches import switch_unavailable
@@ -86,7 +109,18 @@ def _up(args: argparse.Namespace) -> int:
         return hold(plan, args.switch)
     fab = Fabric(plan, purpose="net", detached=True)
     fab.up()  # stays up after this process exits; `testbed net down` removes it
+    from testbed.netem.held import HeldPlan, make_live
+
+    try:
+        make_live(fab, held or HeldPlan(plan), detached=True)  # `net set` can change it; the replay starts
+    except BaseException:
+        fab.down()
+        raise
     print(f"network {plan.run_id} up in {fab.up_s:.2f} s ({len(sites)} sites, {len(links)} links, impairment {impairment})")
+    if held is not None:
+        sc = held.scaling
+        print(f"  replaying {len(held.changes)} rate changes over {held.duration_s / sc.time_scale:.0f} s "
+              f"(time_scale {sc.time_scale:g}, byte_scale {sc.byte_scale:.3g}); `testbed net status` shows the rates")
     for s in plan.sites:
         print(f"  {s.name:<15} ns {s.ns:<28} addr {s.addr:<15} mgmt {s.mgmt_addr}")
     if unreachable(plan):
@@ -123,6 +157,30 @@ def _exec(args: argparse.Namespace) -> int:
         os.execvp(cmd[0], cmd)
     except FileNotFoundError:
         raise SpecError([("CMD", f"command not found: {cmd[0]}")]) from None
+
+
+def _set(args: argparse.Namespace) -> int:
+    from testbed.netem.fabric import require_root
+    from testbed.netem.live import LinkChange, LiveNet
+
+    require_root("testbed net set")
+    run = _pick_run(args.run)
+    ch = LinkChange(args.bandwidth_mbit, args.delay_ms, args.jitter_ms, args.loss_pct, args.direction)
+    lk = LiveNet(run).set(args.link, ch)
+    print(live_link_line(lk))
+    return 0
+
+
+def live_link_line(lk: dict) -> str:
+    """One link's current values, per direction (``a->b`` first)."""
+    from testbed.netem.live import current
+
+    v = current(lk)
+    parts = []
+    for d, (src, dst) in (("ab", (lk.get("a", "a"), lk.get("b", "b"))), ("ba", (lk.get("b", "b"), lk.get("a", "a")))):
+        parts.append(f"{src}->{dst} {v[f'rate_{d}_mbit']:g} Mbit/s delay {v[f'delay_{d}_ms']:g} ms "
+                     f"jitter {v[f'jitter_{d}_ms']:g} ms loss {v[f'loss_{d}_pct']:g} %")
+    return f"link {lk['key']}: " + "; ".join(parts)
 
 
 def _status(args: argparse.Namespace) -> int:
@@ -173,11 +231,23 @@ def status_lines(states: list[dict]) -> list[str]:
         over = []
         for lk in st.get("links", []):
             cap = lk.get("capacity_mbit")
+            if "a" in lk:  # a held network changeable live: its current values, per direction
+                lines.append(f"  {live_link_line(lk)}" + (f"  (machine: ~{cap:.0f} Mbit/s)" if cap else ""))
+                if cap and max(lk["rate_ab_mbit"], lk["rate_ba_mbit"]) > cap * OVER_CAPACITY_TOLERANCE:
+                    over.append(lk)
+                continue
             lines.append(f"  link {lk['key']:<25} {lk['rate_ab_mbit']:g}/{lk['rate_ba_mbit']:g} Mbit/s  "
                          f"delay {lk['delay_ms']:.2f} ms  jitter {lk['jitter_ms']:g} ms  loss {lk['loss_pct']:g} %"
                          + (f"  (machine: ~{cap:.0f} Mbit/s)" if cap else ""))
             if cap and max(lk["rate_ab_mbit"], lk["rate_ba_mbit"]) > cap * OVER_CAPACITY_TOLERANCE:
                 over.append(lk)
+        rp = st.get("replay")
+        if isinstance(rp, dict):
+            last = rp.get("last") or {}
+            lines.append(f"  replay: {rp.get('applied', 0)}/{rp.get('changes', 0)} changes applied"
+                         + (" (done)" if rp.get("done") else "") + f", time_scale {rp.get('time_scale')}"
+                         + (f", last {last['src']}->{last['dst']} {last['rate_mbit']:g} Mbit/s at t={last['t_s']:g} s"
+                            if last else ""))
         if over:
             cap, src = over[0]["capacity_mbit"], over[0]["capacity_source"]
             names = ", ".join(lk["key"] for lk in over[:5]) + (f" and {len(over) - 5} more" if len(over) > 5 else "")

@@ -317,7 +317,8 @@ class Fabric:
             imp = PathImpairment(delay_ms=link.delay_ms, jitter_ms=link.jitter_ms, loss_pct=link.loss_pct)
             argv = relay_argv(link.if_ra, link.if_rb, imp, imp, seed=link.index, gso=relay_gso(link),
                               stats_path=str(tmp / f"relay-{link.index}.json"),
-                              ready_file=str(tmp / f"relay-{link.index}.ready"), netns=self._ns(link.relay_ns))
+                              ready_file=str(tmp / f"relay-{link.index}.ready"), netns=self._ns(link.relay_ns),
+                              control_path=self.relay_control_path(link))
             specs.append(RelaySpec(args=argv[3:], log_path=str(tmp / f"relay-{link.index}.log")))
         started: list[int] = []
 
@@ -379,6 +380,10 @@ class Fabric:
 
     def _tbf_handle(self, link: LinkPlan) -> tuple[str, str | None]:
         return tbf_handle(self._netem(link) is not None)
+
+    def relay_control_path(self, link: LinkPlan) -> str:
+        """The JSON file the link's relay reads new impairments from on SIGUSR1 (testbed.netem.live)."""
+        return os.path.join(self._tmp, f"relay-{link.index}.control.json")
 
     def relay_pids(self) -> dict[str, int]:
         return {k: p.pid for k, p in self._relays.items()}

@@ -114,6 +114,11 @@ class DirectionSchedule:
         self._jitter_rng = random.Random(f"relay-jitter:{seed}:{direction}")
         self.last_release_ns = 0
 
+    def update(self, imp: PathImpairment) -> None:
+        """New delay, jitter and loss from the next frame on (a live change: frames already held keep
+        their release times; the random streams continue)."""
+        self._delay_ns, self._jitter_ns, self._loss_p = imp.delay_ns, imp.jitter_ns, imp.loss_pct / 100.0
+
     def admit(self, arrival_ns: int) -> int | None:
         if self._loss_p and self._loss_rng.random() < self._loss_p:
             return None
@@ -269,10 +274,40 @@ class _Direction:
         return None
 
 
-def _loop(dirs: list[_Direction], stop: threading.Event) -> None:
+def read_control(path: str, *, gso: bool) -> tuple[PathImpairment, PathImpairment]:
+    """The impairments of a control file (``{"a_to_b": {delay_ms, jitter_ms, loss_pct}, "b_to_a": ...}``,
+    written by :mod:`testbed.netem.live`); ValueError/TypeError/OSError when it cannot be used."""
+    data = json.loads(Path(path).read_text())
+    ab, ba = (PathImpairment(**{k: float(v) for k, v in data[tag].items()}) for tag in ("a_to_b", "b_to_a"))
+    if gso and (ab.loss_pct or ba.loss_pct):
+        raise ValueError("a GSO-mode relay cannot drop single packets (loss must stay 0)")
+    return ab, ba
+
+
+def _reloader(control_path: str, dirs: list[_Direction], stats: RelayStats, gso: bool):
+    """What the loop calls after SIGUSR1: apply the control file's impairments to both directions."""
+
+    def reload() -> None:
+        try:
+            ab, ba = read_control(control_path, gso=gso)
+        except (OSError, ValueError, TypeError, KeyError, AttributeError) as e:
+            print(f"relay: control file {control_path} not applied: {e}", file=sys.stderr, flush=True)
+            return
+        dirs[0].sched.update(ab)
+        dirs[1].sched.update(ba)
+        stats.impairments = {"a_to_b": asdict(ab), "b_to_a": asdict(ba)}
+
+    return reload
+
+
+def _loop(dirs: list[_Direction], stop: threading.Event, reload_flag: threading.Event | None = None,
+          reload=None) -> None:
     by_fd = {d.sock_in.fileno(): d for d in dirs}
     fds = list(by_fd)
     while not stop.is_set():
+        if reload_flag is not None and reload_flag.is_set():
+            reload_flag.clear()
+            reload()
         now = time.monotonic_ns()
         wait_s = MAX_WAIT_S
         for d in dirs:
@@ -289,10 +324,13 @@ def _loop(dirs: list[_Direction], stop: threading.Event) -> None:
 def run_relay(if_a: str, if_b: str, a_to_b: PathImpairment, b_to_a: PathImpairment, *, seed: int = 0,
               stop: threading.Event | None = None, stats_path: str | None = None,
               ready_file: str | None = None, gso: bool = False,
-              queue_limit_frames: int = DEFAULT_QUEUE_LIMIT_FRAMES) -> RelayStats:
+              queue_limit_frames: int = DEFAULT_QUEUE_LIMIT_FRAMES, control_path: str | None = None,
+              reload_flag: threading.Event | None = None) -> RelayStats:
     """Relay frames between ``if_a`` and ``if_b`` (both in the current namespace) until ``stop`` is
     set or, in the main thread, SIGTERM/SIGINT arrives. Touches ``ready_file`` once both sockets are
-    bound; writes the stats as JSON to ``stats_path`` on every exit path. ``gso``: see module doc."""
+    bound; writes the stats as JSON to ``stats_path`` on every exit path. ``gso``: see module doc.
+    ``control_path``: live changes — when ``reload_flag`` is set (in the main thread: on SIGUSR1) the
+    relay reads new impairments from this JSON file (:func:`read_control`) and applies them in place."""
     if gso and (a_to_b.loss_pct or b_to_a.loss_pct):
         raise ValueError("GSO mode cannot drop single packets: use frame mode (gso=False) with loss_pct > 0")
     if queue_limit_frames < 1:
@@ -308,6 +346,9 @@ def run_relay(if_a: str, if_b: str, a_to_b: PathImpairment, b_to_a: PathImpairme
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGTERM, signal.SIGINT):
             old_handlers[sig] = signal.signal(sig, lambda *_: stop.set())
+        if control_path:
+            reload_flag = reload_flag if reload_flag is not None else threading.Event()
+            old_handlers[signal.SIGUSR1] = signal.signal(signal.SIGUSR1, lambda *_: reload_flag.set())
     t0, cpu0 = time.monotonic(), _cpu_s()
     sa = sb = None
     try:
@@ -319,7 +360,8 @@ def run_relay(if_a: str, if_b: str, a_to_b: PathImpairment, b_to_a: PathImpairme
         ]
         if ready_file:
             Path(ready_file).touch()
-        _loop(dirs, stop)
+        reload = _reloader(control_path, dirs, stats, gso) if control_path else None
+        _loop(dirs, stop, reload_flag if control_path else None, reload)
         for d in dirs:
             d.stats.queued_at_exit = len(d.queue)
     finally:
@@ -350,7 +392,7 @@ def set_offloads(ifname: str, *, enabled: bool) -> dict[str, bool]:
 
 def relay_argv(if_a: str, if_b: str, a_to_b: PathImpairment, b_to_a: PathImpairment, *, seed: int,
                stats_path: str | None = None, ready_file: str | None = None, gso: bool = False,
-               python: str | None = None, netns: str | None = None) -> list[str]:
+               python: str | None = None, netns: str | None = None, control_path: str | None = None) -> list[str]:
     """argv of ``python -m testbed.netem.relay`` for these settings. Spawn it inside R, or pass
     ``netns`` (a name or a ``/proc/PID/ns/net`` path): the relay enters R itself before anything
     else, so the spawner needs no ``preexec_fn`` (a plain, fast vfork+exec)."""
@@ -367,6 +409,8 @@ def relay_argv(if_a: str, if_b: str, a_to_b: PathImpairment, b_to_a: PathImpairm
         argv += ["--ready-file", str(ready_file)]
     if gso:
         argv.append("--gso")
+    if control_path:
+        argv += ["--control", str(control_path)]
     return argv
 
 
@@ -384,6 +428,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--ready-file", help="touch this file once both sockets are bound")
     p.add_argument("--gso", action="store_true", help="carry GSO super-frames (PACKET_VNET_HDR); no loss")
     p.add_argument("--queue-limit-frames", type=int, default=DEFAULT_QUEUE_LIMIT_FRAMES)
+    p.add_argument("--control", help="on SIGUSR1, read new impairments from this JSON file and apply them live")
     return p
 
 
@@ -407,7 +452,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"relay: cannot enter network namespace {a.netns}: {e.strerror or e}", file=sys.stderr)
             return 1
     run_relay(a.if_a, a.if_b, ab, ba, seed=a.seed, stats_path=a.stats, ready_file=a.ready_file,
-              gso=a.gso, queue_limit_frames=a.queue_limit_frames)
+              gso=a.gso, queue_limit_frames=a.queue_limit_frames, control_path=a.control)
     return 0
 
 
