@@ -115,7 +115,9 @@ class MigrationStudy(Study):
     def traces(self) -> list[tuple[str, Trace]]:
         inp = self.inputs
         return ([(f"renewable_kw:{site}", tr) for site, tr in inp.renewable_kw.items()]
-                + [(f"bandwidth_gbps:{a}->{b}", tr) for (a, b), tr in inp.bandwidth_gbps.items()])
+                + [(f"bandwidth_gbps:{a}->{b}", tr) for (a, b), tr in inp.bandwidth_gbps.items()]
+                + [(f"carbon_g_per_kwh:{site}", tr) for site, tr in inp.grid.carbon_g_per_kwh.items()]
+                + [(f"price_per_kwh:{site}", tr) for site, tr in inp.grid.price_per_kwh.items()])
 
     def describe(self) -> dict:
         return self._desc

@@ -178,8 +178,10 @@ def test_carbon_aware_moves_a_grid_job_to_the_cleaner_grid():
     dec = t["carbon_aware"]["decisions"]
     placed = dec[dec["kind"] == "place"].set_index("job_id")["dst"].to_dict()
     assert placed == {"j0": "b", "j1": "a"}
-    cands = json.loads(dec[dec["kind"] == "migrate"].iloc[0]["candidates"])
-    assert cands[0]["dst"] == "b" and cands[0]["saved_co2_kg"] > cands[0]["cost_co2_kg"]
+    moved = dec[dec["kind"] == "migrate"].iloc[0]["decision"]
+    sc = t["carbon_aware"]["candidate_scores"]
+    first = sc[(sc["decision"] == moved) & (sc["rank"] == 0)].set_index("score")
+    assert first["dst"].iloc[0] == "b" and first.loc["saved_co2_kg", "value"] > first.loc["cost_co2_kg", "value"]
 
 
 def test_carbon_aware_stays_when_the_gap_is_below_its_threshold():
@@ -285,6 +287,11 @@ def test_carbon_price_example_runs_and_reports(tmp_path):
     for s in sums.values():
         assert s["co2_kg"] > 0 and s["grid_cost"] > 0 and s["battery_discharge_kwh"] > 0
     assert sums["carbon_aware"]["co2_kg"] < sums["static"]["co2_kg"]
+    import pandas as pd
+
+    tr = pd.read_parquet(out / "traces.parquet")
+    series = set(zip(tr["quantity"], tr["site"]))
+    assert {("carbon_intensity", "paris"), ("electricity_price", "rome")} <= series
     md = (out / "comparison.md").read_text()
     assert "| CO2 kg |" in md and "| grid cost |" in md
     rep = tmp_path / "rep"
