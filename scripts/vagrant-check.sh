@@ -49,6 +49,11 @@ export VAGRANT_CHECKPOINT_DISABLE=1
 export TESTBED_VAGRANT_BOX=$BOX TESTBED_PROVISION_TESTS=0 TESTBED_VM_RESULTS="$RESULTS"
 export TESTBED_VM_CPUS=${TESTBED_VM_CPUS:-2} TESTBED_VM_MEMORY_MB=${TESTBED_VM_MEMORY_MB:-4096}
 if [ -z "${TESTBED_VM_WHEELS:-}" ] && [ -d /opt/wheels ]; then export TESTBED_VM_WHEELS=/opt/wheels; fi
+# CA certificates this host added (e.g. a TLS-inspecting proxy's): the VM's pip must trust them too
+if [ -z "${TESTBED_VM_CA_DIR:-}" ] && ls /usr/local/share/ca-certificates/*.crt >/dev/null 2>&1; then
+  export TESTBED_VM_CA_DIR=/usr/local/share/ca-certificates
+fi
+STEP=start
 
 log() { echo "[vagrant-check +$(( $(date +%s) - T0 )) s] $*"; }
 step_done() {  # step_done NAME: its wall time to times.txt
@@ -56,10 +61,15 @@ step_done() {  # step_done NAME: its wall time to times.txt
   echo "$1 $(( now - STEP_T )) s" | tee -a "$TIMES"
   STEP_T=$now
 }
+step() { STEP=$1; log "$1"; }
 
 cleanup() {
   local rc=$?
   set +e
+  if [ "$rc" != 0 ]; then
+    echo "FAILED: $STEP, after $(( $(date +%s) - STEP_T )) s in that step (exit $rc)" | tee -a "$TIMES"
+    STEP_T=$(date +%s)
+  fi
   if [ "$UP" = 1 ]; then
     log "vagrant destroy -f"
     (cd "$REPO" && vagrant destroy -f) || rc=1
@@ -77,6 +87,7 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # 1. packages
+STEP=packages
 PKGS="vagrant vagrant-libvirt libvirt-daemon-system libvirt-clients qemu-system-x86 qemu-utils dnsmasq-base debootstrap extlinux rsync e2fsprogs"
 missing=""
 for p in $PKGS; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
@@ -88,6 +99,7 @@ fi
 step_done packages
 
 # 2. libvirtd
+STEP=libvirtd
 if ! virsh -c qemu:///system uri >/dev/null 2>&1; then
   log "starting virtlogd and libvirtd (no init system runs them here)"
   for d in virtlogd libvirtd; do
@@ -104,6 +116,7 @@ fi
 step_done libvirtd
 
 # 3. the local box
+STEP=box
 PY=python3
 [ -x "$CHECKOUT/.venv/bin/python" ] && PY="$CHECKOUT/.venv/bin/python"
 if [ "$rebuild" = 1 ] || ! vagrant box list 2>/dev/null | grep -q "^$BOX "; then
@@ -126,11 +139,12 @@ fi
 cd "$REPO"
 log "commit $(git -C "$CHECKOUT" rev-parse --short HEAD); vagrant up --provider libvirt (box $BOX, driver $(ruby -e 'print File.readable?("/dev/kvm") && File.writable?("/dev/kvm") && !File.directory?("/sys/module/kvm_pvm") ? "kvm" : "qemu (software emulation)"'), $TESTBED_VM_CPUS CPUs, $TESTBED_VM_MEMORY_MB MiB)"
 UP=1
+step up-and-provision
 vagrant up --provider libvirt
 step_done up-and-provision
 
 # 5. the quick start and a test subset inside; results back through /vagrant-results
-log "quick start and tests inside the VM"
+step quickstart-and-tests
 vagrant ssh -c 'set -e; cd /vagrant
   sudo .venv/bin/testbed run scenarios/quickstart.yaml --substrate auto --out /vagrant-results/quickstart --no-progress
   sudo .venv/bin/python -m pytest -q -p no:cacheprovider tests/unit/test_feasibility.py tests/unit/test_links.py \
