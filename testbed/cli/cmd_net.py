@@ -183,6 +183,12 @@ def live_link_line(lk: dict) -> str:
     return f"link {lk['key']}: " + "; ".join(parts)
 
 
+def _asymmetric(lk: dict) -> bool:
+    """Delay, jitter or loss differ by direction (`net set --direction`): one line cannot say them."""
+    return any(lk.get(f"{k}_ab_{u}", 0) != lk.get(f"{k}_ba_{u}", 0)
+               for k, u in (("delay", "ms"), ("jitter", "ms"), ("loss", "pct")))
+
+
 def _status(args: argparse.Namespace) -> int:
     import json
 
@@ -231,7 +237,7 @@ def status_lines(states: list[dict]) -> list[str]:
         over = []
         for lk in st.get("links", []):
             cap = lk.get("capacity_mbit")
-            if "a" in lk:  # a held network changeable live: its current values, per direction
+            if _asymmetric(lk):  # changed live in one direction: its current values, per direction
                 lines.append(f"  {live_link_line(lk)}" + (f"  (machine: ~{cap:.0f} Mbit/s)" if cap else ""))
                 if cap and max(lk["rate_ab_mbit"], lk["rate_ba_mbit"]) > cap * OVER_CAPACITY_TOLERANCE:
                     over.append(lk)

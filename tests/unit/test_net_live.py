@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -127,9 +128,11 @@ def test_status_shows_live_values_per_direction():
     from testbed.cli.cmd_net import status_lines
 
     st = {"run_id": "abc123", "purpose": "net", "relays_alive": 1, "pids": [1], "sites": {},
-          "links": [{**LINK, **updated(LINK, LinkChange(bandwidth_mbit=40, direction="a->b"))}],
+          "links": [{**LINK, **updated(LINK, LinkChange(bandwidth_mbit=40, delay_ms=30, direction="a->b"))},
+                    {**LINK, "key": "rome-paris", "b": "paris", **updated(LINK, LinkChange(bandwidth_mbit=40))}],
           "replay": {"applied": 2, "changes": 4, "time_scale": 100,
                      "last": {"src": "rome", "dst": "milan", "rate_mbit": 40, "t_s": 1800.5}}}
     text = "\n".join(status_lines([st]))
-    assert "rome->milan 40 Mbit/s delay 15 ms" in text and "milan->rome 80 Mbit/s" in text
+    assert "rome->milan 40 Mbit/s delay 30 ms" in text and "milan->rome 80 Mbit/s delay 15 ms" in text
+    assert re.search(r"link rome-paris\s+40/40 Mbit/s\s+delay 15.00 ms", text)  # same both ways: one summary
     assert "replay: 2/4 changes applied" in text and "rome->milan 40 Mbit/s at t=1800.5 s" in text
