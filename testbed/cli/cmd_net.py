@@ -197,7 +197,11 @@ def _status(args: argparse.Namespace) -> int:
     out = []
     for run in state.all_runs():
         st = state.read(run) or {}
+        replay_pid = (st.get("replay") or {}).get("pid") if isinstance(st.get("replay"), dict) else None
+        st["pids"] = [p for p in st.get("pids", []) if p != replay_pid]  # the relays (the replay: below)
         st["relays_alive"] = sum(state.pid_alive(int(p)) for p in st.get("pids", []))
+        if replay_pid:
+            st["replay"]["alive"] = state.pid_alive(int(replay_pid))
         out.append(with_capacity(st, args.bench))
     if args.json:
         print(json.dumps(out, indent=2, sort_keys=True))
@@ -251,7 +255,8 @@ def status_lines(states: list[dict]) -> list[str]:
         if isinstance(rp, dict):
             last = rp.get("last") or {}
             lines.append(f"  replay: {rp.get('applied', 0)}/{rp.get('changes', 0)} changes applied"
-                         + (" (done)" if rp.get("done") else "") + f", time_scale {rp.get('time_scale')}"
+                         + (" (done)" if rp.get("done") else " (replay process gone)" if rp.get("alive") is False else "")
+                         + f", time_scale {rp.get('time_scale')}"
                          + (f", last {last['src']}->{last['dst']} {last['rate_mbit']:g} Mbit/s at t={last['t_s']:g} s"
                             if last else ""))
         if over:

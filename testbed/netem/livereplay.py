@@ -75,7 +75,13 @@ def replayer(run_id: str, changes: list[RateChange], time_scale: float, t0_monot
     live.warm()
     clock = EmulationClock(time_scale, skip_idle=False)
     clock.start((time.monotonic() - t0_monotonic) * time_scale)
-    return LinkReplayer(changes, clock, make_hook(run_id, live))
+
+    def finished() -> None:  # in the replayer's thread, when it ends: done if every change is behind it
+        if rp.error is None and (not changes or clock.now_s() >= changes[-1].t_s):
+            mark_done(run_id)
+
+    rp = LinkReplayer(changes, clock, make_hook(run_id, live), on_exit=finished)
+    return rp
 
 
 def write_changes(path: Path, changes: list[RateChange], time_scale: float, t0_monotonic: float) -> None:
@@ -98,6 +104,11 @@ def start_daemon(run_id: str, tmp_dir: str, changes: list[RateChange], time_scal
                                      "--changes", str(plan)], stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                                     start_new_session=True, close_fds=True)
             state.add(run_id, purpose="net", pids=[proc.pid])
+            with locked():
+                st = state.load(run_id)
+                if isinstance(st.get("replay"), dict):
+                    st["replay"]["pid"] = proc.pid
+                    state.write(run_id, st)
     finally:
         log.close()
     proc.returncode = 0  # not ours to reap: it outlives this process (no ResourceWarning on exit)
@@ -124,8 +135,6 @@ def main(argv: list[str] | None = None) -> int:
     if rp.error is not None:
         print(f"replay failed: {rp.error}", file=sys.stderr, flush=True)
         return 1
-    if not halt.is_set():
-        mark_done(a.run)
     return 0
 
 
