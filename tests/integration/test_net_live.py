@@ -92,10 +92,12 @@ class Iperf:
         self.client.stdout.close()
 
     def mean(self, t0: float, t1: float) -> float:
-        """Mean receiver rate over the intervals that lie within [t0, t1] (wall clock)."""
+        """The receiver rate over the intervals that lie within [t0, t1] (wall clock): their median, so
+        that one stall of this loaded machine (another process holding both cores) does not count
+        as the link's rate; a wrong rate moves every interval."""
         xs = [r for t, r in self.samples if t - INTERVAL_S >= t0 - 0.02 and t <= t1 + 0.02]
         assert xs, f"no iperf3 interval within [{t0}, {t1}]"
-        return statistics.fmean(xs)
+        return statistics.median(xs)
 
     def step_time(self, hi: float, lo: float, after: float) -> float:
         """When the rate stepped from ``hi`` down to ``lo``: the first interval (after ``after``) below
