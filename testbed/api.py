@@ -308,7 +308,9 @@ class Results:
         return order + [d for d in found if d not in order]
 
     def _summary_of(self, label: str) -> dict:
-        return json.loads((self.path / label / "summary.json").read_text(encoding="utf-8"))
+        from testbed.analysis.names import current
+
+        return current(json.loads((self.path / label / "summary.json").read_text(encoding="utf-8")))
 
     @cached_property
     def _summaries(self) -> dict[str, dict]:

@@ -22,6 +22,7 @@ from testbed.netem import state
 from testbed.netem.naming import new_run_id
 from testbed.recorder.manifest import ORIGINAL_COPY, build_manifest
 from testbed.recorder.out_dir import default_out_dir
+from testbed.recorder.tables import tidy_traces
 from testbed.recorder.writer import atomic_dir, check_out_dir, partial_dir, write_json, write_table
 from testbed.spec.load import LoadedScenario
 from testbed.studies import Study, study_for
@@ -60,9 +61,10 @@ def _say_wall_time(loaded: LoadedScenario, inputs) -> None:
         print(est.warning(), file=sys.stderr)
 
 
-def traces_table(study: Study) -> pd.DataFrame:
-    """Every input trace the study used, one ``series`` per trace."""
-    return pd.concat([tr.to_frame().assign(series=name) for name, tr in study.traces()], ignore_index=True)
+def traces_table(study: Study, start) -> pd.DataFrame:
+    """Every input trace the study used, long: one row per sample with ``t_s``, UTC ``time``, ``site`` or
+    ``link``, ``quantity``, ``unit`` and ``value`` (testbed.recorder.tables.tidy_traces)."""
+    return tidy_traces([(name, tr.to_frame()) for name, tr in study.traces()], start)
 
 
 def run_scenario(loaded: LoadedScenario, *, out_dir: Path | None = None, substrate: str = "sim",
@@ -107,7 +109,7 @@ def run_scenario(loaded: LoadedScenario, *, out_dir: Path | None = None, substra
         cmp, markdown = study.compare(summaries, tmp)
         write_json(tmp / "comparison.json", cmp)
         (tmp / "comparison.md").write_text(markdown, encoding="utf-8")
-        write_table(tmp / "traces.parquet", traces_table(study))
+        write_table(tmp / "traces.parquet", traces_table(study, inputs.scenario.start))
         (tmp / "scenario.yaml").write_text(loaded.text, encoding="utf-8")
         kept = None
         if original is not None:

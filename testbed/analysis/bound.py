@@ -6,7 +6,7 @@ For one run's time series (per site and step: ``demand_kwh``, ``renewable_availa
 
 It is the non-renewable energy this run's demand needs even if every site's renewable power could
 feed any site's load at no cost (free, instant migrations). Since a sum of positive parts is at
-least the positive part of the sum, every run's ``non_renewable_kwh`` is at or above its own bound.
+least the positive part of the sum, every run's ``grid_kwh`` is at or above its own bound.
 Applied to static's demand it bounds what *placement alone* can save against static:
 ``attainable_reduction = 1 - bound(static) / non_renewable(static)``. A policy that also shifts
 work in time (waiting for renewables) changes the demand itself and is not bounded by it.
@@ -25,8 +25,8 @@ def pooled_bound_kwh(ts: pd.DataFrame) -> float:
     return float((per_step["demand_kwh"] - per_step["renewable_available_kwh"]).clip(lower=0.0).sum())
 
 
-def attainable_reduction(static_non_renewable_kwh: float, static_bound_kwh: float) -> float | None:
+def attainable_reduction(static_grid_kwh: float, static_bound_kwh: float) -> float | None:
     """The largest fractional cut of static's non-renewable energy placement alone can make."""
-    if not static_non_renewable_kwh > 0:
+    if not static_grid_kwh > 0:
         return None
-    return 1.0 - static_bound_kwh / static_non_renewable_kwh
+    return 1.0 - static_bound_kwh / static_grid_kwh

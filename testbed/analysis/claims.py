@@ -80,7 +80,7 @@ def policy_table(runs: list) -> pd.DataFrame:
         labels = list(dict.fromkeys(lb for c in comps for lb, r in c["policies"].items() if r.get("policy") != "static"))
         for lb in labels:
             row = {"scenario": scenario, "substrate": substrate, "cell": cell or "-", "policy": lb}
-            for metric, name in (("non_renewable_kwh", "non-renewable vs static"), ("mean_jct_common_h", "JCT vs static")):
+            for metric, name in (("grid_kwh", "grid energy vs static"), ("mean_jct_common_h", "JCT vs static")):
                 a, b = _change(comps, lb, metric)
                 ci, test = t_interval(_pct(a, b)), paired_test(a, b)
                 row["seeds"] = 0 if ci is None else ci.n

@@ -26,13 +26,13 @@ def pct_change(x: float | None, ref: float | None) -> float | None:
 
 def common_mean_jct_h(jobs: dict[str, pd.DataFrame], labels: list[str]) -> dict[str, float | None]:
     """Mean JCT over the jobs that *every* policy completed, so unfinished jobs bias no one."""
-    done_sets = [set(jobs[lb].loc[jobs[lb]["status"] == "done", "job_id"]) for lb in labels]
+    done_sets = [set(jobs[lb].loc[jobs[lb]["status"] == "completed", "job_id"]) for lb in labels]
     common = set.intersection(*done_sets) if done_sets else set()
     out: dict[str, float | None] = {}
     for lb in labels:
         df = jobs[lb]
         sel = df[df["job_id"].isin(common)]
-        out[lb] = float(sel["jct_h"].mean()) if len(sel) else None
+        out[lb] = float(sel["jct_s"].mean()) / 3600.0 if len(sel) else None
     return out
 
 
@@ -43,7 +43,7 @@ SIGNIFICANCE = 0.05  # two-sided level of the paired test vs static
 # (key, claim, paper's text, paper's value, policy, metric in comparison.json's policy rows).
 PAPER_CLAIMS = (
     ("nonrenewable_fa", "Feasibility-aware: non-renewable energy vs Static", "-52 %",
-     PAPER["nonrenewable_fa_vs_static_pct"], "feasibility_aware", "non_renewable_kwh"),
+     PAPER["nonrenewable_fa_vs_static_pct"], "feasibility_aware", "grid_kwh"),
     ("jct_fa", "Feasibility-aware: mean JCT vs Static", "-18 %", PAPER["jct_fa_vs_static_pct"],
      "feasibility_aware", "mean_jct_common_h"),
     ("jct_eo", "Energy-only: mean JCT vs Static", "+35 %", PAPER["jct_eo_vs_static_pct"], "energy_only",
@@ -127,9 +127,9 @@ def compare(summaries: dict[str, dict], jobs: dict[str, pd.DataFrame], paper: tu
         rows[lb] = {
             **s,
             "mean_jct_common_h": jct_common[lb],
-            "non_renewable_change_vs_static_pct": pct_change(s["non_renewable_kwh"], ref and ref["non_renewable_kwh"]),
-            "non_renewable_per_gpu_h_change_vs_static_pct": pct_change(
-                s["non_renewable_kwh_per_gpu_h"], ref and ref["non_renewable_kwh_per_gpu_h"]
+            "grid_change_vs_static_pct": pct_change(s["grid_kwh"], ref and ref["grid_kwh"]),
+            "grid_per_gpu_h_change_vs_static_pct": pct_change(
+                s["grid_kwh_per_gpu_h"], ref and ref["grid_kwh_per_gpu_h"]
             ),
             "mean_jct_change_vs_static_pct": pct_change(jct_common[lb], jct_common[static]) if static else None,
         }
@@ -143,7 +143,7 @@ def compare(summaries: dict[str, dict], jobs: dict[str, pd.DataFrame], paper: tu
             return out
     for key, text, paper_text, value, policy, metric in PAPER_CLAIMS:
         lb = _first(summaries, policy)
-        change = "non_renewable_change_vs_static_pct" if metric == "non_renewable_kwh" else "mean_jct_change_vs_static_pct"
+        change = "grid_change_vs_static_pct" if metric == "grid_kwh" else "mean_jct_change_vs_static_pct"
         measured = rows[lb][change] if lb and static else None
         out["claims"].append({
             "claim": text, "paper": paper_text, "key": key,
@@ -174,13 +174,13 @@ def _fmt(x, digits: int = 2) -> str:
 
 def comparison_markdown(cmp: dict, *, title: str, notes: list[str]) -> str:
     cols = [
-        ("non_renewable_kwh", "non-renewable kWh", 1), ("renewable_kwh", "renewable kWh", 1),
+        ("grid_kwh", "grid kWh", 1), ("renewable_kwh", "renewable kWh", 1),
         ("renewable_fraction", "renewable share", 3), ("mean_jct_h", "mean JCT h", 2),
         ("mean_jct_common_h", "mean JCT h (common jobs)", 2), ("p95_jct_h", "p95 JCT h", 2),
         ("jobs_completed", "jobs done", 0), ("migrations", "migrations", 0),
         ("migrations_overran", "overran budget", 0), ("migrations_outside_window", "outside window", 0),
         ("migration_overhead_frac", "overhead frac", 4),
-        ("non_renewable_change_vs_static_pct", "non-renew. vs static %", 1),
+        ("grid_change_vs_static_pct", "grid kWh vs static %", 1),
         ("mean_jct_change_vs_static_pct", "JCT vs static %", 1),
     ]
     present = [r for r in cmp["policies"].values()]

@@ -42,7 +42,7 @@ def jct_cdf(jobs: dict[str, pd.DataFrame], path: Path, title: str) -> Path:
     ax = fig.subplots()
     styles = ["-", "--", "-.", ":"]
     for i, (label, df) in enumerate(jobs.items()):
-        jct = np.sort(df.loc[df["status"] == "done", "jct_h"].to_numpy(dtype=float))
+        jct = np.sort(df.loc[df["status"] == "completed", "jct_s"].to_numpy(dtype=float)) / 3600.0
         if jct.size == 0:
             continue
         y = np.arange(1, jct.size + 1) / len(df)
@@ -61,12 +61,12 @@ def jct_cdf(jobs: dict[str, pd.DataFrame], path: Path, title: str) -> Path:
 def energy_by_policy(summaries: dict[str, dict], path: Path, title: str) -> Path:
     labels = list(summaries)
     ren = [summaries[lb]["renewable_kwh"] for lb in labels]
-    grid = [summaries[lb]["non_renewable_kwh"] for lb in labels]
+    grid = [summaries[lb]["grid_kwh"] for lb in labels]
     fig = Figure(figsize=(7, 4), layout="constrained")
     ax = fig.subplots()
     x = np.arange(len(labels))
     ax.bar(x, ren, color="#4caf50", label="renewable")
-    ax.bar(x, grid, bottom=ren, color="#9e9e9e", label="non-renewable")
+    ax.bar(x, grid, bottom=ren, color="#9e9e9e", label="grid")
     for i, (r, g) in enumerate(zip(ren, grid)):
         ax.text(i, r + g, f"{g:.0f} kWh grid", ha="center", va="bottom", fontsize=8)
     ax.set_xticks(x, labels)

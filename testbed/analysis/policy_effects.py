@@ -24,7 +24,7 @@ from testbed.analysis.markdown import md_table
 from testbed.stats import paired_test, t_interval
 
 PAPER_NON_RENEWABLE_PCT = -52.0
-SPLIT_METRICS = (("non_renewable_kwh", "non-renewable kWh"), ("mean_jct_h", "mean JCT h"),
+SPLIT_METRICS = (("grid_kwh", "grid kWh"), ("mean_jct_h", "mean JCT h"),
                  ("migrations_overran", "overran"), ("migrations", "migrations"))
 
 
@@ -55,17 +55,17 @@ def availability_table(sums: pd.DataFrame, param: str) -> pd.DataFrame:
         static = g[g["policy"] == "static"].set_index(["cell", "seed"])
         if static.empty:
             continue
-        nonren = static["non_renewable_kwh"].astype(float)
-        bound = static["pooled_bound_non_renewable_kwh"].astype(float) if "pooled_bound_non_renewable_kwh" in static \
+        nonren = static["grid_kwh"].astype(float)
+        bound = static["pooled_bound_grid_kwh"].astype(float) if "pooled_bound_grid_kwh" in static \
             else pd.Series(np.nan, index=static.index)
         with np.errstate(divide="ignore", invalid="ignore"):
             most = (-100.0 * (1.0 - bound / nonren)).where(nonren > 0)
         iv = t_interval(most)
         row = {"substrate": substrate, "renewable capacity (kW per site)": level, "seeds": len(static),
-               "static non-renewable kWh": _ci(nonren, "{:.0f}"), "pooled bound kWh": _ci(bound, "{:.0f}"),
+               "static grid kWh": _ci(nonren, "{:.0f}"), "pooled bound kWh": _ci(bound, "{:.0f}"),
                "most placement can save vs static (%)": _ci(most)}
         for label, pg in g[g["policy"] != "static"].groupby("label", sort=True):
-            a = pg.set_index(["cell", "seed"])["non_renewable_kwh"].astype(float)
+            a = pg.set_index(["cell", "seed"])["grid_kwh"].astype(float)
             common = a.index.intersection(nonren.index)
             with np.errstate(divide="ignore", invalid="ignore"):
                 row[f"{label} vs static (%)"] = _ci(100.0 * (a[common] - nonren[common]) / nonren[common])
@@ -91,11 +91,11 @@ def availability_plot(sums: pd.DataFrame, param: str, path: Path) -> None:
         static = g[g["policy"] == "static"].set_index(["_level", "cell", "seed"])
         levels = sorted(set(g["_level"]))
         series = {"most placement alone can save (pooled bound)": static.eval(
-            "-100 * (1 - pooled_bound_non_renewable_kwh / non_renewable_kwh)")}
+            "-100 * (1 - pooled_bound_grid_kwh / grid_kwh)")}
         for label, pg in g[g["policy"] != "static"].groupby("label", sort=True):
-            a = pg.set_index(["_level", "cell", "seed"])["non_renewable_kwh"].astype(float)
+            a = pg.set_index(["_level", "cell", "seed"])["grid_kwh"].astype(float)
             common = a.index.intersection(static.index)
-            series[label] = 100.0 * (a[common] - static.loc[common, "non_renewable_kwh"]) / static.loc[common, "non_renewable_kwh"]
+            series[label] = 100.0 * (a[common] - static.loc[common, "grid_kwh"]) / static.loc[common, "grid_kwh"]
         markers = "osD^v<>p*h"
         for i, (name, s) in enumerate(series.items()):
             ivs = [t_interval(s.xs(lv, level=0)) if lv in s.index.get_level_values(0) else None for lv in levels]
@@ -109,7 +109,7 @@ def availability_plot(sums: pd.DataFrame, param: str, path: Path) -> None:
         ax.set_xscale("log")
         ax.set_xticks(levels, [f"{lv:g}" for lv in levels])
         ax.set_xlabel("renewable capacity per site (kW, peak)")
-        ax.set_ylabel("non-renewable energy vs static (%)")
+        ax.set_ylabel("grid energy vs static (%)")
         ax.set_title(f"{substrate}: saving vs static, and the most placement can save\n(mean and 95 % CI over seeds)",
                      fontsize=10)
         ax.grid(alpha=0.3)

@@ -22,7 +22,7 @@ from testbed.analysis import calibration, claims, federated_claims, grid_report,
 from testbed.analysis import validation as v
 from testbed.analysis.markdown import md_table as _md_table
 
-METRICS = ("non_renewable_kwh", "renewable_kwh", "mean_jct_h", "jobs_completed", "migrations", "migrations_overran",
+METRICS = ("grid_kwh", "renewable_kwh", "mean_jct_h", "jobs_completed", "migrations", "migrations_overran",
            "migration_overhead_frac")
 
 

@@ -69,8 +69,8 @@ def energy_by_site(ts: pd.DataFrame) -> pd.DataFrame:
 
 def summarize(tables: dict[str, pd.DataFrame], *, policy: str, label: str) -> dict:
     ts, jobs, migs = tables["timeseries"], tables["jobs"], tables["migrations"]
-    done = jobs[jobs["status"] == "done"] if len(jobs) else jobs
-    jct = done["jct_h"].to_numpy(dtype=float) if len(done) else np.array([])
+    done = jobs[jobs["status"] == "completed"] if len(jobs) else jobs
+    jct = done["jct_s"].to_numpy(dtype=float) / 3600.0 if len(done) else np.array([])
     finished = migs[migs["status"] != "unfinished"] if len(migs) else migs
     busy_s = float(jobs["running_s"].sum() + jobs["migrating_s"].sum()) if len(jobs) else 0.0
     work_done = float((jobs["work_gpu_h"] - jobs["work_left_gpu_h"]).sum()) if len(jobs) else 0.0
@@ -80,8 +80,8 @@ def summarize(tables: dict[str, pd.DataFrame], *, policy: str, label: str) -> di
     return {
         "policy": policy,
         "label": label,
-        "non_renewable_kwh": non_ren,
-        "pooled_bound_non_renewable_kwh": pooled_bound_kwh(ts),  # what no placement of this demand avoids
+        "grid_kwh": non_ren,
+        "pooled_bound_grid_kwh": pooled_bound_kwh(ts),  # what no placement of this demand avoids
         "renewable_kwh": float(ts["renewable_used_kwh"].sum()),
         "total_kwh": float(ts["demand_kwh"].sum()),
         "renewable_available_kwh": float(ts["renewable_available_kwh"].sum()),
@@ -95,13 +95,13 @@ def summarize(tables: dict[str, pd.DataFrame], *, policy: str, label: str) -> di
         "capped_node_h": _capped_node_h(ts),
         "renewable_fraction": _f(green / ts["demand_kwh"].sum()) if len(ts) else None,
         "work_done_gpu_h": work_done,
-        "non_renewable_kwh_per_gpu_h": non_ren / work_done if work_done > 0 else None,
+        "grid_kwh_per_gpu_h": non_ren / work_done if work_done > 0 else None,
         "jobs_total": int(len(jobs)),
         "jobs_completed": int(len(done)),
         "mean_jct_h": _f(jct.mean()) if jct.size else None,
         "median_jct_h": _f(np.median(jct)) if jct.size else None,
         "p95_jct_h": _f(np.percentile(jct, 95)) if jct.size else None,
-        "mean_queue_wait_h": _f(jobs["queue_wait_h"].mean()) if len(jobs) else None,
+        "mean_queue_wait_h": _f(jobs["queue_wait_s"].mean() / 3600.0) if len(jobs) else None,
         "migrations": int(len(migs)),
         "migrations_completed": int((migs["status"] == "completed").sum()) if len(migs) else 0,
         "migrations_unfinished": int((migs["status"] == "unfinished").sum()) if len(migs) else 0,
@@ -109,6 +109,6 @@ def summarize(tables: dict[str, pd.DataFrame], *, policy: str, label: str) -> di
         "migrations_overran": int(finished["overran"].astype(bool).sum()) if len(finished) else 0,
         "migrations_outside_window": int((~finished["completed_in_window"].astype(bool)).sum()) if len(finished) else 0,
         "migration_overhead_frac": float(jobs["migrating_s"].sum()) / busy_s if busy_s > 0 else 0.0,
-        "max_breakeven_min": _f(migs["predicted_breakeven_min"].max()) if len(migs) else None,
+        "max_breakeven_min": _f(migs["predicted_breakeven_s"].max() / 60.0) if len(migs) else None,
         **grid_signal_metrics(ts),
     }

@@ -24,6 +24,7 @@ from matplotlib.figure import Figure
 
 from testbed.analysis import degradation
 from testbed.analysis.outcomes import outcome_s
+from testbed.analysis.names import current
 from testbed.errors import TestbedError
 from testbed.feasibility import TCP_EFFICIENCY_MTU1500
 
@@ -88,7 +89,7 @@ def gather(runs: list[Run]) -> tuple[pd.DataFrame, pd.DataFrame]:
                 **{f"param:{k}": (json.dumps(v, sort_keys=True) if isinstance(v, (list, dict)) else v)
                    for k, v in run.params.items()}}
         for label in _policies(run):
-            s = json.loads((run.path / label / "summary.json").read_text())
+            s = current(json.loads((run.path / label / "summary.json").read_text()))  # today's names
             sums.append({**meta, **s, "label": label})
             m = pd.read_parquet(run.path / label / "migrations.parquet")
             if len(m):
@@ -332,7 +333,7 @@ def by_level_plot(sums: pd.DataFrame, param: str, path: Path, title: str, split:
     step = 0.025 * span
     for col, sv in enumerate(splits):
         part = sums if sv is None else sums[sums[split] == sv]
-        for row, (metric, lab) in enumerate((("non_renewable_kwh", "non-renewable energy vs static (%)"),
+        for row, (metric, lab) in enumerate((("grid_kwh", "grid energy vs static (%)"),
                                              ("mean_jct_h", "mean JCT vs static (%)"))):
             ax = axes[row, col]
             if not len(ref):

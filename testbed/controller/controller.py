@@ -44,7 +44,7 @@ class Controller:
              for s in sc.sites],
             sc.power.p_sys_kw,
         )
-        self.run_log = RunLog(policy.label)
+        self.run_log = RunLog(policy.label, start=inputs.scenario.start)
 
     def _record_for(self, move: Move, now_s: float) -> MigrationRecord:
         sc, inp = self.inputs.scenario, self.inputs

@@ -12,7 +12,6 @@ forecasts. Moves a policy plans in this round are reflected at once (free nodes,
 
 from __future__ import annotations
 
-import json
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -277,11 +276,11 @@ class DecisionRecord:
     candidates: tuple[Candidate, ...] = ()
 
     def row(self) -> dict:
-        """One row of ``decisions.parquet``; ``candidates`` as compact JSON with sorted keys."""
+        """One row of ``decisions.parquet`` (its candidates are rows of ``candidates.parquet``, see
+        :class:`testbed.controller.run_log.RunLog`)."""
         return {
             "t_s": self.t_s, "policy": self.policy, "kind": self.kind, "job_id": self.job_id, "src": self.src,
             "dst": self.dst, "reason": self.reason, "n_candidates": self.n_candidates, "n_feasible": self.n_feasible,
-            "candidates": json.dumps([c.row() for c in self.candidates], sort_keys=True, separators=(",", ":")),
         }
 
 

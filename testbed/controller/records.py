@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 from testbed.feasibility import Prediction
+from testbed.recorder.tables import dtypes_of
 from testbed.substrate.base import MigrationOutcome
 
 
@@ -24,7 +25,7 @@ _PREDICTION_COLUMNS = {
     "predicted_feasibility_class": "nominal_class",
     "predicted_paper_class": "paper_class",
     "predicted_e_cost_kwh": "e_cost_kwh",
-    "predicted_breakeven_min": "breakeven_min",
+    "predicted_breakeven_s": "breakeven_min",  # x 60: every duration of the table in seconds
     "p_window_ok": "p_window_ok",
     "predicted_risk_feasible": "risk_feasible",
     "predicted_alpha": "alpha",
@@ -36,6 +37,7 @@ def prediction_columns(p: Prediction) -> dict:
     """A prediction as ``migrations.parquet`` columns."""
     row = {column: getattr(p, attr) for column, attr in _PREDICTION_COLUMNS.items()}
     row["predicted_corrections"] = ",".join(p.corrections)
+    row["predicted_breakeven_s"] = 60.0 * p.breakeven_min
     return row
 
 
@@ -123,3 +125,14 @@ class MigrationRecord:
 
 MIGRATION_COLUMNS = [f.name for f in fields(MigrationRecord) if f.name != "predicted"] + list(_PREDICTION_COLUMNS)
 """The columns of ``migrations.parquet``, in order."""
+
+
+def _prediction_dtypes() -> dict[str, str]:
+    attrs = dtypes_of(Prediction)
+    out = {column: attrs.get(attr, "float64") for column, attr in _PREDICTION_COLUMNS.items()}
+    out.update(predicted_corrections="str", predicted_breakeven_s="float64")
+    return out
+
+
+MIGRATION_DTYPES = {**dtypes_of(MigrationRecord, skip=("predicted",)), **_prediction_dtypes()}
+"""The dtype of every column of ``migrations.parquet`` (the same whether or not a value was measured)."""

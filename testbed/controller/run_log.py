@@ -7,19 +7,25 @@ Writing files is the results directory's job (:mod:`testbed.recorder`); this onl
 from __future__ import annotations
 
 from dataclasses import fields
+from datetime import datetime
 
 import pandas as pd
 
 from testbed.controller.cluster import Cluster, SiteEnergy, Status
 from testbed.controller.policy_api import DecisionRecord
-from testbed.controller.records import MIGRATION_COLUMNS, MigrationRecord
+from testbed.controller.records import MIGRATION_COLUMNS, MIGRATION_DTYPES, MigrationRecord
 from testbed.power.caps import POWER_MEASURED, POWER_MODEL, CapReport, Enforcement, JobCap
+from testbed.recorder.tables import dtypes_of, typed, with_policy, with_time
 
 
 class RunLog:
-    def __init__(self, label: str):
+    def __init__(self, label: str, start: datetime | None = None):
+        """``start``: the scenario's absolute start; every ``t_s`` gets a UTC ``time`` beside it."""
         self.label = label
+        self.start = start
         self._decisions: list[dict] = []
+        self._candidates: list[dict] = []
+        self._scores: list[dict] = []
         self._migrations: list[dict] = []
         self._steps: list[dict] = []
         self._jobs: list[dict] = []
@@ -27,7 +33,18 @@ class RunLog:
         self._power_at: dict[tuple[float, str], dict] = {}
 
     def decision(self, rec: DecisionRecord) -> None:
-        self._decisions.append(rec.row())
+        """One decision row (numbered ``decision``); its candidates go to the ``candidates`` table and
+        their scores, by name, to ``candidate_scores``, both keyed by that number."""
+        n = len(self._decisions)
+        self._decisions.append({"decision": n, **rec.row()})
+        for rank, cand in enumerate(rec.candidates):
+            row = cand.row()
+            self._candidates.append({
+                "decision": n, "rank": rank, "t_s": rec.t_s, "job_id": rec.job_id, "src": rec.src, "dst": cand.dst,
+                **{k: row.get(k) for k in ("bandwidth_gbps", "window_s", "total_s", "budget_s", "eq1_ok", "eq2_ok")},
+                "feasibility_class": row.get("class"), "chosen": cand.dst == rec.dst})
+            self._scores += [{"decision": n, "rank": rank, "dst": cand.dst, "score": name, "value": float(value)}
+                             for name, value in cand.scores]
 
     def migration(self, rec: MigrationRecord) -> None:
         self._migrations.append(rec.row())
@@ -94,10 +111,11 @@ class RunLog:
             done = job.status is Status.DONE
             self._jobs.append({
                 "job_id": s.id, "family": s.family, "origin": s.origin, "final_site": job.site,
-                "checkpoint_gb": s.checkpoint_gb, "work_gpu_h": s.work_gpu_h, "status": job.status.value,
+                "checkpoint_gb": s.checkpoint_gb, "work_gpu_h": s.work_gpu_h,
+                "status": JOB_COMPLETED if done else job.status.value,
                 "arrival_s": s.arrival_s, "started_s": job.started_s, "finished_s": job.finished_s,
-                "jct_h": (job.finished_s - s.arrival_s) / 3600.0 if done else None,
-                "queue_wait_h": ((job.started_s if job.started_s is not None else horizon_s) - s.arrival_s) / 3600.0,
+                "jct_s": job.finished_s - s.arrival_s if done else None,
+                "queue_wait_s": (job.started_s if job.started_s is not None else horizon_s) - s.arrival_s,
                 "work_left_gpu_h": job.work_left_gpu_h, "running_s": job.running_s, "migrating_s": job.migrating_s,
                 "waiting_s": job.waiting_s,
                 "n_migrations": job.n_migrations, "energy_kwh": job.energy_kwh, "renewable_kwh": job.renewable_kwh,
@@ -107,18 +125,40 @@ class RunLog:
             })
 
     def tables(self) -> dict[str, pd.DataFrame]:
-        return {
+        """The run's tables, every one with its ``policy`` column and typed columns (docs/outputs.md)."""
+        tables = {
             "timeseries": pd.DataFrame(self._steps),
             "migrations": pd.DataFrame(self._migrations, columns=MIGRATION_COLUMNS if not self._migrations else None),
             "decisions": pd.DataFrame(self._decisions, columns=_DECISION_COLUMNS if not self._decisions else None),
+            "candidates": pd.DataFrame(self._candidates, columns=list(_CANDIDATE_DTYPES)),
+            "candidate_scores": pd.DataFrame(self._scores, columns=list(_SCORE_DTYPES)),
             "jobs": pd.DataFrame(self._jobs),
             "power": pd.DataFrame(self._power, columns=_POWER_COLUMNS if not self._power else None),
         }
+        dtypes = {"migrations": MIGRATION_DTYPES, "decisions": _DECISION_DTYPES, "candidates": _CANDIDATE_DTYPES,
+                  "candidate_scores": _SCORE_DTYPES, "jobs": _JOB_DTYPES, "power": _POWER_DTYPES}
+        out = {name: with_policy(typed(df, dtypes.get(name, {})), self.label) for name, df in tables.items()}
+        if self.start is not None:
+            out = {name: with_time(df, self.start) for name, df in out.items()}
+            out["migrations"] = with_time(out["migrations"], self.start, offset="t_decision_s", name="time_decision")
+        return out
 
+
+# a job that ran to its end: the migrations' word for it too (the scheduler's Status.DONE)
+JOB_COMPLETED = "completed"
 
 _POWER_COLUMNS = [
     "t_s", "site", "job_id", "cap_requested_w", "cap_w", "cap_enforced_w", "throughput_frac_model",
     "throughput_frac_enforced", "gpu_draw_model_w", "gpu_power_w", "gpu_power_basis", "backend", "throttle",
     "detail",
 ]
-_DECISION_COLUMNS = [f.name for f in fields(DecisionRecord)]
+_POWER_DTYPES = {c: "str" for c in ("site", "job_id", "gpu_power_basis", "backend", "throttle", "detail")}
+_DECISION_COLUMNS = ["decision"] + [f.name for f in fields(DecisionRecord) if f.name != "candidates"]
+_DECISION_DTYPES = {"decision": "int64", **dtypes_of(DecisionRecord)}
+_CANDIDATE_DTYPES = {
+    "decision": "int64", "rank": "int64", "t_s": "float64", "job_id": "str", "src": "str", "dst": "str",
+    "bandwidth_gbps": "float64", "window_s": "float64", "total_s": "float64", "budget_s": "float64",
+    "eq1_ok": "boolean", "eq2_ok": "boolean", "feasibility_class": "str", "chosen": "bool",
+}
+_SCORE_DTYPES = {"decision": "int64", "rank": "int64", "dst": "str", "score": "str", "value": "float64"}
+_JOB_DTYPES = {"started_s": "float64", "finished_s": "float64", "jct_s": "float64", "final_site": "str"}

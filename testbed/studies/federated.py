@@ -12,6 +12,7 @@ with a list of k also gets ``static_k/summary.json``, its best k's); the compari
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import sys
 from pathlib import Path
@@ -30,6 +31,7 @@ from testbed.federated.policies.static_k import StaticKPolicy
 from testbed.inputs import Inputs
 from testbed.power.factory import backend_for
 from testbed.power.model_caps import NAME as MODEL_BACKEND
+from testbed.recorder.tables import typed, with_policy, with_time
 from testbed.recorder.writer import write_json, write_table
 from testbed.seeding import pick_seed
 from testbed.spec.federated_checks import participants
@@ -135,8 +137,12 @@ class FederatedStudy(Study):
             m = sdf[sdf["comm_measured"]]
             summary["comm_measured_over_modelled"] = float(
                 (m["down_s"] + m["up_s"]).sum() / (m["down_pred_s"] + m["up_pred_s"]).sum())
-        write_table(folder / "rounds.parquet", rdf)
-        write_table(folder / "sites.parquet", sdf)
+        start = self.sc.start
+        written = with_time(with_time(rdf.drop(columns=["candidates"], errors="ignore"), start, "t_start_s", "time_start"),
+                            start, "t_end_s", "time_end")
+        write_table(folder / "rounds.parquet", with_policy(written, pol.label))
+        write_table(folder / "sites.parquet", with_policy(sdf, pol.label))
+        write_table(folder / "candidates.parquet", with_policy(candidates_table(rdf), pol.label))
         write_json(folder / "summary.json", _finite(summary))
         self._rounds[pol.label] = rdf
         if self.progress:
@@ -192,6 +198,18 @@ def _best_static_summaries(tmp: Path, specs, summaries: dict[str, dict]) -> None
                                         -r["final_accuracy"]))
         (tmp / label).mkdir(exist_ok=True)
         write_json(tmp / label / "summary.json", _finite({**best, "label": label, "best_of": [r["label"] for r in runs]}))
+
+
+def candidates_table(rounds: pd.DataFrame) -> pd.DataFrame:
+    """What the policy weighed each round (the rounds' ``candidates``, JSON lists of dicts), long: one row
+    per round, candidate (``rank``, in the policy's order) and number (``name``, ``value``)."""
+    rows = []
+    for r, text in zip(rounds.get("round", []), rounds.get("candidates", [])):
+        for rank, cand in enumerate(json.loads(text) if isinstance(text, str) and text else []):
+            rows += [{"round": int(r), "rank": rank, "name": str(k), "value": float(v)} for k, v in cand.items()
+                     if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    return typed(pd.DataFrame(rows, columns=["round", "rank", "name", "value"]),
+                 {"round": "int64", "rank": "int64", "name": "str", "value": "float64"})
 
 
 def _finite(x):

@@ -31,7 +31,7 @@ from testbed.substrate.registry import SubstrateUnavailable, substrate_unavailab
 from testbed.traces.base import Trace
 
 NOTES = [
-    "non-renewable kWh: energy drawn beyond the site's renewable power in each step (compute, transfers at "
+    "grid kWh: energy drawn beyond the site's renewable power (and battery) in each step (compute, transfers at "
     "P_sys split between both ends, idle nodes).",
     "mean JCT (common jobs): over jobs that every policy completed; changes vs static use this column.",
     "overran budget: actual migration time >= alpha x the TRUE remaining window at the destination (Eq. 1 violated "

@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from testbed.analysis.names import RENAMED, current
 from testbed.errors import SpecError
 from testbed.spec.policies import policy_label
 from testbed.sweep.plan import SweepPlan, Trial
@@ -46,7 +47,7 @@ def _summaries(out: Path, trial: Trial) -> list[dict]:
     rows = []
     for spec in trial.cell.loaded.scenario.policies:
         path = out / trial.rel_dir / policy_label(spec) / "summary.json"
-        rows.append(json.loads(path.read_text(encoding="utf-8")))
+        rows.append(current(json.loads(path.read_text(encoding="utf-8"))))  # written before a rename: today's names
     return rows
 
 
@@ -63,7 +64,9 @@ def _metric_names(summaries: list[dict], wanted: list[str] | None, sweep_file: s
         return list(wanted)
     problems = []
     for i, m in enumerate(wanted):
-        if m not in numeric:
+        if m not in numeric and m in RENAMED:
+            problems.append((f"{sweep_file}: metrics[{i}]", f"{m!r} is now called {RENAMED[m]!r}"))
+        elif m not in numeric:
             problems.append((f"{sweep_file}: metrics[{i}]", f"no summary column {m!r} (known: {', '.join(sorted(numeric))})"))
         elif not numeric[m]:
             problems.append((f"{sweep_file}: metrics[{i}]", f"summary column {m!r} is not numeric"))

@@ -64,19 +64,19 @@ def test_overhead_is_never_reproduced_without_a_migration():
 
 
 def summary(policy: str, non_ren: float, migrations: int = 3, overhead: float = 0.001) -> dict:
-    return {"policy": policy, "label": policy, "non_renewable_kwh": non_ren, "non_renewable_kwh_per_gpu_h": None,
+    return {"policy": policy, "label": policy, "grid_kwh": non_ren, "grid_kwh_per_gpu_h": None,
             "migrations": migrations, "migration_overhead_frac": overhead, "max_breakeven_min": 2.0}
 
 
 def jobs(jct: float) -> pd.DataFrame:
-    return pd.DataFrame({"job_id": ["a", "b"], "status": ["done", "done"], "jct_h": [jct, jct]})
+    return pd.DataFrame({"job_id": ["a", "b"], "status": ["completed", "completed"], "jct_s": [3600.0 * jct, 3600.0 * jct]})
 
 
 def test_one_run_of_a_user_scenario_gets_no_claims_and_one_paper_run_no_verdict():
     sums = {"static": summary("static", 100.0, 0), "feasibility_aware": summary("feasibility_aware", 50.0, 0)}
     js = {"static": jobs(10.0), "feasibility_aware": jobs(9.0)}
     user = compare(sums, js, paper=(False, "3 sites (the paper's setup has 5)"))
-    assert user["claims"] == [] and user["policies"]["feasibility_aware"]["non_renewable_change_vs_static_pct"] == -50
+    assert user["claims"] == [] and user["policies"]["feasibility_aware"]["grid_change_vs_static_pct"] == -50
     one = {c["key"]: c for c in compare(sums, js, paper=(True, "ok"))["claims"]}
     assert one["nonrenewable_fa"]["verdict"] == "not enough seeds (n=1<10)"
     assert one["nonrenewable_fa"]["measured_value"] == pytest.approx(-50.0)
@@ -121,7 +121,7 @@ def test_every_scenario_gets_the_policy_comparison_over_seeds(tmp_path):
     runs = fake_runs(tmp_path, 12, -51.0, paper, "many") + fake_runs(tmp_path, 4, -10.0, resolved("quickstart.yaml"), "u")
     table = claims.policy_table(runs).set_index(["scenario", "policy"])
     user = table.loc[("quickstart", "feasibility_aware")]
-    assert user["seeds"] == 4 and -14 < float(user["non-renewable vs static"].split(" %")[0]) < -6  # drawn at -10 %
-    assert "[" in user["non-renewable vs static"] and float(user["non-renewable vs static: paired t p"]) < 0.05
+    assert user["seeds"] == 4 and -14 < float(user["grid energy vs static"].split(" %")[0]) < -6  # drawn at -10 %
+    assert "[" in user["grid energy vs static"] and float(user["grid energy vs static: paired t p"]) < 0.05
     assert table.loc[("paper-migration-5node-7day", "feasibility_aware"), "seeds"] == 12
     assert ("quickstart", "static") not in table.index

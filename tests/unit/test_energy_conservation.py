@@ -85,7 +85,7 @@ def _check(sc, tables) -> None:
     summ = summarize(tables, policy="p", label="p")
     assert summ["total_kwh"] == pytest.approx(float(ts["demand_kwh"].sum()), abs=1e-7)
     stored = summ.get("battery_discharge_kwh", 0.0)
-    assert summ["non_renewable_kwh"] + summ["renewable_kwh"] + stored == pytest.approx(summ["total_kwh"], abs=1e-7)
+    assert summ["grid_kwh"] + summ["renewable_kwh"] + stored == pytest.approx(summ["total_kwh"], abs=1e-7)
     if sc.traces.carbon is not None:
         assert summ["co2_kg"] == pytest.approx(float(ts["co2_kg"].sum()), abs=1e-9)
     by_site = energy_by_site(ts)

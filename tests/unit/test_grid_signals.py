@@ -145,7 +145,7 @@ def test_co2_and_cost_are_grid_energy_times_the_step_means():
             assert r["co2_kg"] == pytest.approx(r["grid_kwh"] * mean / 1000.0)
         s = summarize(t, policy=label, label=label)
         assert s["co2_kg"] == pytest.approx(float((ts["grid_kwh"] * ts["carbon_g_per_kwh"]).sum()) / 1000.0)
-        assert s["grid_cost"] == pytest.approx(s["non_renewable_kwh"] * 0.25)
+        assert s["grid_cost"] == pytest.approx(s["grid_kwh"] * 0.25)
 
 
 def test_no_signal_no_keys():
@@ -261,7 +261,7 @@ def test_a_battery_shifts_curtailed_renewables_and_cuts_grid_energy():
     withb = run_policies(scenario_from_dict(d))["static"]
     s0, s1 = (summarize(t, policy="static", label="static") for t in (base, withb))
     assert s1["battery_discharge_kwh"] > 0.5 and s1["battery_charge_kwh"] > s1["battery_discharge_kwh"]
-    assert s1["non_renewable_kwh"] < s0["non_renewable_kwh"] - 0.5
+    assert s1["grid_kwh"] < s0["grid_kwh"] - 0.5
     assert s1["co2_kg"] < s0["co2_kg"]
 
 

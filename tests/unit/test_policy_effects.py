@@ -21,9 +21,9 @@ def _sums():
         for seed, (s, b, f) in enumerate(zip(static, bound, fa)):
             cell = f"00{int(level)}-capacity_kw={level}"
             rows.append({"substrate": "sim", "cell": cell, "seed": seed, CAP: level, "policy": "static",
-                         "label": "static", "non_renewable_kwh": s, "pooled_bound_non_renewable_kwh": b})
+                         "label": "static", "grid_kwh": s, "pooled_bound_grid_kwh": b})
             rows.append({"substrate": "sim", "cell": cell, "seed": seed, CAP: level, "policy": "feasibility_aware",
-                         "label": "feasibility_aware", "non_renewable_kwh": f, "pooled_bound_non_renewable_kwh": 0.0})
+                         "label": "feasibility_aware", "grid_kwh": f, "pooled_bound_grid_kwh": 0.0})
     return pd.DataFrame(rows)
 
 
@@ -55,29 +55,29 @@ def test_paired_split_of_the_filter_and_the_class_rule(tmp_path):
     runs = []
     g = np.random.default_rng(0)
     for seed in range(10):
-        eo = {"non_renewable_kwh": 100.0 + seed, "mean_jct_h": 20.0, "migrations_overran": 5, "migrations": 30}
-        fa = {"non_renewable_kwh": 102.0 + seed + g.normal(0, 0.1), "mean_jct_h": 19.0, "migrations_overran": 1,
+        eo = {"grid_kwh": 100.0 + seed, "mean_jct_h": 20.0, "migrations_overran": 5, "migrations": 30}
+        fa = {"grid_kwh": 102.0 + seed + g.normal(0, 0.1), "mean_jct_h": 19.0, "migrations_overran": 1,
               "migrations": 20}
-        cl = {"non_renewable_kwh": fa["non_renewable_kwh"], "mean_jct_h": 19.0, "migrations_overran": 3, "migrations": 18}
+        cl = {"grid_kwh": fa["grid_kwh"], "mean_jct_h": 19.0, "migrations_overran": 3, "migrations": 18}
         runs.append(_run(tmp_path, seed, {
             "static": {"policy": "static"}, "energy_only": {"policy": "energy_only", **eo},
             "feasibility_aware": {"policy": "feasibility_aware", **fa},
             "classes-paper": {"policy": "feasibility_classes", **cl}}))
     filt = pe.paired_split(runs, "feasibility_aware", "energy_only")
     assert len(filt) == 1 and filt.loc[0, "against"] == "energy_only" and filt.loc[0, "seeds"] == 10
-    assert filt.loc[0, "non-renewable kWh diff"].startswith("+2.0")
+    assert filt.loc[0, "grid kWh diff"].startswith("+2.0")
     assert filt.loc[0, "overran diff"].startswith("-4.00") and filt.loc[0, "overran p"] == "0"
     assert filt.loc[0, "mean JCT h diff"].startswith("-1.00")
     cls = pe.paired_split(runs, "feasibility_classes", "feasibility_aware")
     assert list(cls["policy"]) == ["classes-paper"] and cls.loc[0, "against"] == "feasibility_aware"
     assert cls.loc[0, "overran diff"].startswith("+2.00") and cls.loc[0, "migrations diff"].startswith("-2.00")
-    assert cls.loc[0, "non-renewable kWh p"] == "-"  # every difference 0: no test to run
+    assert cls.loc[0, "grid kWh p"] == "-"  # every difference 0: no test to run
     md = "\n".join(pe.markdown(runs, pd.DataFrame(), tmp_path))
     assert "## What the filter does" in md and "## Class rule vs Eq. 1" in md and "Renewable availability" not in md
 
 
 def test_no_pair_no_section(tmp_path):
     runs = [_run(tmp_path, 0, {"static": {"policy": "static"}, "energy_only": {"policy": "energy_only",
-                                                                                  "non_renewable_kwh": 1.0}})]
+                                                                                  "grid_kwh": 1.0}})]
     assert pe.paired_split(runs, "feasibility_aware", "energy_only").empty
     assert pe.markdown(runs, pd.DataFrame(), tmp_path) == []

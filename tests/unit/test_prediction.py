@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-import json
 
 import pytest
 
 from testbed.controller.policy_api import Candidate, DecisionRecord
 from testbed.controller.records import MIGRATION_COLUMNS, prediction_columns
+from testbed.controller.run_log import RunLog
 from testbed.feasibility import FeasibilityParams, assess
 from testbed.spec import scenario_from_dict
 from tests.conftest import ROOT, run_policies, small_scenario_dict
@@ -65,11 +65,20 @@ def test_a_candidate_row_shows_the_nominal_terms_rounded_and_the_scores():
     assert Candidate("c", scores=(("surplus_kw", 1.5),)).row() == {"dst": "c", "surplus_kw": 1.5}
 
 
-def test_a_decision_record_writes_its_candidates_as_compact_sorted_json():
+def test_a_decision_record_writes_its_candidates_to_their_own_tables_keyed_by_decision():
     rec = DecisionRecord(0.0, "p", "stay", "j1", "a", None, "why", 1, 0, (Candidate("c", scores=(("x", 1.0),)),))
     row = rec.row()
-    assert row["candidates"] == '[{"dst":"c","x":1.0}]'
-    assert list(row) == [f.name for f in dataclasses.fields(DecisionRecord)]
+    assert list(row) == [f.name for f in dataclasses.fields(DecisionRecord) if f.name != "candidates"]
+    log = RunLog("p")
+    log.decision(rec)
+    log.decision(rec)
+    t = log.tables()
+    assert list(t["decisions"]["decision"]) == [0, 1]
+    cands = t["candidates"]
+    assert list(cands["decision"]) == [0, 1] and list(cands["dst"]) == ["c", "c"] and not cands["chosen"].any()
+    assert str(cands["eq1_ok"].dtype) == "boolean" and cands["bandwidth_gbps"].isna().all()
+    scores = t["candidate_scores"]
+    assert scores[["decision", "dst", "score", "value"]].values.tolist() == [[0, "c", "x", 1.0], [1, "c", "x", 1.0]]
 
 
 def test_a_policy_predicts_with_the_scenarios_alpha_unless_it_sets_its_own():
@@ -84,8 +93,9 @@ def test_a_policy_predicts_with_the_scenarios_alpha_unless_it_sets_its_own():
     own = tables["own"]["migrations"]
     assert len(own) > 0 and set(own["predicted_alpha"]) == {0.3}
     fa = tables["feasibility_aware"]
-    cands = [c for s in fa["decisions"]["candidates"] for c in json.loads(s)]
-    assert cands and all(c["budget_s"] == pytest.approx(round(0.2 * c["window_s"], 3), abs=2e-3) for c in cands)
+    cands = fa["candidates"].dropna(subset=["budget_s"])
+    assert len(cands) and all(c.budget_s == pytest.approx(round(0.2 * c.window_s, 3), abs=2e-3)
+                              for c in cands.itertuples())
 
 
 def test_the_policy_facing_api_imports_nothing_of_the_policies():

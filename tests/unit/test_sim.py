@@ -77,12 +77,12 @@ def test_work_is_conserved_across_migrations():
     tables = run_all(scenario_from_dict(d))
     for label, t in tables.items():
         jobs = t["jobs"]
-        done = jobs[jobs["status"] == "done"]
+        done = jobs[jobs["status"] == "completed"]
         assert (done["work_left_gpu_h"] == 0).all()
         # uncapped speed 1: a finished job ran exactly its work
         assert np.allclose(done["running_s"] / 3600.0, done["work_gpu_h"])
         # its JCT covers queueing + running + migrating
-        jct_s = done["jct_h"] * 3600.0
+        jct_s = done["jct_s"]
         assert (jct_s + 1e-6 >= done["running_s"] + done["migrating_s"]).all()
     assert len(tables["energy_only"]["migrations"]) > 0
     assert len(tables["static"]["migrations"]) == 0
@@ -130,7 +130,7 @@ def test_grid_limit_slows_jobs_down_as_the_power_profile_says(node_type, node_kw
     assert node.active_kw(node.min_cap_w) <= node_kw
     frac = node.throughput_frac(node.clamp_w(node.cap_for_budget_kw(node_kw)))
     assert frac < 0.6
-    ratio = capped["jobs"].set_index("job_id")["jct_h"]["j1"] / free["jobs"].set_index("job_id")["jct_h"]["j1"]
+    ratio = capped["jobs"].set_index("job_id")["jct_s"]["j1"] / free["jobs"].set_index("job_id")["jct_s"]["j1"]
     assert ratio == pytest.approx(1 / frac, rel=0.02)
     ts = capped["timeseries"]
     running_a = ts[(ts["site"] == "a") & (ts["running"] > 0)]

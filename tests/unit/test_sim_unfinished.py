@@ -25,7 +25,7 @@ def test_a_1e9_gb_migration_is_recorded_unfinished():
     assert len(moved) >= 1
     assert set(moved["status"]) == {"unfinished"}
     jobs = out["energy_only"]["jobs"]
-    assert not set(jobs.loc[jobs["status"] == "done", "job_id"]) & set(moved["job_id"])
+    assert not set(jobs.loc[jobs["status"] == "completed", "job_id"]) & set(moved["job_id"])
     # the feasibility filter never starts such a move
     assert len(out["feasibility_aware"]["migrations"]) == 0
 

@@ -120,7 +120,8 @@ def test_the_runner_writes_what_every_study_shares(probe, tmp_path):
     m = json.loads((out / "manifest.json").read_text())
     assert m["substrate"] == {"substrate": "sim", "study": "probe"} and set(m["wall_time_s"]) == {"a", "b"}
     tr = pd.read_parquet(out / "traces.parquet")
-    assert len(tr) and set(tr["series"]) == {f"probe_kw:{probe.scenario.sites[0].name}"}
+    assert len(tr) and set(zip(tr["quantity"], tr["unit"], tr["site"])) == {("probe", "kW", probe.scenario.sites[0].name)}
+    assert tr["link"].isna().all() and str(tr["time"].dtype) == "datetime64[us, UTC]"
 
 
 def test_a_failed_study_leaves_no_results_and_closes_what_it_opened(probe, tmp_path, monkeypatch):

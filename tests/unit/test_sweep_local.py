@@ -49,10 +49,10 @@ def test_results_one_row_per_trial_and_policy(swept):
     assert len(res) == N_TRIALS * len(POLICIES)
     assert list(res.columns[:7]) == ["cell", "traces.bandwidth.steady_degradation_pct", "feasibility.alpha",
                                      "policies[feasibility_aware].alpha", "seed", "policy", "label"]
-    assert "wall_s" not in res.columns and "non_renewable_kwh" in res.columns
+    assert "wall_s" not in res.columns and "grid_kwh" in res.columns
     row = res.iloc[5]
     summary = json.loads((out / "trials" / row["cell"] / f"seed-{row['seed']}" / row["label"] / "summary.json").read_text())
-    assert row["non_renewable_kwh"] == summary["non_renewable_kwh"]
+    assert row["grid_kwh"] == summary["grid_kwh"]
     assert list(res["seed"][:6]) == [0, 0, 1, 1, 2, 2]
     csv = pd.read_csv(out / "results.csv")
     assert len(csv) == len(res) and list(csv.columns) == list(res.columns)
@@ -64,13 +64,13 @@ def test_table_has_mean_std_n_and_student_t_ci(swept):
     table = pd.read_csv(out / "table.csv")
     assert list(table.columns[-6:]) == ["policy", "metric", "n", "mean", "std", "ci95"]
     assert len(table) == 4 * len(POLICIES) * table["metric"].nunique()
-    r = table[(table["metric"] == "non_renewable_kwh") & (table["policy"] == "static")].iloc[0]
-    x = res[(res["cell"] == r["cell"]) & (res["label"] == "static")]["non_renewable_kwh"].to_numpy()
+    r = table[(table["metric"] == "grid_kwh") & (table["policy"] == "static")].iloc[0]
+    x = res[(res["cell"] == r["cell"]) & (res["label"] == "static")]["grid_kwh"].to_numpy()
     assert r["n"] == 3 and x.std(ddof=1) > 0  # the seeds really differ
     assert r["mean"] == pytest.approx(x.mean())
     assert r["ci95"] == pytest.approx(stats.t.ppf(0.975, 2) * x.std(ddof=1) / math.sqrt(3))
     md = (out / "table.md").read_text()
-    assert "## non_renewable_kwh" in md and "| cell | traces.bandwidth.steady_degradation_pct |" in md
+    assert "## grid_kwh" in md and "| cell | traces.bandwidth.steady_degradation_pct |" in md
     assert "12 planned, 12 done, 0 failed" in md
 
 

@@ -1,0 +1,30 @@
+"""Names of summary quantities that changed, so that results written before a rename still read.
+
+Grid energy is ``grid_kwh`` everywhere (per step in ``timeseries.parquet``, per site in
+``energy_by_site.csv``, per run in ``summary.json``); summaries and comparisons written before
+said ``non_renewable_kwh``. Readers of ``summary.json``, sweep metrics and comparison tables pass
+what they read through :func:`current` / :func:`current_name`."""
+
+from __future__ import annotations
+
+RENAMED: dict[str, str] = {
+    "non_renewable_kwh": "grid_kwh",
+    "pooled_bound_non_renewable_kwh": "pooled_bound_grid_kwh",
+    "non_renewable_kwh_per_gpu_h": "grid_kwh_per_gpu_h",
+    "non_renewable_change_vs_static_pct": "grid_change_vs_static_pct",
+    "non_renewable_per_gpu_h_change_vs_static_pct": "grid_per_gpu_h_change_vs_static_pct",
+}
+
+
+def current_name(name: str) -> str:
+    """Today's name of a summary key or sweep metric (``name`` itself if it was never renamed)."""
+    return RENAMED.get(name, name)
+
+
+def current(summary: dict) -> dict:
+    """``summary`` with today's names (a key already under its new name wins)."""
+    out = {current_name(k): v for k, v in summary.items() if k not in RENAMED}
+    for old, new in RENAMED.items():
+        if old in summary and new not in out:
+            out[new] = summary[old]
+    return out

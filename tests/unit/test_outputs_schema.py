@@ -1,0 +1,155 @@
+"""Every output file matches docs/outputs.md: the quick start (migration study), a tiny federated
+(PowerTrip) scenario and a one-cell sweep are run, and each file's columns or keys, their dtypes and the
+units their names carry are checked against the document's tables. A new column that the document does
+not list fails here."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import testbed
+from tests.conftest import ROOT
+from tests.unit import outputs_schema as schema
+
+QUICKSTART = ROOT / "scenarios" / "quickstart.yaml"
+CHECKED = (".parquet", ".csv", ".json")
+LONG_VALUES = {"value", "mean", "std", "ci95"}  # long tables: the unit is in another column (unit, score, metric)
+
+
+@pytest.fixture(scope="module")
+def doc():
+    return schema.load()
+
+
+@pytest.fixture(scope="module")
+def migration_run(tmp_path_factory):
+    return testbed.run(QUICKSTART, substrate="sim", out=tmp_path_factory.mktemp("mig") / "qs", progress=False,
+                       plots=False).path
+
+
+@pytest.fixture(scope="module")
+def federated_run(tmp_path_factory):
+    from federated_support import tiny
+
+    d = tiny()
+    d["policies"] = [{"name": "random", "k": 2}, {"name": "static_k", "k": [1, 2]},
+                     {"name": "powertrip", "k_init": 1, "window": 1}]
+    path = tmp_path_factory.mktemp("fl") / "fl.yaml"
+    path.write_text(json.dumps(d), encoding="utf-8")
+    return testbed.run(path, substrate="sim", out=path.parent / "out", progress=False, plots=False).path
+
+
+@pytest.fixture(scope="module")
+def sweep_run(tmp_path_factory):
+    d = tmp_path_factory.mktemp("sweep")
+    (d / "s.yaml").write_text(f"scenario: {QUICKSTART}\nseeds: [1]\ngrid:\n  duration_h: [24]\n"
+                              "metrics: [grid_kwh, mean_jct_h, migrations]\n", encoding="utf-8")
+    testbed.sweep(d / "s.yaml", d / "out", parallel=1)
+    return d / "out"
+
+
+def _files(run: Path) -> list[Path]:
+    return sorted(p for p in run.rglob("*") if p.is_file() and p.suffix in CHECKED)
+
+
+def _check_run(run: Path, study: str, files) -> list[str]:
+    labels = {p.name for p in run.iterdir() if p.is_dir()}
+    out = []
+    for path in _files(run):
+        rel = path.relative_to(run).as_posix()
+        if rel == "trial.json":  # a sweep trial's own record: checked with the sweep
+            continue
+        out += schema.problems(path, schema.pattern_of(rel, labels), study, files)
+    return out
+
+
+def test_the_document_parses_and_every_name_carries_its_unit(doc):
+    units, files = doc
+    assert units and len(files) >= 15
+    wrong = []
+    for section, fields in files.items():
+        for f in fields.values():
+            said = schema.unit_of(f.name, units)
+            if f.unit.startswith("("):  # the unit is in another column or name (long tables, placeholders)
+                if f.name not in LONG_VALUES and not f.name.startswith("<"):
+                    wrong.append(f"{section}: {f.name}: only {sorted(LONG_VALUES)} or a <placeholder> may take "
+                                 "its unit from another column")
+            elif (said or schema.NO_UNIT) != f.unit:
+                wrong.append(f"{section}: {f.name}: documented in {f.unit!r}, its name says {said or 'no unit'}")
+            if not f.description or f.description.upper().startswith("TODO"):
+                wrong.append(f"{section}: {f.name}: no description")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_every_file_of_a_migration_run_matches_the_document(doc, migration_run):
+    _, files = doc
+    assert not _check_run(migration_run, "migration", files), "\n".join(_check_run(migration_run, "migration", files))
+    names = {p.name for p in _files(migration_run)}
+    assert {"candidates.parquet", "candidate_scores.parquet", "traces.parquet", "energy_by_site.csv"} <= names
+
+
+def test_every_file_of_a_federated_run_matches_the_document(doc, federated_run):
+    _, files = doc
+    problems = _check_run(federated_run, "federated", files)
+    assert not problems, "\n".join(problems)
+    assert (federated_run / "static_k" / "summary.json").is_file()  # the best-of entry is checked too
+
+
+def test_an_undocumented_column_fails(doc, migration_run, tmp_path):
+    _, files = doc
+    jobs = pd.read_parquet(migration_run / "static" / "jobs.parquet").assign(jct_h=1.0)
+    jobs.to_parquet(tmp_path / "jobs.parquet")
+    assert schema.problems(tmp_path / "jobs.parquet", "<policy>/jobs.parquet", "migration", files) == [
+        "<policy>/jobs.parquet: jct_h is not documented"]
+    typed = pd.read_parquet(migration_run / "static" / "migrations.parquet")
+    typed["actual_total_s"] = typed["actual_total_s"].astype(object)
+    typed.to_parquet(tmp_path / "migrations.parquet")
+    assert schema.problems(tmp_path / "migrations.parquet", "<policy>/migrations.parquet", "migration", files)
+
+
+def test_the_tables_say_what_the_issue_asks(migration_run, federated_run):
+    """policy in every per-policy table, a UTC time beside t_s, long traces, one status word for done,
+    no all-null object column, every duration of a table in one unit."""
+    for run in (migration_run, federated_run):
+        for path in run.rglob("*.parquet"):
+            df = pd.read_parquet(path)
+            assert not [c for c in df.columns if df[c].dtype == object], path
+            if path.parent != run:
+                assert "policy" in df.columns, path
+            if "t_s" in df.columns:
+                assert str(df["time"].dtype) == "datetime64[us, UTC]", path
+        tr = pd.read_parquet(run / "traces.parquet")
+        assert list(tr.columns) == ["t_s", "time", "site", "link", "quantity", "unit", "value"]
+        assert (tr["site"].isna() != tr["link"].isna()).all()
+    jobs = pd.read_parquet(migration_run / "feasibility_aware" / "jobs.parquet")
+    migs = pd.read_parquet(migration_run / "feasibility_aware" / "migrations.parquet")
+    assert "completed" in set(jobs["status"]) and "done" not in set(jobs["status"])
+    assert set(migs["status"]) <= {"completed", "failed", "unfinished"}
+    start = pd.Timestamp(testbed.load(QUICKSTART).start)
+    ts = pd.read_parquet(migration_run / "static" / "timeseries.parquet")
+    assert (ts["time"] - pd.to_timedelta(ts["t_s"], unit="s")).eq(start.tz_localize("UTC") if start.tzinfo is None
+                                                                   else start.tz_convert("UTC")).all()
+    for df in (jobs, migs):  # durations in seconds, never h or min beside them
+        assert not [c for c in df.columns if c.endswith(("_h", "_min")) and not c.endswith("gpu_h")]
+
+
+def test_every_file_of_a_sweep_matches_the_document(doc, sweep_run):
+    units, files = doc
+    manifest = json.loads((sweep_run / "sweep.json").read_text())
+    metrics = ["grid_kwh", "mean_jct_h", "migrations"]
+    documented = files["migration:<policy>/summary.json"]
+    assert all(m in documented and (schema.unit_of(m, units) or schema.NO_UNIT) == documented[m].unit for m in metrics)
+    placeholders = {**{p: "<parameter>" for p in manifest["param_columns"]}, **{m: "<metric>" for m in metrics}}
+    problems = []
+    for name in ("sweep.json", "trials.csv", "results.parquet", "table.csv"):
+        problems += schema.problems(sweep_run / name, name, None, files, placeholders)
+    problems += schema.problems(sweep_run / "results.csv", "results.parquet", None, files, placeholders)
+    assert set(pd.read_csv(sweep_run / "table.csv")["metric"]) == set(metrics)
+    for trial in sorted(sweep_run.glob("trials/*/seed-*")):
+        problems += schema.problems(trial / "trial.json", "trials/<cell>/seed-<s>/trial.json", None, files)
+        problems += _check_run(trial, "migration", files)
+    assert not problems, "\n".join(problems)
