@@ -238,3 +238,43 @@ def test_python_handle_runs_a_users_torch_distributed_all_reduce_across_the_wan(
     from testbed.netem import state
 
     assert state.read(run) is None
+
+
+@pytest.mark.netem
+def test_net_set_changes_netem_delay_in_place(tmp_path):
+    """Where the kernel has netem (``testbed vm test`` runs this in a guest that has it): delay
+    changed in one direction by ``tc change`` of the root netem, with a TCP connection open across
+    the change (not reset), measured with ping."""
+    from tests.integration.guest_support import netem_available
+
+    if not netem_available():
+        pytest.skip("this kernel has no sch_netem qdisc; `testbed vm test` runs this in a qemu guest that has")
+    import socket
+
+    import testbed
+    from testbed.netem.nsexec import in_netns
+
+    f = tmp_path / "two.yaml"
+    f.write_text(TOPO)
+    with testbed.net.up(f, impairment="netem") as wan:
+        st = wan.status()
+        left, right = wan.sites["left"], wan.sites["right"]
+
+        def rtt() -> float:
+            out = wan.exec("left", ["ping", "-c", "8", "-i", "0.2", right]).stdout
+            return statistics.median(float(t) for t in re.findall(r"time=([\d.]+) ms", out)[1:])
+
+        with in_netns(st["sites"]["right"]["ns"]):
+            srv = socket.create_server((right, 5311))
+        with in_netns(st["sites"]["left"]["ns"]):
+            cl = socket.create_connection((right, 5311), timeout=10)
+        conn, _ = srv.accept()
+        before = rtt()
+        wan.set("left-right", delay_ms=40, direction="left->right")
+        after = rtt()
+        cl.sendall(b"still here")  # the connection made before the change carries on
+        assert conn.recv(64) == b"still here"
+        for s in (cl, conn, srv):
+            s.close()
+    print(f"netem: RTT {before:.1f} ms -> {after:.1f} ms (one way 15 -> 40 ms)")
+    assert abs((after - before) - 25.0) <= 1.0 + 0.05 * 25.0
