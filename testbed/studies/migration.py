@@ -23,6 +23,7 @@ from testbed.policies import make_policy
 from testbed.power.caps import CapEnforcer
 from testbed.power.factory import backend_for, make_enforcer
 from testbed.progress import progress_bar
+from testbed.recorder.tables import with_policy
 from testbed.recorder.writer import write_json, write_table
 from testbed.spec.policies import policy_label
 from testbed.studies.base import PolicyRun, Study
@@ -100,7 +101,8 @@ class MigrationStudy(Study):
                        f"{sc.name} - {run.label}: energy mix per site (seed {seed})")
             power_caps(tables["timeseries"], tables["power"], folder / "power_caps.png",
                        f"{sc.name} - {run.label}: GPU caps from renewables + grid top-up (seed {seed})")
-        energy_by_site(tables["timeseries"]).to_csv(folder / "energy_by_site.csv", index=False, float_format="%.6f")
+        by_site = with_policy(energy_by_site(tables["timeseries"]), run.label)
+        by_site.to_csv(folder / "energy_by_site.csv", index=False, float_format="%.6f")
         return summary
 
     def compare(self, summaries: dict[str, dict], out: Path) -> tuple[dict, str]:

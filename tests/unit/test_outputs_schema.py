@@ -125,6 +125,7 @@ def test_the_tables_say_what_the_issue_asks(migration_run, federated_run):
         tr = pd.read_parquet(run / "traces.parquet")
         assert list(tr.columns) == ["t_s", "time", "site", "link", "quantity", "unit", "value"]
         assert (tr["site"].isna() != tr["link"].isna()).all()
+    assert (pd.read_csv(migration_run / "static" / "energy_by_site.csv")["policy"] == "static").all()
     jobs = pd.read_parquet(migration_run / "feasibility_aware" / "jobs.parquet")
     migs = pd.read_parquet(migration_run / "feasibility_aware" / "migrations.parquet")
     assert "completed" in set(jobs["status"]) and "done" not in set(jobs["status"])
