@@ -1,0 +1,70 @@
+"""The shape of output tables (testbed/recorder/tables.py) and the names read from older results
+(testbed/analysis/names.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+import pandas as pd
+import pytest
+
+from testbed.analysis.names import current, current_name
+from testbed.recorder.tables import dtypes_of, split_series, tidy_traces, typed, with_policy, with_time
+
+
+@dataclass
+class Row:
+    a: float | None = None
+    n: int | None = None
+    ok: bool | None = None
+    why: str = ""
+    other: list | None = None
+
+
+def test_a_column_with_no_value_keeps_its_dtype_through_parquet(tmp_path):
+    dtypes = dtypes_of(Row)
+    assert dtypes == {"a": "float64", "n": "Int64", "ok": "boolean", "why": "str"}
+    df = typed(pd.DataFrame([{"a": None, "n": None, "ok": None, "why": None}] * 2), dtypes)
+    df.to_parquet(tmp_path / "t.parquet")
+    back = pd.read_parquet(tmp_path / "t.parquet")
+    assert {c: str(t) for c, t in back.dtypes.items()} == dtypes
+    assert back["a"].isna().all() and back["n"].isna().all() and back["ok"].isna().all()
+
+
+def test_time_is_utc_beside_its_offset_from_a_naive_or_an_aware_start():
+    df = pd.DataFrame({"x": [1, 2], "t_s": [0.0, 90.0]})
+    for start in (datetime(2024, 6, 1), datetime(2024, 6, 1, 2, tzinfo=timezone.utc).astimezone()):
+        out = with_time(df, start)
+        assert list(out.columns) == ["x", "t_s", "time"] and str(out["time"].dtype) == "datetime64[us, UTC]"
+        assert out["time"].iloc[1] - out["time"].iloc[0] == pd.Timedelta(seconds=90)
+    assert with_time(df, datetime(2024, 6, 1))["time"].iloc[0] == pd.Timestamp("2024-06-01T00:00:00Z")
+    assert "time" not in with_time(df.drop(columns="t_s"), datetime(2024, 6, 1))
+    assert list(with_policy(df, "p").columns) == ["policy", "x", "t_s"]
+
+
+def test_traces_are_long_with_site_or_link_quantity_and_unit():
+    frame = pd.DataFrame({"time_s": [0.0, 300.0], "value": [1.0, 2.0]})
+    tr = tidy_traces([("renewable_kw:rome", frame), ("bandwidth_gbps:rome->milan", frame)], datetime(2024, 6, 1))
+    assert list(tr.columns) == ["t_s", "time", "site", "link", "quantity", "unit", "value"]
+    assert tr[["site", "link", "quantity", "unit"]].fillna("").values.tolist() == [
+        ["rome", "", "renewable_power", "kW"]] * 2 + [["", "rome->milan", "bandwidth", "Gbit/s"]] * 2
+    assert split_series("probe_kw:a") == ("probe", "kW", "a", None)  # another study's series: unit from its name
+    for bad in ("renewable_kw", "probe:a", "renewable_kw:"):
+        with pytest.raises(ValueError, match="QUANTITY_UNIT"):
+            split_series(bad)
+
+
+def test_summaries_written_before_the_rename_read_under_todays_names():
+    old = {"non_renewable_kwh": 3.0, "pooled_bound_non_renewable_kwh": 1.0, "mean_jct_h": 2.0}
+    assert current(old) == {"grid_kwh": 3.0, "pooled_bound_grid_kwh": 1.0, "mean_jct_h": 2.0}
+    assert current({"grid_kwh": 4.0, "non_renewable_kwh": 3.0}) == {"grid_kwh": 4.0}
+    assert current_name("non_renewable_kwh_per_gpu_h") == "grid_kwh_per_gpu_h" and current_name("x") == "x"
+
+
+def test_a_sweep_asking_for_an_old_metric_name_is_told_the_new_one():
+    from testbed.errors import SpecError
+    from testbed.sweep.aggregate import _metric_names
+
+    with pytest.raises(SpecError, match="'non_renewable_kwh' is now called 'grid_kwh'"):
+        _metric_names([{"policy": "static", "grid_kwh": 1.0}], ["non_renewable_kwh"], "s.yaml")
