@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from testbed.errors import SpecError
 from testbed.controller.policy_api import Move, Policy
-from testbed.policies.plugins import PolicyParams
+from testbed.spec.plugins import PolicyParams
 from testbed.policies.registry import POLICIES, PolicyEntry, register_policy
 from testbed.registry import UnknownNameError
 from testbed.spec.policies import policy_label

@@ -285,7 +285,7 @@ def scenario_from_dict(data: dict, base_dir: Path | None = None) -> Scenario:
     """Validate an in-memory scenario (used by the loader, tests and sweeps)."""
     base_dir = base_dir or Path.cwd()
     data, _ = _merge_topology(data, base_dir)
-    from testbed.policies.plugins import resolve_class_entries  # policies named by class join the union first
+    from testbed.spec.plugins import resolve_class_entries  # policies named by class join the union first
 
     data = resolve_class_entries(data, base_dir)
     from testbed.spec.programs import resolve_program_dirs  # a program's cwd: the scenario's folder by default
