@@ -16,7 +16,7 @@ from pathlib import Path
 
 from testbed.agent.protocol import RequestRefused
 from testbed.agent.runner import JobRunner
-from testbed.userjob import agent_ops as userjob
+from testbed.agent import userjob_ops as userjob
 
 
 class Agent:

@@ -1,6 +1,7 @@
-"""The node agent's commands for a job that is a user's program (:class:`.runner.UserJobRunner`):
+"""The node agent's commands for a job that is a user's program (:class:`testbed.userjob.runner.UserJobRunner`):
 the same answers as for the stand-in training, so the controller's migration and its records are
-the same. ``testbed.agent.agent`` calls these where a command meets a user job."""
+the same. ``testbed.agent.agent`` calls these where a command meets a user job (testbed.userjob sits
+below the agent: the program's contract and runner, which know nothing of the agent)."""
 
 from __future__ import annotations
 
