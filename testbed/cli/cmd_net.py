@@ -92,7 +92,7 @@ def _up(args: argparse.Namespace) -> int:
             from testbed.errors import SpecError
 
             raise SpecError([("--replay", "not with --switch (Mininet's CLI holds that network in the foreground)")])
-        from testbed.netem.held import plan_held
+        from testbed.net.held import plan_held
 
         held = plan_held(Path(args.file), new_run_id(), impairment, replay=True)
         plan = held.plan
@@ -109,7 +109,7 @@ def _up(args: argparse.Namespace) -> int:
         return hold(plan, args.switch)
     fab = Fabric(plan, purpose="net", detached=True)
     fab.up()  # stays up after this process exits; `testbed net down` removes it
-    from testbed.netem.held import HeldPlan, make_live
+    from testbed.net.held import HeldPlan, make_live
 
     try:
         make_live(fab, held or HeldPlan(plan), detached=True)  # `net set` can change it; the replay starts

@@ -105,7 +105,7 @@ def test_relay_schedule_takes_new_impairments_in_place(tmp_path):
 
 
 def test_replay_plan_is_the_scenario_traces_at_the_runs_scaling(tmp_path):
-    from testbed.netem.held import plan_held
+    from testbed.net.held import plan_held
 
     f = tmp_path / "replay.yaml"
     f.write_text(REPLAY_SCENARIO)

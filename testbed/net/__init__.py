@@ -41,7 +41,7 @@ class Wan:
 
     def open(self) -> None:
         from testbed.netem.fabric import Fabric, require_root
-        from testbed.netem.held import make_live, plan_held, resolve
+        from testbed.net.held import make_live, plan_held, resolve
         from testbed.netem.naming import new_run_id
 
         require_root("testbed.net.up")

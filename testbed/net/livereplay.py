@@ -7,7 +7,7 @@ of the scenario's true bandwidth traces, at the run's scaling (``emulation.time_
 made in place and ``testbed net status`` shows it.
 
 ``testbed net up SCENARIO --replay`` leaves the network up, so the replay runs in a process of its
-own, ``python -m testbed.netem.livereplay --run RUN --changes FILE`` (recorded in the run's state
+own, ``python -m testbed.net.livereplay --run RUN --changes FILE`` (recorded in the run's state
 file; ``net down`` / ``clean`` end it by PID); a Python handle runs it in a thread.
 """
 
@@ -100,7 +100,7 @@ def start_daemon(run_id: str, tmp_dir: str, changes: list[RateChange], time_scal
         from testbed.lifecycle import critical
 
         with critical():  # started and recorded as one step
-            proc = subprocess.Popen([sys.executable, "-m", "testbed.netem.livereplay", "--run", run_id,
+            proc = subprocess.Popen([sys.executable, "-m", "testbed.net.livereplay", "--run", run_id,
                                      "--changes", str(plan)], stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                                     start_new_session=True, close_fds=True)
             state.add(run_id, purpose="net", pids=[proc.pid])
@@ -116,7 +116,7 @@ def start_daemon(run_id: str, tmp_dir: str, changes: list[RateChange], time_scal
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m testbed.netem.livereplay", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m testbed.net.livereplay", description=__doc__.split("\n\n")[0])
     p.add_argument("--run", required=True)
     p.add_argument("--changes", required=True, type=Path)
     a = p.parse_args(argv)

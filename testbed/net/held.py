@@ -32,7 +32,7 @@ def plan_held(path: Path, run_id: str, impairment: str, *, replay: bool) -> Held
     from testbed.api import load
     from testbed.errors import SpecError
     from testbed.inputs import build_inputs
-    from testbed.netem.livereplay import scenario_changes
+    from testbed.net.livereplay import scenario_changes
     from testbed.spec.load import read_yaml
     from testbed.substrate.emulated.wan import plan_wan
 
@@ -65,7 +65,7 @@ def make_live(fab, held: HeldPlan, *, detached: bool):
     """After ``fab.up()``: record what live changes need and start the replay (a process of its own
     when ``detached``, else a thread that is returned, started). None when there is no replay."""
     from testbed.netem.live import record_live
-    from testbed.netem.livereplay import replay_info, replayer, start_daemon
+    from testbed.net.livereplay import replay_info, replayer, start_daemon
 
     info = replay_info(held.changes, held.time_scale, held.duration_s) if held.replay else None
     record_live(fab, {"replay": info} if info else None)
