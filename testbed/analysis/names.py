@@ -16,6 +16,12 @@ RENAMED: dict[str, str] = {
 }
 
 
+# A sweep trial whose run completed (trials.csv, trial.json): the word jobs and migrations use;
+# trials recorded before said "done", which is still read as completed.
+TRIAL_COMPLETED = "completed"
+TRIAL_DONE = frozenset({TRIAL_COMPLETED, "done"})
+
+
 def current_name(name: str) -> str:
     """Today's name of a summary key or sweep metric (``name`` itself if it was never renamed)."""
     return RENAMED.get(name, name)

@@ -24,7 +24,7 @@ from matplotlib.figure import Figure
 
 from testbed.analysis import degradation
 from testbed.analysis.outcomes import outcome_s
-from testbed.analysis.names import current
+from testbed.analysis.names import TRIAL_DONE, current
 from testbed.errors import TestbedError
 from testbed.feasibility import TCP_EFFICIENCY_MTU1500
 
@@ -67,7 +67,7 @@ def find_runs(directory: Path) -> list[Run]:
     if (directory / "trials.csv").is_file():
         trials = pd.read_csv(directory / "trials.csv", dtype={"cell": str, "dir": str})
         runs = []
-        for _, t in trials[trials["status"] == "done"].iterrows():
+        for _, t in trials[trials["status"].isin(TRIAL_DONE)].iterrows():
             meta = json.loads((directory / t["dir"] / "trial.json").read_text())
             runs.append(_run_of(directory / t["dir"], str(t["cell"]), dict(meta.get("params") or {}),
                                 dict(meta.get("overrides") or {})))

@@ -33,7 +33,7 @@ from testbed.recorder.manifest import git_state, package_versions
 from testbed.substrate import SUBSTRATES
 from testbed.sweep.aggregate import write_outputs
 from testbed.sweep.plan import SweepPlan, Trial
-from testbed.sweep.trial import TrialJob, unpack
+from testbed.sweep.trial import DONE, TrialJob, unpack
 
 EMULATION_CPUS_PER_TRIAL = 2   # a relay, a transfer server and a client per trial: keep them off each other's core
 OUR_FILES = ("sweep.yaml", "sweep.json", "trials.csv", "results.parquet", "results.csv", "table.csv", "table.md")
@@ -76,7 +76,7 @@ def read_record(out: Path, trial: Trial) -> dict | None:
 
 def is_done(out: Path, trial: Trial) -> bool:
     rec = read_record(out, trial)
-    return bool(rec) and rec.get("status") == "done" and rec.get("key") == trial.key
+    return bool(rec) and rec.get("status") in DONE and rec.get("key") == trial.key
 
 
 def check_sweep_out(out: Path, plan: SweepPlan, force: bool = False) -> Path:
@@ -149,9 +149,9 @@ def _write_json(path: Path, data: object) -> None:
 def record(out: Path, trial: Trial, result: dict, backend: str, substrate: str) -> None:
     """Write one trial's outcome: its run directory (if packed), trial.log, then trial.json."""
     d = out / trial.rel_dir
-    if result["status"] == "done" and "archive" in result:
+    if result["status"] in DONE and "archive" in result:
         unpack(result["archive"], d)
-    elif result["status"] != "done":
+    elif result["status"] not in DONE:
         shutil.rmtree(d, ignore_errors=True)  # an older attempt of this trial: stale now
     d.mkdir(parents=True, exist_ok=True)
     (d / "trial.log").write_text(result.get("log") or "", encoding="utf-8")
@@ -169,7 +169,7 @@ def _trials_csv(out: Path, plan: SweepPlan) -> list[str]:
     for t in plan.trials:
         rec = read_record(out, t) or {}
         status = rec.get("status", "missing") if rec.get("key") == t.key else "missing"
-        if status != "done":
+        if status not in DONE:
             failed.append(t.rel_dir)
         rows.append({"dir": t.rel_dir, "cell": t.cell.id, "seed": t.seed, "status": status,
                      "wall_s": rec.get("wall_s"), "host": rec.get("host"), "backend": rec.get("backend"),
@@ -209,7 +209,7 @@ def run_sweep(plan: SweepPlan, out: Path, *, parallel: int | None = None, ray_ad
         finished += 1
         record(out, by_dir[job.rel_dir], result, backend, plan.substrate)
         took = f" in {result['wall_s']:.1f} s" if result.get("wall_s") is not None else ""
-        extra = f": {result['error']}" if result["status"] != "done" else ""
+        extra = f": {result['error']}" if result["status"] not in DONE else ""
         left = eta_s(finished, len(jobs), time.perf_counter() - t_run)
         eta = f"; ETA {fmt_duration(left)}" if left is not None and finished < len(jobs) else ""
         print(f"[{finished}/{len(jobs)}] {job.rel_dir}: {result['status']}{took}{extra}{eta}", file=log)

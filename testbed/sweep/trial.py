@@ -19,6 +19,7 @@ from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
 
+from testbed.analysis.names import TRIAL_COMPLETED, TRIAL_DONE
 from testbed.runner import run_scenario
 from testbed.spec.load import LoadedScenario
 
@@ -60,11 +61,16 @@ def unpack(archive: bytes, dest: Path) -> None:
         raise
 
 
+# A trial whose run completed; DONE also takes "done", what trials recorded before (a resumed sweep
+# keeps them; a Ray worker may run an older testbed).
+COMPLETED, DONE = TRIAL_COMPLETED, TRIAL_DONE
+
+
 def run_trial(job: TrialJob, pack: bool = False) -> dict:
     """Run one trial; return ``{status, error, traceback, wall_s, log, host, pid[, archive]}``."""
     log = io.StringIO()
     t0 = time.perf_counter()
-    result: dict = {"rel_dir": job.rel_dir, "status": "done", "error": None, "traceback": None,
+    result: dict = {"rel_dir": job.rel_dir, "status": COMPLETED, "error": None, "traceback": None,
                     "host": os.uname().nodename, "pid": os.getpid()}
     tmp = Path(tempfile.mkdtemp(prefix="tb-sweep-")) if pack else None
     try:
@@ -75,7 +81,7 @@ def run_trial(job: TrialJob, pack: bool = False) -> dict:
                              progress=False, force=True, argv=list(job.argv), plots=False)
         except Exception as e:  # recorded by the driver; the sweep goes on
             result.update(status="failed", error=f"{type(e).__name__}: {e}", traceback=traceback.format_exc())
-        if tmp is not None and result["status"] == "done":
+        if tmp is not None and result["status"] in DONE:
             result["archive"] = _pack(target)
     finally:
         if tmp is not None:

@@ -57,7 +57,7 @@ def test_emulation_trials_run_on_both_ray_nodes(tmp_path, monkeypatch, capsys):
     assert not cluster.processes()
     assert "2 trials: 0 reused, 2 run, 0 failed" in capsys.readouterr().out
     records = {p.parent: json.loads(p.read_text()) for p in out.glob("trials/*/seed-*/trial.json")}
-    assert len(records) == 2 and all(r["status"] == "done" and r["substrate"] == "netns" for r in records.values())
+    assert len(records) == 2 and all(r["status"] == "completed" and r["substrate"] == "netns" for r in records.values())
     assert len({r["ray_node"] for r in records.values()}) == 2, "both trials ran on one node"
     for trial in records:
         m = pd.read_parquet(trial / "energy_only" / "migrations.parquet")

@@ -66,7 +66,7 @@ def test_the_last_started_job_waits_until_the_others_leave_room():
     assert jobs.loc["j3", "waiting_s"] > 0
     first_done = min(jobs.loc["j1", "finished_s"], jobs.loc["j2", "finished_s"])
     assert jobs.loc["j3", "waiting_s"] == pytest.approx(first_done, abs=t["timeseries"]["dt_s"].max())
-    assert jobs["status"].eq("done").all()
+    assert jobs["status"].eq("completed").all()
     # the held job's power row: nothing requested; the backend was given the lowest cap
     p = t["power"]
     held = p[(p["job_id"] == "j3") & (p["t_s"] == 0)].iloc[0]

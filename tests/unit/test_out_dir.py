@@ -275,7 +275,7 @@ def test_sweep_reruns_a_trial_whose_record_is_damaged(ws, capsys):
     capsys.readouterr()
     assert main(["sweep", str(sweep), "--out", str(out), "--parallel", "1"]) == 0
     assert "0 reused, 1 run" in capsys.readouterr().out
-    assert json.loads(record.read_text())["status"] == "done" and not leftovers(ws)
+    assert json.loads(record.read_text())["status"] == "completed" and not leftovers(ws)
 
 
 def test_federated_run_uses_the_same_rule(ws):

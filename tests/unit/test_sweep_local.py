@@ -33,14 +33,14 @@ def test_layout_and_one_run_directory_per_trial(swept):
     assert len(trials) == N_TRIALS
     for d in trials:
         rec = json.loads((d / "trial.json").read_text())
-        assert rec["status"] == "done" and rec["backend"] == "local" and rec["substrate"] == "sim"
+        assert rec["status"] == "completed" and rec["backend"] == "local" and rec["substrate"] == "sim"
         manifest = json.loads((d / "manifest.json").read_text())  # a `testbed run` results directory
         assert manifest["seed"] == rec["seed"] == int(d.name.removeprefix("seed-"))
         assert manifest["scenario"]["resolved"]["feasibility"]["alpha"] == rec["params"]["feasibility.alpha"]
         assert {p.name for p in d.iterdir()} >= {"comparison.md", "scenario.yaml", *POLICIES}
     plan = json.loads((out / "sweep.json").read_text())
     assert len(plan["cells"]) == 4 and len(plan["trials"]) == N_TRIALS
-    assert set(pd.read_csv(out / "trials.csv")["status"]) == {"done"}
+    assert set(pd.read_csv(out / "trials.csv")["status"]) == {"completed"}
 
 
 def test_results_one_row_per_trial_and_policy(swept):
@@ -85,7 +85,7 @@ def test_resume_skips_done_trials(swept, capsys):
     one.unlink()  # as if the sweep had been interrupted during this trial
     assert main(["sweep", str(path), "--out", str(out)]) == 0
     err = capsys.readouterr().err
-    assert "11 done already, 1 to run" in err and f"{one.parent.relative_to(out)}: done" in err
+    assert "11 done already, 1 to run" in err and f"{one.parent.relative_to(out)}: completed" in err
     assert (out / "table.csv").read_bytes() == table  # deterministic: the re-run trial gives the same numbers
 
 
@@ -105,7 +105,7 @@ def test_failed_trial_is_recorded_and_rerun_later(tmp_path, capsys):
     assert rec["status"] == "failed" and "site-a.csv" in rec["error"] and rec["traceback"]
     assert not (out / "trials/001-csv/seed-1/manifest.json").exists()
     trials = pd.read_csv(out / "trials.csv")
-    assert list(trials["status"]) == ["done", "failed"]
+    assert list(trials["status"]) == ["completed", "failed"]
     assert set(pd.read_csv(out / "results.csv")["cell"]) == {"000-ok"}
     bad.write_text("timestamp,value\n" + "".join(f"{t},{1.5}\n" for t in range(0, 12 * 3600 + 1, 300)))
     assert main(["sweep", str(path), "--out", str(out)]) == 0

@@ -49,7 +49,7 @@ def test_same_table_locally_and_through_ray(tmp_path, capsys):
     for name in ("results.parquet", "results.csv", "table.csv", "table.md"):
         assert (through_ray / name).read_bytes() == (local / name).read_bytes(), name
     rec = json.loads(next(through_ray.glob("trials/*/seed-0/trial.json")).read_text())
-    assert rec["backend"] == "ray:local" and rec["status"] == "done"
+    assert rec["backend"] == "ray:local" and rec["status"] == "completed"
     trial = Path(next(through_ray.glob("trials/*/seed-0/trial.json"))).parent
     assert (trial / "manifest.json").is_file() and (trial / "static" / "summary.json").is_file()
     assert not ray.is_initialized()

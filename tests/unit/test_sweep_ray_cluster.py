@@ -55,7 +55,7 @@ def test_sweep_on_two_ray_start_nodes_matches_local(as_user, tmp_path, capsys):
     for name in ("results.parquet", "results.csv", "table.csv", "table.md"):
         assert (through_ray / name).read_bytes() == (local / name).read_bytes(), name
     records = [json.loads(p.read_text()) for p in through_ray.glob("trials/*/seed-*/trial.json")]
-    assert len(records) == 12 and all(r["status"] == "done" for r in records)
+    assert len(records) == 12 and all(r["status"] == "completed" for r in records)
     assert len({r["ray_node"] for r in records}) == 2, "the trials did not run on both nodes"
     assert "RAY_AUTH_MODE" not in os.environ  # the token mode was this sweep's only
 
