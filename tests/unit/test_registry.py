@@ -162,8 +162,8 @@ def test_throwaway_policy_and_trace_kind_run_on_sim(tmp_path, capsys):
     assert len(places) == 2 and set(places["dst"]) == {"b"}  # the last site, whatever the job's origin
     assert not (decisions["kind"] == "migrate").any()
     traces = pd.read_parquet(out / "traces.parquet")
-    renewable = traces[traces["series"].str.startswith("renewable_kw:")]
-    assert set(renewable["series"]) == {"renewable_kw:a", "renewable_kw:b"} and set(renewable["value"]) == {1.25}
+    renewable = traces[traces["quantity"] == "renewable_power"]
+    assert set(renewable["site"]) == {"a", "b"} and set(renewable["unit"]) == {"kW"} and set(renewable["value"]) == {1.25}
     manifest = json.loads((out / "manifest.json").read_text())
     assert [p["name"] for p in manifest["policies"]] == ["static", policy.NAME]
 
