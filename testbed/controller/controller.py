@@ -29,9 +29,11 @@ from testbed.substrate.base import MigrationOrder, MigrationOutcome, Substrate
 
 class Controller:
     def __init__(self, inputs: Inputs, policy: Policy, substrate: Substrate,
-                 on_step: Callable[[int, int], None] | None = None, caps: CapEnforcer | None = None):
+                 on_step: Callable[[int, int], None] | None = None, caps: CapEnforcer | None = None,
+                 policy_name: str | None = None):
         """``caps``: the run's cap enforcer (:func:`testbed.power.factory.make_enforcer`, entered by
-        the caller); None = the profile's model (``power.backend: model``)."""
+        the caller); None = the profile's model (``power.backend: model``). ``policy_name``: the
+        scenario entry's ``name`` (the tables' ``policy``; default: the policy's label)."""
         self.caps = caps if caps is not None else ModelCaps.for_scenario(inputs.scenario)
         self.inputs = inputs
         self.policy = policy
@@ -44,7 +46,7 @@ class Controller:
              for s in sc.sites],
             sc.power.p_sys_kw,
         )
-        self.run_log = RunLog(policy.label, start=inputs.scenario.start)
+        self.run_log = RunLog(policy.label, start=inputs.scenario.start, policy=policy_name)
 
     def _record_for(self, move: Move, now_s: float) -> MigrationRecord:
         sc, inp = self.inputs.scenario, self.inputs

@@ -19,10 +19,13 @@ from testbed.recorder.tables import dtypes_of, typed, with_policy, with_time
 
 
 class RunLog:
-    def __init__(self, label: str, start: datetime | None = None):
-        """``start``: the scenario's absolute start; every ``t_s`` gets a UTC ``time`` beside it."""
+    def __init__(self, label: str, start: datetime | None = None, policy: str | None = None):
+        """``start``: the scenario's absolute start; every ``t_s`` gets a UTC ``time`` beside it.
+        ``policy``: the policy's name (summary.json's ``policy``; default ``label``): every table
+        gets ``policy`` and ``label`` columns."""
         self.label = label
         self.start = start
+        self.policy = policy or label
         self._decisions: list[dict] = []
         self._candidates: list[dict] = []
         self._scores: list[dict] = []
@@ -137,7 +140,8 @@ class RunLog:
         }
         dtypes = {"migrations": MIGRATION_DTYPES, "decisions": _DECISION_DTYPES, "candidates": _CANDIDATE_DTYPES,
                   "candidate_scores": _SCORE_DTYPES, "jobs": _JOB_DTYPES, "power": _POWER_DTYPES}
-        out = {name: with_policy(typed(df, dtypes.get(name, {})), self.label) for name, df in tables.items()}
+        out = {name: with_policy(typed(df, dtypes.get(name, {})), self.policy, self.label)
+               for name, df in tables.items()}
         if self.start is not None:
             out = {name: with_time(df, self.start) for name, df in out.items()}
             out["migrations"] = with_time(out["migrations"], self.start, offset="t_decision_s", name="time_decision")

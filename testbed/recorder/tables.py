@@ -3,7 +3,7 @@
 - typed columns: a column keeps its dtype when it holds no value (``typed``, ``dtypes_of``): ``float64``
   (missing = NaN), ``Int64`` / ``boolean`` (nullable), ``str`` (missing = NaN), never an all-null ``object``;
 - a UTC ``time`` column right after every ``t_s`` offset (``with_time``), from the scenario's ``start``;
-- the policy that ran in every per-policy table (``with_policy``);
+- the policy that ran in every per-policy table: ``policy`` (its name) and ``label`` (``with_policy``);
 - traces long (tidy): one row per sample, ``site`` or ``link``, ``quantity``, ``unit``, ``value``
   (``tidy_traces``).
 """
@@ -76,11 +76,11 @@ def with_time(df: pd.DataFrame, start: datetime, offset: str = "t_s", name: str 
     return df
 
 
-def with_policy(df: pd.DataFrame, policy: str) -> pd.DataFrame:
-    """``df`` with a first column ``policy`` (the run's label) where it has none."""
-    if "policy" in df.columns:
-        return df
-    df = df.copy()
+def with_policy(df: pd.DataFrame, policy: str, label: str) -> pd.DataFrame:
+    """``df`` with first columns ``policy`` (the policy's name, as in summary.json) and ``label`` (the
+    scenario entry's label, the results folder), replacing any it had."""
+    df = df.drop(columns=[c for c in ("policy", "label") if c in df.columns])
+    df.insert(0, "label", pd.Series([label] * len(df), index=df.index, dtype="str"))
     df.insert(0, "policy", pd.Series([policy] * len(df), index=df.index, dtype="str"))
     return df
 

@@ -140,9 +140,10 @@ class FederatedStudy(Study):
         start = self.sc.start
         written = with_time(with_time(rdf.drop(columns=["candidates"], errors="ignore"), start, "t_start_s", "time_start"),
                             start, "t_end_s", "time_end")
-        write_table(folder / "rounds.parquet", with_policy(written, pol.label))
-        write_table(folder / "sites.parquet", with_policy(sdf, pol.label))
-        write_table(folder / "candidates.parquet", with_policy(candidates_table(rdf), pol.label))
+        name = run.spec.name
+        write_table(folder / "rounds.parquet", with_policy(written, name, pol.label))
+        write_table(folder / "sites.parquet", with_policy(sdf, name, pol.label))
+        write_table(folder / "candidates.parquet", with_policy(candidates_table(rdf), name, pol.label))
         write_json(folder / "summary.json", _finite(summary))
         self._rounds[pol.label] = rdf
         if self.progress:

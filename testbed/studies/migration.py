@@ -83,7 +83,7 @@ class MigrationStudy(Study):
         self._bar.set_postfix_str(run.label)
         with make_substrate(self.substrate, self.inputs, self.run_id) as sub, power_backend(self.sc, sub) as caps:
             ctl = Controller(self.inputs, make_policy(run.spec, self.inputs.scenario), sub,
-                             on_step=lambda k, n: self._bar.update(1), caps=caps)
+                             on_step=lambda k, n: self._bar.update(1), caps=caps, policy_name=run.spec.name)
             rec = ctl.run()
             self._desc = {**sub.describe(), "power_backend": caps.name}
         return rec
@@ -101,7 +101,7 @@ class MigrationStudy(Study):
                        f"{sc.name} - {run.label}: energy mix per site (seed {seed})")
             power_caps(tables["timeseries"], tables["power"], folder / "power_caps.png",
                        f"{sc.name} - {run.label}: GPU caps from renewables + grid top-up (seed {seed})")
-        by_site = with_policy(energy_by_site(tables["timeseries"]), run.label)
+        by_site = with_policy(energy_by_site(tables["timeseries"]), run.spec.name, run.label)
         by_site.to_csv(folder / "energy_by_site.csv", index=False, float_format="%.6f")
         return summary
 

@@ -60,7 +60,7 @@ def test_run_returns_dataframes_with_policy_columns(api_and_cli):
     # each row comes from its policy's own file
     own = pd.read_parquet(res.path / "energy_only" / "jobs.parquet")
     got = res.jobs[res.jobs["label"] == "energy_only"].drop(columns=["policy", "label"]).reset_index(drop=True)
-    pd.testing.assert_frame_equal(got, own.drop(columns=["policy"]))  # the file has its policy column too
+    pd.testing.assert_frame_equal(got, own.drop(columns=["policy", "label"]))  # the file has them too
     with pytest.raises(AttributeError, match="no 'rounds' table"):
         res.rounds
 

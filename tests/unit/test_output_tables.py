@@ -40,7 +40,8 @@ def test_time_is_utc_beside_its_offset_from_a_naive_or_an_aware_start():
         assert out["time"].iloc[1] - out["time"].iloc[0] == pd.Timedelta(seconds=90)
     assert with_time(df, datetime(2024, 6, 1))["time"].iloc[0] == pd.Timestamp("2024-06-01T00:00:00Z")
     assert "time" not in with_time(df.drop(columns="t_s"), datetime(2024, 6, 1))
-    assert list(with_policy(df, "p").columns) == ["policy", "x", "t_s"]
+    assert list(with_policy(df.assign(policy="old"), "p", "p-1").columns) == ["policy", "label", "x", "t_s"]
+    assert set(with_policy(df.assign(policy="old"), "p", "p-1")["policy"]) == {"p"}
 
 
 def test_traces_are_long_with_site_or_link_quantity_and_unit():

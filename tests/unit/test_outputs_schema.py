@@ -119,7 +119,7 @@ def test_the_tables_say_what_the_issue_asks(migration_run, federated_run):
             df = pd.read_parquet(path)
             assert not [c for c in df.columns if df[c].dtype == object], path
             if path.parent != run:
-                assert "policy" in df.columns, path
+                assert list(df.columns[:2]) == ["policy", "label"] and (df["label"] == path.parent.name).all(), path
             if "t_s" in df.columns:
                 assert str(df["time"].dtype) == "datetime64[us, UTC]", path
         tr = pd.read_parquet(run / "traces.parquet")
