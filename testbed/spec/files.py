@@ -94,3 +94,28 @@ def archive_problem(path: Path, max_bytes: int, limit_hint: str = "") -> str | N
         except (OSError, EOFError, zlib.error):
             return None  # not gzip after all: the loader says so
     return None
+
+
+def resolve_file(name: str, base_dir: Path) -> Path | None:
+    """A relative path is looked up beside the scenario, then from the working directory, then
+    one level above the scenario's folder (so ``topologies/x.yaml`` works from ``scenarios/``)."""
+    p = Path(name).expanduser()
+    candidates = [p] if p.is_absolute() else [base_dir / p, Path.cwd() / p, base_dir.parent / p]
+    for c in candidates:
+        if c.is_file():
+            return c.resolve()
+    for c in candidates:  # not a regular file: returned so that the caller can say what it is
+        if c.exists():
+            return c.resolve()
+    return None
+
+
+def trace_file(name: str, base_dir: Path, max_bytes: int) -> tuple[Path | None, str | None]:
+    """A trace file a scenario names: ``(resolved path, None)`` when it can be read, else
+    ``(None, why)`` (not found, not a regular file, too large, a bad archive)."""
+    path = resolve_file(name, base_dir)
+    if path is None:
+        return None, "file not found"
+    hint = "limits.max_trace_mb in the scenario"
+    why = input_file_problem(path, max_bytes, hint) or archive_problem(path, max_bytes, hint)
+    return (None, why) if why is not None else (path, None)

@@ -116,8 +116,7 @@ def keyed_problems(where: str, keys: Any, site_names: list[str]) -> list[tuple[s
 def signal_checks(sc: Any, base_dir: Path) -> tuple[list[tuple[str, str]], Any]:
     """Cross-checks of the grid signals and batteries (site keys, CSV units, files). Returns the
     problems and the scenario's ``traces`` with CSV paths resolved (None if nothing changed)."""
-    from testbed.spec.files import archive_problem, input_file_problem
-    from testbed.spec.load import resolve_file
+    from testbed.spec.files import trace_file
 
     names = [s.name for s in sc.sites]
     problems: list[tuple[str, str]] = []
@@ -140,10 +139,7 @@ def signal_checks(sc: Any, base_dir: Path) -> tuple[list[tuple[str, str]], Any]:
             file_name = getattr(src, "file", None)
             if file_name is None:
                 continue
-            path = resolve_file(file_name, base_dir)
-            hint = "limits.max_trace_mb in the scenario"
-            why = "file not found" if path is None else (input_file_problem(path, sc.limits.max_trace_bytes, hint)
-                                                         or archive_problem(path, sc.limits.max_trace_bytes, hint))
+            path, why = trace_file(file_name, base_dir, sc.limits.max_trace_bytes)
             if why is not None:
                 problems.append((f"{where}.{key}.file", f"{why}: {file_name}"))
             else:

@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from testbed.errors import SpecError
 from testbed.spec.errors_format import problems_from
-from testbed.spec.files import archive_problem, input_file_problem
+from testbed.spec.files import input_file_problem, resolve_file, trace_file
 from testbed.spec.limits import size_problems
 from testbed.spec.federated_checks import federated_problems
 from testbed.spec.grid_signals import GRID_SIGNAL_UNION, signal_checks
@@ -81,20 +81,6 @@ def read_yaml(path: Path, what: str = "file") -> Any:
     if not isinstance(data, dict):
         raise SpecError([(str(path), f"{what} must be a YAML mapping (key: value), got {type(data).__name__}")])
     return data
-
-
-def resolve_file(name: str, base_dir: Path) -> Path | None:
-    """A relative path is looked up beside the scenario, then from the working directory, then
-    one level above the scenario's folder (so ``topologies/x.yaml`` works from ``scenarios/``)."""
-    p = Path(name).expanduser()
-    candidates = [p] if p.is_absolute() else [base_dir / p, Path.cwd() / p, base_dir.parent / p]
-    for c in candidates:
-        if c.is_file():
-            return c.resolve()
-    for c in candidates:  # not a regular file: returned so that the caller can say what it is
-        if c.exists():
-            return c.resolve()
-    return None
 
 
 def _merge_topology(data: dict, base_dir: Path) -> tuple[dict, Path | None]:
@@ -177,10 +163,7 @@ def _cross_checks(sc: Scenario, base_dir: Path) -> tuple[list[tuple[str, str]], 
         file_name = getattr(src, "file", None)
         if file_name is None:
             continue
-        path = resolve_file(file_name, base_dir)
-        hint = "limits.max_trace_mb in the scenario"
-        why = "file not found" if path is None else (input_file_problem(path, sc.limits.max_trace_bytes, hint)
-                                                     or archive_problem(path, sc.limits.max_trace_bytes, hint))
+        path, why = trace_file(file_name, base_dir, sc.limits.max_trace_bytes)
         if why is not None:
             problems.append((f"traces.renewable.{key}.file", f"{why}: {file_name}"))
         else:

@@ -166,7 +166,7 @@ def load_class(ref: object, where: str, base_dir: Path) -> tuple[type, str]:
         raise PluginProblem(where, f"{attr!r} is not a class name (give 'package.module:ClassName')")
     try:
         if mod.endswith(".py"):
-            from testbed.spec.load import resolve_file
+            from testbed.spec.files import resolve_file
 
             path = resolve_file(mod, base_dir)
             if path is None or not path.is_file():
