@@ -13,7 +13,7 @@ run=1
 # e2fsprogs for `testbed vm test` (a netem/OVS-capable guest); vagrant so CI can check the
 # Vagrantfile (`vagrant validate`). Installed only when running as root with apt and only if
 # something is missing; the simulator needs none of them.
-APT_PKGS="iproute2 iperf3 ethtool mininet bridge-utils iputils-ping docker.io debootstrap qemu-system-x86 e2fsprogs vagrant"
+APT_PKGS="iproute2 iperf3 ethtool gcc libc6-dev mininet bridge-utils iputils-ping docker.io debootstrap qemu-system-x86 e2fsprogs vagrant"
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   missing=""
   for p in $APT_PKGS; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
@@ -49,6 +49,14 @@ fi
 # extras: emulation (pyroute2) and xlsx (openpyxl) are platform-only; the simulator needs neither
 .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev,emulation,xlsx,train,gpu,sweep]' 2>&1 | grep -v "^WARNING: Location" || true
 .venv/bin/python -c "import testbed, pandas, pvlib, pydantic, pyroute2, openpyxl, torch" || { echo "installation failed" >&2; exit 1; }
+
+# The compiled delay relay (testbed/netem/fastrelay): built here with the system C compiler; without
+# it, delayed links fall back to the Python relay.
+if .venv/bin/python -m testbed.netem.fastrelay build >/dev/null; then
+  echo "== built the compiled delay relay (testbed/netem/fastrelay/build/fastrelay)"
+else
+  echo "== compiled delay relay not built: delayed links use the Python relay"
+fi
 
 # Mininet from the distribution: the Debian package's mnexec is what starts hosts, and its Python
 # package (same version) is linked into .venv so the mininet substrate imports exactly that one.

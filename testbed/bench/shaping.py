@@ -382,18 +382,28 @@ def run(out_dir: Path, *, quick: bool = False, only: str | None = None) -> dict:
     """All measurements, or ``only="us100"``: just the us-100 up/down next to Mininet's."""
     from testbed.doctor.qdisc import detect_impairment
 
-    if only not in (None, "us100"):
-        raise ValueError(f"unknown part {only!r} (known: us100)")
+    if only not in (None, "us100", "dataplane"):
+        raise ValueError(f"unknown part {only!r} (known: us100, dataplane)")
     impairment = detect_impairment()
     result: dict = {"impairment": impairment}
     if only is None:
         result["goodput"] = goodput_rows(seconds=2.0 if quick else 4.0)
         result["rtt"] = rtt_rows(impairment)
         result["rate_change"] = rate_change_row()
+    if only in (None, "dataplane") and impairment == "relay":
+        from testbed.bench import relay_dataplane
+
+        result["dataplane"] = relay_dataplane.run(seconds=3.0 if quick else 5.0)
+    targets: dict = {}
+    if "dataplane" in result:
+        from testbed.bench.relay_dataplane import targets as dataplane_targets
+
+        targets.update(dataplane_targets(result["dataplane"]))
+    if only == "dataplane":
+        return _write(out_dir, result, targets)
     cmp_ = us100_comparison(impairment, repeat=1 if (quick or only) else 2)
     result["topology"] = cmp_.pop("topology")
     result["us100_vs_mininet"] = cmp_
-    targets: dict = {}
     if only is None:
         g = [r for r in result["goodput"] if r["configured_mbit"]]
         targets["goodput_ratio_min"] = 0.94
@@ -405,6 +415,10 @@ def run(out_dir: Path, *, quick: bool = False, only: str | None = None) -> dict:
     targets["topology_pass"] = result["topology"]["up_s"] < 60 and result["topology"]["leftover_namespaces"] == 0
     if "ratio_cli" in cmp_:  # without Mininet there is nothing to compare with: not a failure
         targets["us100_vs_mininet_pass"] = max(cmp_["ratio_cli"], cmp_["ratio_fabric"]) <= TOPOLOGY_RATIO_TARGET
+    return _write(out_dir, result, targets)
+
+
+def _write(out_dir: Path, result: dict, targets: dict) -> dict:
     result["targets"] = targets
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "shaping.json").write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
@@ -421,6 +435,12 @@ def render(r: dict) -> str:
     lines = ["# bench shaping", "", f"Latency/jitter/loss by: {r['impairment']}", ""]
     if "goodput" in r:
         lines += _render_shaping(r)
+    if "dataplane" in r:
+        from testbed.bench.relay_dataplane import render as render_dataplane
+
+        lines += render_dataplane(r["dataplane"], t)
+    if "topology" not in r:
+        return "\n".join(lines)
     tp = r["topology"]
     lines += [f"## Topology {tp['topology']} (target: up in < 60 s, nothing left after teardown)", "",
               f"- {tp['sites']} sites, {tp['links']} links, {tp['relays']} relays, {tp['namespaces']} namespaces: "

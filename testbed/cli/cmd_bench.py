@@ -34,8 +34,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     sh = bsub.add_parser("shaping", help="configured vs achieved goodput, RTT, rate-change latency, us-100 up time (root)")
     sh.add_argument("--out", type=Path, default=Path("results") / "bench", help="directory for shaping.json / .md (default results/bench)")
     sh.add_argument("--quick", action="store_true", help="shorter goodput runs (2 s instead of 4 s)")
-    sh.add_argument("--only", choices=["us100"], default=None,
-                    help="only us-100 up/down next to Mininet's 100 hosts with tc links (about a minute)")
+    sh.add_argument("--only", choices=["us100", "dataplane"], default=None,
+                    help="us100: only us-100 up/down next to Mininet's 100 hosts with tc links (about a minute); "
+                         "dataplane: only the delay relays side by side (compiled, Python, unshaped veth)")
     sh.set_defaults(func=_bench_shaping)
     pw = bsub.add_parser("power", help="CPU-throttled real training vs the power profile's throughput_frac(cap)")
     pw.add_argument("--profile", default="rtx4090", help="shipped profile name or YAML path (default rtx4090)")

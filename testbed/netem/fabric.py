@@ -312,6 +312,11 @@ class Fabric:
         from testbed.netem.relayfork import RelaySpec, RelayStartError, start_relays
 
         tmp = Path(self._tmp)
+        from testbed.netem import fastrelay
+
+        if fastrelay.available():
+            self._start_fast_relays(links)
+            return self._wait_relays_ready(links)
         specs = []
         for link in links:
             imp = PathImpairment(delay_ms=link.delay_ms, jitter_ms=link.jitter_ms, loss_pct=link.loss_pct)
@@ -336,6 +341,37 @@ class Fabric:
             finally:  # one state-file write for all of them (one per relay costs ~1 s for us-100)
                 if started:
                     state.add(self.plan.run_id, pids=started)
+        self._wait_relays_ready(links)
+
+    def _start_fast_relays(self, links: list) -> None:
+        """The compiled relay (:mod:`testbed.netem.fastrelay`), one process per link (so each link's
+        live changes keep their own PID and control file), same files as the Python relay."""
+        import psutil
+
+        from testbed.netem import fastrelay
+
+        tmp = Path(self._tmp)
+        started: list[int] = []
+        with critical():
+            try:
+                for link in links:
+                    d, j, l = link.delay_ms, link.jitter_ms, link.loss_pct
+                    arg = fastrelay.LinkArg(link.if_ra, link.if_rb, d, j, l, d, j, l, seed=link.index,
+                                            gso=relay_gso(link), stats_path=str(tmp / f"relay-{link.index}.json"),
+                                            control_path=self.relay_control_path(link))
+                    argv = fastrelay.fastrelay_argv([arg], netns=self._ns(link.relay_ns),
+                                                    ready_file=str(tmp / f"relay-{link.index}.ready"))
+                    pid = fastrelay.spawn(argv, str(tmp / f"relay-{link.index}.log"))
+                    started.append(pid)
+                    self._relays[link.key] = psutil.Process(pid)
+            except OSError as e:
+                raise FabricError(f"delay relays: cannot start {fastrelay.BINARY}: {e.strerror or e}") from None
+            finally:
+                if started:
+                    state.add(self.plan.run_id, pids=started)
+
+    def _wait_relays_ready(self, links: list) -> None:
+        tmp = Path(self._tmp)
         from testbed.netem.processes import ended
 
         pending = [(link, tmp / f"relay-{link.index}.ready") for link in links]

@@ -1,0 +1,149 @@
+"""Delay data planes side by side: the compiled relay (:mod:`testbed.netem.fastrelay`), the Python
+relay (:mod:`testbed.netem.relay`) and an unshaped veth (the ceiling), measured with iperf3.
+
+Per (rate, one-way delay): iperf3 TCP goodput through the link and its ratio to the configured rate,
+the idle RTT (median TCP handshake) against the configured RTT (target: within 1 ms + 5 %), and
+iperf3's mean RTT under load (includes the queue the shaper builds). With loss: iperf3 UDP at
+half the rate and the loss it measured beside the configured loss (target: within 0.3 points).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+
+from testbed.bench.shaping import UNSHAPED_MBIT, _pair, handshake_rtt_ms
+from testbed.netem.fastrelay import RELAY_ENV
+from testbed.netem.fastrelay import available as fast_available
+from testbed.netem.nsexec import spawn
+
+IMPLEMENTATIONS = ("fast", "python")
+RTT_TOL_MS, RTT_TOL_FRAC, LOSS_TOL_POINTS, GOODPUT_TARGET = 1.0, 0.05, 0.3, 0.94
+DEFAULT_CASES = ((1000.0, 10.0), (5000.0, 25.0), (10000.0, 25.0), (10000.0, 50.0), (1000.0, 100.0))
+
+
+@contextlib.contextmanager
+def _relay_impl(impl: str) -> Iterator[None]:
+    old = os.environ.get(RELAY_ENV)
+    os.environ[RELAY_ENV] = "python" if impl == "python" else "fast"
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(RELAY_ENV, None)
+        else:
+            os.environ[RELAY_ENV] = old
+
+
+def _iperf3(fab, seconds: float, *, udp_mbit: float | None = None, port: int = 5301) -> dict | None:
+    exe = shutil.which("iperf3")
+    if exe is None:
+        return None
+    server = spawn(fab.site_ns("b"), [exe, "-s", "-1", "-B", fab.site_addr("b"), "-p", str(port)],
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(0.3)
+        cmd = [exe, "-c", fab.site_addr("b"), "-p", str(port), "-t", str(seconds), "-J"]
+        if udp_mbit:
+            cmd += ["-u", "-b", f"{udp_mbit}M", "-l", "1400"]
+        client = spawn(fab.site_ns("a"), cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        out, _ = client.communicate(timeout=seconds + 60)
+        return json.loads(out)
+    finally:
+        if server.poll() is None:
+            server.terminate()
+        server.wait(timeout=5)
+
+
+def tcp_row(impl: str, rate_mbit: float, delay_ms: float, seconds: float = 5.0) -> dict:
+    """iperf3 TCP goodput and RTTs through one link built by ``impl`` ("fast", "python" or "unshaped")."""
+    unshaped = impl == "unshaped"
+    with _relay_impl("python" if impl == "python" else "fast"):
+        with _pair(UNSHAPED_MBIT if unshaped else rate_mbit, 0.0 if unshaped else delay_ms,
+                   "none" if unshaped else "relay") as fab:
+            idle_rtt = handshake_rtt_ms(fab, n=20)
+            data = _iperf3(fab, seconds)
+    rtt = 2 * delay_ms
+    goodput = data["end"]["sum_received"]["bits_per_second"] / 1e6 if data else None
+    stream = (data or {}).get("end", {}).get("streams", [{}])[0].get("sender", {})
+    row = {"implementation": impl, "configured_mbit": None if unshaped else rate_mbit,
+           "configured_rtt_ms": None if unshaped else rtt, "actual_goodput_mbit": goodput,
+           "goodput_ratio": goodput / rate_mbit if (goodput and not unshaped) else None,
+           "actual_idle_rtt_ms": idle_rtt, "actual_loaded_mean_rtt_ms": stream.get("mean_rtt", 0) / 1000 or None,
+           "retransmits": stream.get("retransmits")}
+    if not unshaped:
+        row["rtt_within_target"] = abs(idle_rtt - rtt) <= RTT_TOL_MS + RTT_TOL_FRAC * rtt
+    return row
+
+
+def loss_row(impl: str, rate_mbit: float = 1000.0, loss_pct: float = 1.0, delay_ms: float = 5.0,
+             seconds: float = 5.0) -> dict:
+    """iperf3 UDP at a tenth of ``rate_mbit`` (a rate the receiving iperf3 keeps up with on a busy
+    machine, so what it counts lost is the link's loss) through a link with ``loss_pct`` per-packet loss."""
+    offered = rate_mbit / 10
+    from testbed.link import DirectedLink
+    from testbed.netem.fabric import Fabric
+    from testbed.netem.links import fabric_links
+    from testbed.netem.naming import new_run_id
+    from testbed.netem.plan import plan_fabric
+
+    links = [DirectedLink(s, d, bandwidth_gbps=rate_mbit / 1000, latency_ms=delay_ms, loss_pct=loss_pct)
+             for s, d in ("ab", "ba")]
+    with _relay_impl(impl), Fabric(plan_fabric(new_run_id(), ["a", "b"], fabric_links(links), "relay"),
+                                   purpose="run") as fab:  # type: ignore[arg-type]
+        data = _iperf3(fab, seconds, udp_mbit=offered)
+    s = (data or {}).get("end", {}).get("sum", {})
+    measured = s.get("lost_percent")
+    return {"implementation": impl, "configured_mbit": rate_mbit, "configured_loss_pct": loss_pct,
+            "offered_mbit": offered, "actual_loss_pct": measured,
+            "actual_received_mbit": s.get("bits_per_second", 0) / 1e6 or None,
+            "loss_within_target": measured is not None and abs(measured - loss_pct) <= LOSS_TOL_POINTS}
+
+
+def run(cases=DEFAULT_CASES, seconds: float = 5.0) -> dict:
+    impls = [i for i in IMPLEMENTATIONS if i != "fast" or fast_available()]
+    tcp = [tcp_row("unshaped", 0.0, 0.0, seconds)]
+    for rate, delay in cases:
+        tcp += [tcp_row(impl, rate, delay, seconds) for impl in impls]
+    loss = [loss_row(impl, seconds=seconds) for impl in impls]
+    return {"fast_relay_built": fast_available(), "tcp": tcp, "loss": loss}
+
+
+def targets(r: dict) -> dict:
+    """Pass/fail of the compiled relay against the targets (10 Gbit/s at 25 ms one-way: goodput >= 0.94 x
+    configured; every idle RTT within 1 ms + 5 %; 1 % loss measured within 0.3 points). Without the
+    compiled relay the Python relay's rows are judged."""
+    impl = "fast" if r["fast_relay_built"] else "python"
+    tcp = [x for x in r["tcp"] if x["implementation"] == impl]
+    ten = [x for x in tcp if x["configured_mbit"] == 10000.0 and x["configured_rtt_ms"] == 50.0]
+    return {"dataplane_10g_goodput_pass": bool(ten) and all((x["goodput_ratio"] or 0) >= GOODPUT_TARGET for x in ten),
+            "dataplane_rtt_pass": all(x["rtt_within_target"] for x in tcp),
+            "dataplane_loss_pass": all(x["loss_within_target"] for x in r["loss"] if x["implementation"] == impl)}
+
+
+def render(r: dict, t: dict | None = None) -> list[str]:
+    def f(x, d=1):
+        return "-" if x is None else (f"{x:.{d}f}" if isinstance(x, float) else str(x))
+
+    out = ["", "### Delay data plane: compiled relay vs Python relay vs unshaped veth (iperf3)", "",
+           f"compiled relay built: {r['fast_relay_built']}", "",
+           "| relay | configured Mbit/s | RTT ms | goodput Mbit/s | ratio | idle RTT ms | loaded RTT ms | "
+           "RTT in target | retransmits |", "|---|---|---|---|---|---|---|---|---|"]
+    for row in r["tcp"]:
+        out.append(f"| {row['implementation']} | {f(row['configured_mbit'], 0)} | {f(row['configured_rtt_ms'], 0)} | "
+                   f"{f(row['actual_goodput_mbit'], 0)} | {f(row['goodput_ratio'], 3)} | "
+                   f"{f(row['actual_idle_rtt_ms'], 2)} | {f(row['actual_loaded_mean_rtt_ms'], 1)} | "
+                   f"{f(row.get('rtt_within_target'))} | {f(row['retransmits'])} |")
+    out += ["", "| relay | configured loss % | offered Mbit/s (UDP) | measured loss % | within 0.3 points |",
+            "|---|---|---|---|---|"]
+    for row in r["loss"]:
+        out.append(f"| {row['implementation']} | {f(row['configured_loss_pct'])} | {f(row['offered_mbit'], 0)} | "
+                   f"{f(row['actual_loss_pct'], 2)} | {f(row['loss_within_target'])} |")
+    if t:
+        out += [""] + [f"{k}: {'PASS' if v else 'FAIL'}" for k, v in t.items() if k.startswith("dataplane_")]
+    return out + [""]

@@ -1,0 +1,5 @@
+import sys
+
+from testbed.netem.fastrelay import main
+
+sys.exit(main())

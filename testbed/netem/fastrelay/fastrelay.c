@@ -1,0 +1,535 @@
+/* fastrelay: compiled delay/jitter/loss data plane for kernels without sch_netem.
+ *
+ * Same semantics as testbed/netem/relay.py (see its module doc): each link is two interfaces
+ * (a, b) in the current network namespace; every Ethernet frame read from one is held for the
+ * one-way delay (+ normal jitter, clamped at 0, never reordered: release = max(previous release,
+ * arrival + d)), dropped with independent probability loss_pct/100, then written to the other.
+ * One process serves any number of links (--link ... repeated) with one epoll loop and one
+ * timerfd; each direction keeps its held frames in a byte ring (mmap, MAP_NORESERVE) in arrival
+ * order, so the head is always the next frame due. Frames are read with recvmmsg (frame mode) or
+ * recv (GSO mode: PACKET_VNET_HDR super-frames of up to 64 KB) straight into the ring and written
+ * with sendmmsg. Random streams: splitmix64 seeded from (seed, direction, purpose) — reproducible
+ * per seed, but not the same draws as the Python relay.
+ *
+ * Control: SIGUSR1 re-reads every link's --control JSON file
+ * ({"a_to_b": {"delay_ms":..,"jitter_ms":..,"loss_pct":..}, "b_to_a": {...}}); SIGTERM/SIGINT stop
+ * the relay, which then writes each link's stats JSON (same fields as the Python relay's).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <net/if.h>
+#include <arpa/inet.h>
+#include <linux/if_packet.h>
+#include <linux/if_ether.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/timerfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef PACKET_IGNORE_OUTGOING
+#define PACKET_IGNORE_OUTGOING 23
+#endif
+#define BATCH 64
+#define GSO_FRAME_BYTES (256 * 1024)
+#define SOCK_BUF_BYTES (32 * 1024 * 1024)
+#define WRAP_MARK 0xFFFFFFFFu
+#define HDR_BYTES 16
+
+typedef struct { double delay_ms, jitter_ms, loss_pct; } imp_t;
+
+typedef struct {
+  uint64_t frames_in, bytes_in, frames_out, bytes_out, dropped_loss, dropped_overflow,
+      dropped_oversize, tx_errors, rx_errors, kernel_drops, max_queue_frames, queued_at_exit;
+} dstats_t;
+
+typedef struct {
+  int fd_in, fd_out;
+  imp_t imp;
+  uint64_t loss_rng, jitter_rng;
+  uint64_t last_release;
+  uint8_t *ring;
+  size_t size, head, tail; /* head: next to send; tail: next free byte */
+  uint64_t queued;
+  dstats_t st;
+  size_t frame_bytes;
+} dir_t;
+
+typedef struct {
+  char if_a[IFNAMSIZ], if_b[IFNAMSIZ];
+  int fd_a, fd_b;
+  uint64_t seed;
+  int gso;
+  const char *stats_path, *control_path;
+  dir_t d[2];
+} link_t;
+
+static volatile sig_atomic_t g_stop = 0, g_reload = 0;
+static void on_stop(int s) { (void)s; g_stop = 1; }
+static void on_usr1(int s) { (void)s; g_reload = 1; }
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t splitmix(uint64_t *s) {
+  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+static double unif(uint64_t *s) { return (splitmix(s) >> 11) * (1.0 / 9007199254740992.0); }
+static double gauss(uint64_t *s) {
+  double u1 = unif(s), u2 = unif(s);
+  if (u1 < 1e-300) u1 = 1e-300;
+  return sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
+}
+static uint64_t seed_of(uint64_t seed, int dir, int purpose) {
+  uint64_t s = seed * 1000003ull + (uint64_t)dir * 7919ull + (uint64_t)purpose * 104729ull + 12345;
+  splitmix(&s);
+  return s;
+}
+
+static void die(const char *msg) { fprintf(stderr, "fastrelay: %s\n", msg); exit(1); }
+static void die_errno(const char *what, const char *arg) {
+  fprintf(stderr, "fastrelay: %s %s: %s\n", what, arg, strerror(errno));
+  exit(1);
+}
+
+static int open_sock(const char *ifname, int vnet) {
+  int fd = socket(AF_PACKET, SOCK_RAW | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) die_errno("socket for", ifname);
+  int one = 1, buf = SOCK_BUF_BYTES;
+  setsockopt(fd, SOL_PACKET, PACKET_IGNORE_OUTGOING, &one, sizeof one);
+  if (vnet && setsockopt(fd, SOL_PACKET, PACKET_VNET_HDR, &one, sizeof one) < 0) die_errno("PACKET_VNET_HDR on", ifname);
+  if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &buf, sizeof buf) < 0) setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
+  if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &buf, sizeof buf) < 0) setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
+  struct sockaddr_ll sll = {0};
+  sll.sll_family = AF_PACKET;
+  sll.sll_protocol = htons(ETH_P_ALL);
+  sll.sll_ifindex = (int)if_nametoindex(ifname);
+  if (!sll.sll_ifindex) die_errno("no interface", ifname);
+  if (bind(fd, (struct sockaddr *)&sll, sizeof sll) < 0) die_errno("bind to", ifname);
+  return fd;
+}
+
+static int if_mtu(const char *ifname) {
+  int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  struct ifreq ifr = {0};
+  snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "%s", ifname);
+  int mtu = 1500;
+  if (s >= 0 && ioctl(s, SIOCGIFMTU, &ifr) == 0) mtu = ifr.ifr_mtu;
+  if (s >= 0) close(s);
+  return mtu;
+}
+
+/* ---- ring: entries [u64 release][u32 len][u32 pad][data, padded to 8] in arrival order ---- */
+static size_t pad8(size_t n) { return (n + 7) & ~(size_t)7; }
+
+/* contiguous room for `need` bytes at the tail (wrapping if it helps); NULL when full */
+static uint8_t *ring_reserve(dir_t *d, size_t need) {
+  if (d->queued == 0) d->head = d->tail = 0;
+  if (d->tail >= d->head) {
+    if (d->size - d->tail >= need + HDR_BYTES) return d->ring + d->tail;
+    if (d->head > need + HDR_BYTES) { /* wrap: mark the rest of the ring unused */
+      if (d->size - d->tail >= HDR_BYTES) *(uint32_t *)(d->ring + d->tail + 8) = WRAP_MARK;
+      else if (d->tail < d->size) { /* fewer than HDR bytes left: reader treats it as the end */ }
+      d->tail = 0;
+      return d->head > need + HDR_BYTES ? d->ring : NULL;
+    }
+    return NULL;
+  }
+  if (d->head - d->tail > need + HDR_BYTES) return d->ring + d->tail;
+  return NULL;
+}
+
+static void ring_push(dir_t *d, uint64_t release, uint32_t len) {
+  uint8_t *p = d->ring + d->tail;
+  *(uint64_t *)p = release;
+  *(uint32_t *)(p + 8) = len;
+  d->tail += HDR_BYTES + pad8(len);
+  d->queued++;
+  if (d->queued > d->st.max_queue_frames) d->st.max_queue_frames = d->queued;
+}
+
+/* head entry, skipping a wrap mark; NULL when empty */
+static uint8_t *ring_head(dir_t *d) {
+  if (!d->queued) return NULL;
+  if (d->size - d->head < HDR_BYTES || *(uint32_t *)(d->ring + d->head + 8) == WRAP_MARK) d->head = 0;
+  return d->ring + d->head;
+}
+static void ring_pop(dir_t *d) {
+  uint32_t len = *(uint32_t *)(d->ring + d->head + 8);
+  d->head += HDR_BYTES + pad8(len);
+  d->queued--;
+}
+
+static int admit(dir_t *d, uint64_t arrival, uint64_t *release) {
+  if (d->imp.loss_pct > 0 && unif(&d->loss_rng) * 100.0 < d->imp.loss_pct) return 0;
+  double delay = d->imp.delay_ms * 1e6;
+  if (d->imp.jitter_ms > 0) {
+    delay += gauss(&d->jitter_rng) * d->imp.jitter_ms * 1e6;
+    if (delay < 0) delay = 0;
+  }
+  uint64_t r = arrival + (uint64_t)llround(delay);
+  if (r < d->last_release) r = d->last_release;
+  d->last_release = r;
+  *release = r;
+  return 1;
+}
+
+static uint8_t scratch[GSO_FRAME_BYTES];
+
+static void drain(dir_t *d) {
+  for (int rounds = 0; rounds < 16; rounds++) {
+    size_t fb = d->frame_bytes;
+    int batch = fb >= GSO_FRAME_BYTES ? 1 : BATCH;
+    struct mmsghdr msgs[BATCH];
+    struct iovec iov[BATCH];
+    size_t stride = HDR_BYTES + pad8(fb);
+    uint8_t *base = ring_reserve(d, stride * (size_t)batch);
+    int overflow = base == NULL;
+    if (overflow) { base = scratch; batch = 1; }
+    memset(msgs, 0, sizeof(struct mmsghdr) * (size_t)batch);
+    for (int i = 0; i < batch; i++) {
+      iov[i].iov_base = overflow ? scratch : base + (size_t)i * stride + HDR_BYTES;
+      iov[i].iov_len = overflow ? sizeof scratch : fb;
+      msgs[i].msg_hdr.msg_iov = &iov[i];
+      msgs[i].msg_hdr.msg_iovlen = 1;
+    }
+    int n = recvmmsg(d->fd_in, msgs, (unsigned)batch, MSG_DONTWAIT | MSG_TRUNC, NULL);
+    if (n < 0) {
+      if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) d->st.rx_errors++;
+      return;
+    }
+    uint64_t t = now_ns();
+    for (int i = 0; i < n; i++) {
+      uint32_t len = msgs[i].msg_len;
+      d->st.frames_in++;
+      d->st.bytes_in += len;
+      if (overflow) { d->st.dropped_overflow++; continue; }
+      if (len >= fb) { d->st.dropped_oversize++; continue; }
+      uint64_t rel;
+      if (!admit(d, t, &rel)) { d->st.dropped_loss++; continue; }
+      uint8_t *dst = d->ring + d->tail + HDR_BYTES;
+      uint8_t *src = (uint8_t *)iov[i].iov_base;
+      if (dst != src) memmove(dst, src, len); /* compact: previous entries were shorter than the stride */
+      ring_push(d, rel, len);
+    }
+    if (n < batch) return;
+  }
+}
+
+/* send every due frame; returns the next due time (0 if empty) */
+static uint64_t release_due(dir_t *d, uint64_t t) {
+  for (;;) {
+    struct mmsghdr msgs[BATCH];
+    struct iovec iov[BATCH];
+    int n = 0;
+    size_t h = d->head;
+    uint64_t q = d->queued;
+    uint8_t *e;
+    /* gather up to BATCH due entries without popping */
+    size_t save_head = d->head;
+    uint64_t save_q = d->queued;
+    while (n < BATCH && (e = ring_head(d)) != NULL && *(uint64_t *)e <= t) {
+      uint32_t len = *(uint32_t *)(e + 8);
+      iov[n].iov_base = e + HDR_BYTES;
+      iov[n].iov_len = len;
+      memset(&msgs[n], 0, sizeof msgs[n]);
+      msgs[n].msg_hdr.msg_iov = &iov[n];
+      msgs[n].msg_hdr.msg_iovlen = 1;
+      n++;
+      ring_pop(d);
+    }
+    (void)h; (void)q;
+    if (n == 0) {
+      e = ring_head(d);
+      return e ? *(uint64_t *)e : 0;
+    }
+    d->head = save_head;
+    d->queued = save_q;
+    int sent = sendmmsg(d->fd_out, msgs, (unsigned)n, MSG_DONTWAIT);
+    if (sent < 0) {
+      if (errno == ENOBUFS || errno == EAGAIN || errno == EWOULDBLOCK) return t + 200000;
+      /* EMSGSIZE, ENETDOWN...: drop the first frame, keep going */
+      d->st.tx_errors++;
+      ring_head(d);
+      ring_pop(d);
+      continue;
+    }
+    for (int i = 0; i < sent; i++) {
+      ring_head(d);
+      d->st.frames_out++;
+      d->st.bytes_out += iov[i].iov_len;
+      ring_pop(d);
+    }
+    if (sent < n) return t + 200000; /* transmit queue full: retry soon */
+  }
+}
+
+/* ---- control file: tiny reader for {"a_to_b": {...}, "b_to_a": {...}} ---- */
+static int json_num(const char *obj, const char *end, const char *key, double *out) {
+  char pat[64];
+  snprintf(pat, sizeof pat, "\"%s\"", key);
+  const char *p = strstr(obj, pat);
+  if (!p || p >= end) return -1;
+  p = strchr(p + strlen(pat), ':');
+  if (!p || p >= end) return -1;
+  char *q;
+  double v = strtod(p + 1, &q);
+  if (q == p + 1 || !isfinite(v) || v < 0) return -1;
+  *out = v;
+  return 0;
+}
+static int read_control(const char *path, imp_t out[2], int gso, char *err, size_t errlen) {
+  FILE *f = fopen(path, "r");
+  if (!f) { snprintf(err, errlen, "%s", strerror(errno)); return -1; }
+  char buf[8192];
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  const char *tags[2] = {"\"a_to_b\"", "\"b_to_a\""};
+  for (int i = 0; i < 2; i++) {
+    const char *p = strstr(buf, tags[i]);
+    if (!p) { snprintf(err, errlen, "no %s", tags[i]); return -1; }
+    const char *o = strchr(p, '{'), *c = o ? strchr(o, '}') : NULL;
+    if (!o || !c) { snprintf(err, errlen, "%s is not an object", tags[i]); return -1; }
+    imp_t im = {0, 0, 0};
+    if (json_num(o, c, "delay_ms", &im.delay_ms) || json_num(o, c, "jitter_ms", &im.jitter_ms) ||
+        json_num(o, c, "loss_pct", &im.loss_pct) || im.loss_pct > 100) {
+      snprintf(err, errlen, "%s: delay_ms, jitter_ms, loss_pct must be numbers >= 0", tags[i]);
+      return -1;
+    }
+    if (gso && im.loss_pct > 0) { snprintf(err, errlen, "a GSO-mode relay cannot drop single packets (loss must stay 0)"); return -1; }
+    out[i] = im;
+  }
+  return 0;
+}
+
+static void write_dstats(FILE *f, const char *name, const dstats_t *s, int last) {
+  fprintf(f, "  \"%s\": {\"frames_in\": %llu, \"bytes_in\": %llu, \"frames_out\": %llu, \"bytes_out\": %llu, "
+             "\"dropped_loss\": %llu, \"dropped_overflow\": %llu, \"dropped_oversize\": %llu, \"tx_errors\": %llu, "
+             "\"rx_errors\": %llu, \"kernel_drops\": %llu, \"max_queue_frames\": %llu, \"queued_at_exit\": %llu}%s\n",
+          name, (unsigned long long)s->frames_in, (unsigned long long)s->bytes_in, (unsigned long long)s->frames_out,
+          (unsigned long long)s->bytes_out, (unsigned long long)s->dropped_loss, (unsigned long long)s->dropped_overflow,
+          (unsigned long long)s->dropped_oversize, (unsigned long long)s->tx_errors, (unsigned long long)s->rx_errors,
+          (unsigned long long)s->kernel_drops, (unsigned long long)s->max_queue_frames,
+          (unsigned long long)s->queued_at_exit, last ? "" : ",");
+}
+
+static void write_stats(link_t *l, double dur_s, double cpu_s) {
+  if (!l->stats_path) return;
+  char tmp[4096];
+  snprintf(tmp, sizeof tmp, "%s.tmp%d", l->stats_path, (int)getpid());
+  FILE *f = fopen(tmp, "w");
+  if (!f) return;
+  fprintf(f, "{\n  \"if_a\": \"%s\",\n  \"if_b\": \"%s\",\n  \"mode\": \"%s\",\n  \"implementation\": \"fastrelay\",\n"
+             "  \"seed\": %llu,\n", l->if_a, l->if_b, l->gso ? "gso" : "frame", (unsigned long long)l->seed);
+  fprintf(f, "  \"impairments\": {\"a_to_b\": {\"delay_ms\": %.17g, \"jitter_ms\": %.17g, \"loss_pct\": %.17g}, "
+             "\"b_to_a\": {\"delay_ms\": %.17g, \"jitter_ms\": %.17g, \"loss_pct\": %.17g}},\n",
+          l->d[0].imp.delay_ms, l->d[0].imp.jitter_ms, l->d[0].imp.loss_pct, l->d[1].imp.delay_ms,
+          l->d[1].imp.jitter_ms, l->d[1].imp.loss_pct);
+  write_dstats(f, "a_to_b", &l->d[0].st, 0);
+  write_dstats(f, "b_to_a", &l->d[1].st, 0);
+  fprintf(f, "  \"duration_s\": %.6f,\n  \"cpu_s\": %.6f\n}\n", dur_s, cpu_s);
+  fclose(f);
+  rename(tmp, l->stats_path);
+}
+
+static uint64_t kernel_drops(int fd) {
+  struct tpacket_stats ts;
+  socklen_t len = sizeof ts;
+  if (getsockopt(fd, SOL_PACKET, PACKET_STATISTICS, &ts, &len) < 0) return 0;
+  return ts.tp_drops;
+}
+
+static void usage(void) {
+  fprintf(stderr,
+          "usage: fastrelay [--netns NS] [--ready-file F] [--ring-mb N] --link IF_A,IF_B,DELAY_AB_MS,JITTER_AB_MS,"
+          "LOSS_AB_PCT,DELAY_BA_MS,JITTER_BA_MS,LOSS_BA_PCT,SEED,GSO(0|1)[,STATS[,CONTROL]] [--link ...]\n");
+}
+
+static int parse_link(char *spec, link_t *l) {
+  char *f[12] = {0};
+  int n = 0;
+  char *save = NULL;
+  /* split on commas, keeping empty fields */
+  char *p = spec;
+  while (n < 12) {
+    f[n++] = p;
+    char *c = strchr(p, ',');
+    if (!c) break;
+    *c = 0;
+    p = c + 1;
+  }
+  (void)save;
+  if (n < 10) return -1;
+  if (strlen(f[0]) >= IFNAMSIZ || strlen(f[1]) >= IFNAMSIZ || !*f[0] || !*f[1]) return -1;
+  strcpy(l->if_a, f[0]);
+  strcpy(l->if_b, f[1]);
+  double v[6];
+  for (int i = 0; i < 6; i++) {
+    char *e;
+    v[i] = strtod(f[2 + i], &e);
+    if (e == f[2 + i] || *e || !isfinite(v[i]) || v[i] < 0) return -1;
+  }
+  if (v[2] > 100 || v[5] > 100) return -1;
+  l->d[0].imp = (imp_t){v[0], v[1], v[2]};
+  l->d[1].imp = (imp_t){v[3], v[4], v[5]};
+  char *e;
+  l->seed = strtoull(f[8], &e, 10);
+  if (e == f[8] || *e) return -1;
+  if (strcmp(f[9], "0") && strcmp(f[9], "1")) return -1;
+  l->gso = f[9][0] == '1';
+  if (l->gso && (v[2] > 0 || v[5] > 0)) return -2;
+  l->stats_path = n > 10 && *f[10] ? f[10] : NULL;
+  l->control_path = n > 11 && *f[11] ? f[11] : NULL;
+  return 0;
+}
+
+static double cpu_s(void) {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
+}
+
+int main(int argc, char **argv) {
+  const char *netns = NULL, *ready = NULL;
+  size_t ring_mb = 256;
+  int nlinks = 0;
+  link_t *links = calloc((size_t)argc, sizeof(link_t));
+  if (!links) die("out of memory");
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--netns") && i + 1 < argc) netns = argv[++i];
+    else if (!strcmp(argv[i], "--ready-file") && i + 1 < argc) ready = argv[++i];
+    else if (!strcmp(argv[i], "--ring-mb") && i + 1 < argc) {
+      char *e;
+      ring_mb = strtoull(argv[++i], &e, 10);
+      if (*e || ring_mb < 1) { fprintf(stderr, "fastrelay: --ring-mb must be a whole number >= 1\n"); return 2; }
+    } else if (!strcmp(argv[i], "--link") && i + 1 < argc) {
+      int rc = parse_link(argv[++i], &links[nlinks]);
+      if (rc == -2) { fprintf(stderr, "fastrelay: --link %d: GSO mode cannot drop single packets (loss must be 0)\n", nlinks + 1); return 2; }
+      if (rc) { fprintf(stderr, "fastrelay: --link %d: malformed (see usage)\n", nlinks + 1); usage(); return 2; }
+      nlinks++;
+    } else { usage(); return 2; }
+  }
+  if (!nlinks) { usage(); return 2; }
+  if (netns) {
+    char path[4096];
+    snprintf(path, sizeof path, netns[0] == '/' ? "%s" : "/var/run/netns/%s", netns);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || setns(fd, CLONE_NEWNET) < 0) die_errno("cannot enter network namespace", netns);
+    close(fd);
+  }
+  if (ready) unlink(ready);
+  struct sigaction sa = {0};
+  sa.sa_handler = on_stop;
+  sigaction(SIGTERM, &sa, NULL);
+  sigaction(SIGINT, &sa, NULL);
+  sa.sa_handler = on_usr1;
+  sigaction(SIGUSR1, &sa, NULL);
+  prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+
+  int ep = epoll_create1(EPOLL_CLOEXEC);
+  int tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+  if (ep < 0 || tfd < 0) die("epoll/timerfd");
+  struct epoll_event ev = {.events = EPOLLIN, .data.u64 = UINT64_MAX};
+  epoll_ctl(ep, EPOLL_CTL_ADD, tfd, &ev);
+  for (int i = 0; i < nlinks; i++) {
+    link_t *l = &links[i];
+    l->fd_a = open_sock(l->if_a, l->gso);
+    l->fd_b = open_sock(l->if_b, l->gso);
+    int mtu = if_mtu(l->if_a) > if_mtu(l->if_b) ? if_mtu(l->if_a) : if_mtu(l->if_b);
+    size_t fb = l->gso ? GSO_FRAME_BYTES : (size_t)mtu + 64;
+    for (int k = 0; k < 2; k++) {
+      dir_t *d = &l->d[k];
+      d->fd_in = k == 0 ? l->fd_a : l->fd_b;
+      d->fd_out = k == 0 ? l->fd_b : l->fd_a;
+      d->frame_bytes = fb;
+      d->loss_rng = seed_of(l->seed, k, 1);
+      d->jitter_rng = seed_of(l->seed, k, 2);
+      d->size = ring_mb << 20;
+      d->ring = mmap(NULL, d->size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+      if (d->ring == MAP_FAILED) die("cannot map the frame ring");
+      ev.events = EPOLLIN;
+      ev.data.u64 = (uint64_t)i * 2 + (uint64_t)k;
+      if (epoll_ctl(ep, EPOLL_CTL_ADD, d->fd_in, &ev) < 0) die("epoll_ctl");
+    }
+  }
+  if (ready) {
+    int fd = open(ready, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd >= 0) close(fd);
+  }
+  uint64_t t0 = now_ns();
+  double c0 = cpu_s();
+  uint64_t armed = 0;
+  struct epoll_event evs[64];
+  while (!g_stop) {
+    if (g_reload) {
+      g_reload = 0;
+      for (int i = 0; i < nlinks; i++) {
+        link_t *l = &links[i];
+        if (!l->control_path) continue;
+        imp_t im[2];
+        char err[256];
+        if (read_control(l->control_path, im, l->gso, err, sizeof err)) {
+          fprintf(stderr, "fastrelay: control file %s not applied: %s\n", l->control_path, err);
+          continue;
+        }
+        l->d[0].imp = im[0];
+        l->d[1].imp = im[1];
+      }
+    }
+    uint64_t t = now_ns(), next = 0;
+    for (int i = 0; i < nlinks; i++)
+      for (int k = 0; k < 2; k++) {
+        uint64_t due = release_due(&links[i].d[k], t);
+        if (due && (!next || due < next)) next = due;
+      }
+    if (next != armed) {
+      struct itimerspec its = {0};
+      if (next) {
+        its.it_value.tv_sec = (time_t)(next / 1000000000ull);
+        its.it_value.tv_nsec = (long)(next % 1000000000ull);
+      }
+      timerfd_settime(tfd, TFD_TIMER_ABSTIME, &its, NULL);
+      armed = next;
+    }
+    int n = epoll_wait(ep, evs, 64, next ? -1 : 50);
+    for (int j = 0; j < n; j++) {
+      uint64_t tag = evs[j].data.u64;
+      if (tag == UINT64_MAX) {
+        uint64_t x;
+        if (read(tfd, &x, sizeof x) < 0) { /* spurious */ }
+        armed = 0;
+        continue;
+      }
+      drain(&links[tag / 2].d[tag % 2]);
+    }
+  }
+  double dur = (now_ns() - t0) / 1e9, cpu = cpu_s() - c0;
+  for (int i = 0; i < nlinks; i++) {
+    link_t *l = &links[i];
+    l->d[0].st.kernel_drops = kernel_drops(l->fd_a);
+    l->d[1].st.kernel_drops = kernel_drops(l->fd_b);
+    for (int k = 0; k < 2; k++) l->d[k].st.queued_at_exit = l->d[k].queued;
+    write_stats(l, dur, cpu / nlinks);
+  }
+  return 0;
+}
