@@ -75,6 +75,9 @@ cleanup() {
     (cd "$REPO" && vagrant destroy -f) || rc=1
     STEP_T=${STEP_T:-$T0}; step_done destroy
   fi
+  if [ -n "$STARTED_PIDS" ]; then  # the network vagrant-libvirt made on the libvirtd we started (its dnsmasq, bridge)
+    virsh -c qemu:///system net-destroy vagrant-libvirt >/dev/null 2>&1
+  fi
   for pid in $STARTED_PIDS; do   # only the daemons this script started, by their PIDs
     kill "$pid" 2>/dev/null
   done
