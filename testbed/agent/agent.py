@@ -12,11 +12,25 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from testbed.agent.protocol import RequestRefused
 from testbed.agent.runner import JobRunner
 from testbed.agent import userjob_ops as userjob
+
+
+@dataclass(frozen=True)
+class Received:
+    """A received checkpoint file, made durable and read back (:meth:`Agent.received_checkpoint`)."""
+
+    path: Path
+    keep: int            # bytes of checkpoint at the front (the rest is ballast)
+    durable: Any         # disk_io.Persisted: fsync time and size
+    read: Any            # disk_io.ReadBack: bytes read from the device and the time
+    data: bytes
+    t0: float            # perf_counter when the load began
 
 
 class Agent:
@@ -116,17 +130,11 @@ class Agent:
         return {"report": report.to_dict(), "checkpoint_bytes": path.stat().st_size,
                 "ballast_bytes": args.ballast_bytes, "t_ballast_save_s": t_ballast}
 
-    def load_and_resume(self, args) -> dict:
-        """Make the received file durable (fsync), read it back from the device (page cache
-        dropped), verify and deserialise the checkpoint at its front (``torch.load``), restore the
-        job and resume it; each step timed. The received file is removed once loaded."""
-        from testbed.nodes.checkpoint import job_from_state, state_from_bytes
+    def received_checkpoint(self, args) -> "Received":
+        """The received file (checkpoint + ballast) made durable (fsync) and the checkpoint at its
+        front read back from the device (page cache dropped); ``t0`` is when this began."""
         from testbed.transfer.disk_io import persist, read_back
 
-        if args.job_id in self.jobs:
-            raise RequestRefused(f"job {args.job_id!r} already runs at {self.site}")
-        if args.program is not None:
-            return userjob.load_and_resume(self, args)
         path = self.incoming / args.transfer_id
         if not path.is_file():
             raise RequestRefused(f"no received checkpoint {args.transfer_id!r} at {self.site}")
@@ -137,6 +145,20 @@ class Agent:
         if keep > size:
             raise RequestRefused(f"received {args.transfer_id!r} holds {size} bytes, fewer than the checkpoint's {keep}")
         read, data = read_back(path, keep=keep)
+        return Received(path, keep, durable, read, data, t0)
+
+    def load_and_resume(self, args) -> dict:
+        """Make the received file durable (fsync), read it back from the device (page cache
+        dropped), verify and deserialise the checkpoint at its front (``torch.load``), restore the
+        job and resume it; each step timed. The received file is removed once loaded."""
+        from testbed.nodes.checkpoint import job_from_state, state_from_bytes
+
+        if args.job_id in self.jobs:
+            raise RequestRefused(f"job {args.job_id!r} already runs at {self.site}")
+        if args.program is not None:
+            return userjob.load_and_resume(self, args)
+        got = self.received_checkpoint(args)
+        path, durable, read, data, t0 = got.path, got.durable, got.read, got.data, got.t0
         t1 = time.perf_counter()
         state = state_from_bytes(data, path, expect_sha256=args.sha256)  # CheckpointError (typed) on a bad file
         t2 = time.perf_counter()

@@ -45,18 +45,8 @@ def load_and_resume(agent, args) -> dict:
     """The received file (checkpoint + ballast) made durable, read back from the device, its front
     verified (SHA-256) and kept as the job's checkpoint; the program started from it. ``t_deserialize_s``:
     the hash + the program's own start and load (until its first progress line)."""
-    from testbed.transfer.disk_io import persist, read_back
-
-    path = agent.incoming / args.transfer_id
-    if not path.is_file():
-        raise RequestRefused(f"no received checkpoint {args.transfer_id!r} at {agent.site}")
-    t0 = time.perf_counter()
-    durable = persist(path)
-    size = durable.n_bytes
-    keep = size if args.checkpoint_bytes is None else args.checkpoint_bytes
-    if keep > size:
-        raise RequestRefused(f"received {args.transfer_id!r} holds {size} bytes, fewer than the checkpoint's {keep}")
-    read, data = read_back(path, keep=keep)
+    got = agent.received_checkpoint(args)
+    path, keep, durable, read, data, t0 = got.path, got.keep, got.durable, got.read, got.data, got.t0
     t_hash = time.perf_counter()
     if hashlib.sha256(data).hexdigest() != args.sha256:
         raise RequestRefused(f"checkpoint {args.transfer_id!r}: SHA-256 mismatch (corrupted in transit?)")
