@@ -50,7 +50,7 @@ def _iperf3(fab, seconds: float, *, udp_mbit: float | None = None, port: int = 5
         time.sleep(0.3)
         cmd = [exe, "-c", fab.site_addr("b"), "-p", str(port), "-t", str(seconds), "-J"]
         if udp_mbit:
-            cmd += ["-u", "-b", f"{udp_mbit}M", "-l", "1400"]
+            cmd += ["-u", "-b", f"{udp_mbit}M", "-l", "1400", "-w", "16M"]  # big buffers: the receiver drops nothing
         client = spawn(fab.site_ns("a"), cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         out, _ = client.communicate(timeout=seconds + 60)
         return json.loads(out)
@@ -83,9 +83,10 @@ def tcp_row(impl: str, rate_mbit: float, delay_ms: float, seconds: float = 5.0) 
 
 def loss_row(impl: str, rate_mbit: float = 1000.0, loss_pct: float = 1.0, delay_ms: float = 5.0,
              seconds: float = 5.0) -> dict:
-    """iperf3 UDP at a tenth of ``rate_mbit`` (a rate the receiving iperf3 keeps up with on a busy
-    machine, so what it counts lost is the link's loss) through a link with ``loss_pct`` per-packet loss."""
-    offered = rate_mbit / 10
+    """iperf3 UDP at a twentieth of ``rate_mbit`` (a rate the receiving iperf3 keeps up with on a busy
+    machine, so what it counts lost is the link's loss; the loss is per packet, whatever the rate)
+    through a link with ``loss_pct`` per-packet loss."""
+    offered = rate_mbit / 20
     from testbed.link import DirectedLink
     from testbed.netem.fabric import Fabric
     from testbed.netem.links import fabric_links
