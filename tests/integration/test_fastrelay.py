@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import statistics
 import subprocess
 import time
@@ -109,6 +110,50 @@ def test_loss_jitter_and_live_change(binary, tmp_path):
     assert lossy.order == sorted(lossy.order)  # jitter never reorders
     assert after.loss == 0 and abs(med - 30) <= 1 + 0.05 * 30
     assert st["impairments"]["a_to_b"]["delay_ms"] == 15
+
+
+@pytest.mark.parametrize("gso", [False, True], ids=["frame", "gso"])
+def test_a_tiny_ring_wraps_and_overflows_without_corrupting_frames(binary, tmp_path, gso):
+    import hashlib
+    import threading
+
+    from tests.integration.test_relay import tcp_pair
+
+    stats, ready = tmp_path / "s.json", tmp_path / "ready"
+    data = bytes(range(256)) * (4 * 1024 * 40)  # 40 MB through a 1 MB ring: it wraps thousands of times
+    digest = hashlib.sha256()
+    with relayed_link(offloads_off=not gso) as lk:
+        arg = fastrelay.LinkArg(lk.if_ra, lk.if_rb, 2, 0, 0, 2, 0, 0, gso=gso, stats_path=str(stats))
+        proc = spawn(lk.ns_r, fastrelay.fastrelay_argv([arg], ready_file=str(ready), ring_mb=1, binary=binary))
+        try:
+            deadline = time.monotonic() + 10
+            while not ready.exists():
+                assert proc.poll() is None and time.monotonic() < deadline
+                time.sleep(0.01)
+            lsock, csock = tcp_pair(lk)
+            lsock.settimeout(30)
+
+            def receive() -> None:
+                conn, _ = lsock.accept()
+                with conn:
+                    while chunk := conn.recv(1 << 20):
+                        digest.update(chunk)
+
+            rx = threading.Thread(target=receive)
+            rx.start()
+            with lsock, csock:
+                csock.connect(lsock.getsockname())
+                csock.sendall(data)
+                csock.shutdown(socket.SHUT_WR)
+                rx.join(timeout=120)
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=10)
+    st = json.loads(stats.read_text())["a_to_b"]
+    print(f"\n1 MB ring, {'gso' if gso else 'frame'} mode: {st['frames_out']} frames out, "
+          f"{st['dropped_overflow']} overflowed, max {st['max_queue_frames']} held")
+    assert digest.hexdigest() == hashlib.sha256(data).hexdigest()
+    assert st["frames_out"] > 0 and st["bytes_out"] >= len(data)
 
 
 @pytest.mark.skipif(shutil.which("iperf3") is None, reason="no iperf3")

@@ -115,3 +115,10 @@ def test_dataplane_targets_judge_the_compiled_relay_rows():
     assert "dataplane_10g_goodput_pass: FAIL" in "\n".join(render(r, targets(r)))
     r["tcp"] = [_tcp("fast", 1000.0, 20.0, 0.95)]  # no 10 Gbit/s row measured: not a pass
     assert not targets(r)["dataplane_10g_goodput_pass"]
+
+
+def test_argv_ring_size_is_validated():
+    assert fastrelay_argv([_link()], ring_mb=4, binary=Path("/b"))[1:3] == ["--ring-mb", "4"]
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ValueError, match="ring_mb"):
+            fastrelay_argv([_link()], ring_mb=bad)

@@ -96,12 +96,18 @@ def build(binary: Path = BINARY, source: Path = SOURCE) -> Path:
 
 
 def fastrelay_argv(links: list[LinkArg], *, netns: str | None = None, ready_file: str | None = None,
-                   binary: Path = BINARY) -> list[str]:
+                   ring_mb: int | None = None, binary: Path = BINARY) -> list[str]:
     """argv of one compiled relay serving ``links`` (all in one namespace: ``netns``, a name or a
-    ``/proc/PID/ns/net`` path, entered by the relay itself)."""
+    ``/proc/PID/ns/net`` path, entered by the relay itself). ``ring_mb``: bytes held per direction
+    (default 256 MB of address space, touched only as far as frames are held; beyond it frames are
+    counted ``dropped_overflow``)."""
     if not links:
         raise ValueError("fastrelay_argv: no links")
     argv = [str(binary)]
+    if ring_mb is not None:
+        if isinstance(ring_mb, bool) or not isinstance(ring_mb, int) or ring_mb < 1:
+            raise ValueError(f"fastrelay_argv: ring_mb must be a whole number >= 1, got {ring_mb!r}")
+        argv += ["--ring-mb", str(ring_mb)]
     if netns:
         argv += ["--netns", netns]
     if ready_file:
