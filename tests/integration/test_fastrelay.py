@@ -89,6 +89,28 @@ def test_one_process_serves_two_links_with_their_own_delays(binary, tmp_path):
     assert st["implementation"] == "fastrelay" and st["a_to_b"]["frames_out"] >= 200
 
 
+def test_one_process_serves_links_in_several_namespaces(binary, tmp_path):
+    delays = (3.0, 8.0, 15.0)
+    with ExitStack() as stack:
+        lks = [stack.enter_context(relayed_link()) for _ in delays]
+        args = [_arg(lk, d) for lk, d in zip(lks, delays)]
+        args = [args[0]] + [fastrelay.LinkArg(**{**a.__dict__, "netns": lk.ns_r}) for a, lk in zip(args[1:], lks[1:])]
+        with fast(binary, lks[0].ns_r, args, tmp_path) as proc:
+            rtts = []
+            for lk in lks:
+                with udp_echo(lk.ns_b, ADDR_B) as port:
+                    udp_probe(lk, port, n=10, interval_s=0.005)
+                    p = udp_probe(lk, port, n=200, interval_s=0.002)
+                assert p.loss == 0
+                rtts.append(statistics.median(p.rtt_ms.values()))
+            threads = len(os.listdir(f"/proc/{proc.pid}/task"))
+    print(f"\none fastrelay, three links in three namespaces: RTT {[round(r, 3) for r in rtts]} ms "
+          f"(configured {[2 * d for d in delays]}), {threads} thread(s)")
+    assert threads == 1
+    for got, d in zip(rtts, delays):
+        assert abs(got - 2 * d) <= 1 + 0.05 * 2 * d
+
+
 def test_loss_jitter_and_live_change(binary, tmp_path):
     control = tmp_path / "control.json"
     stats = tmp_path / "stats.json"

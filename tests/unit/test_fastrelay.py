@@ -25,8 +25,8 @@ def _link(**kw) -> LinkArg:
 
 def test_link_spec_orders_fields_as_the_binary_reads_them():
     spec = _link(seed=7, stats_path="/t/s.json", control_path="/t/c.json").spec()
-    assert spec == "ra,rb,25.0,1.0,0.5,10.0,0.0,0.0,7,0,/t/s.json,/t/c.json"
-    assert _link(loss_ab_pct=0, gso=True).spec().endswith(",0,1,,")
+    assert spec == "ra,rb,25.0,1.0,0.5,10.0,0.0,0.0,7,0,/t/s.json,/t/c.json,"
+    assert _link(loss_ab_pct=0, gso=True, netns="/proc/1/ns/net").spec().endswith(",0,1,,,/proc/1/ns/net")
 
 
 def test_link_rejects_commas_and_gso_with_loss():

@@ -42,9 +42,10 @@ class LinkArg:
     gso: bool = False
     stats_path: str | None = None
     control_path: str | None = None
+    netns: str | None = None  # the namespace of if_a/if_b when not the relay's own (name or path)
 
     def __post_init__(self) -> None:
-        for name in ("stats_path", "control_path", "if_a", "if_b"):
+        for name in ("stats_path", "control_path", "if_a", "if_b", "netns"):
             value = getattr(self, name)
             if value is not None and "," in value:
                 raise ValueError(f"LinkArg.{name} must not contain ',': {value!r}")
@@ -55,7 +56,7 @@ class LinkArg:
         nums = (self.delay_ab_ms, self.jitter_ab_ms, self.loss_ab_pct, self.delay_ba_ms, self.jitter_ba_ms,
                 self.loss_ba_pct)
         return ",".join([self.if_a, self.if_b, *(repr(float(x)) for x in nums), str(int(self.seed)),
-                         "1" if self.gso else "0", self.stats_path or "", self.control_path or ""])
+                         "1" if self.gso else "0", self.stats_path or "", self.control_path or "", self.netns or ""])
 
 
 def compiler() -> str | None:

@@ -4,7 +4,8 @@
  * (a, b) in the current network namespace; every Ethernet frame read from one is held for the
  * one-way delay (+ normal jitter, clamped at 0, never reordered: release = max(previous release,
  * arrival + d)), dropped with independent probability loss_pct/100, then written to the other.
- * One process serves any number of links (--link ... repeated) with one epoll loop and one
+ * One process serves any number of links (--link ... repeated, each in its own namespace if need be)
+ * with one epoll loop and one
  * timerfd; each direction keeps its held frames in a byte ring (mmap, MAP_NORESERVE) in arrival
  * order, so the head is always the next frame due. Frames are read with recvmmsg (frame mode) or
  * recv (GSO mode: PACKET_VNET_HDR super-frames of up to 64 KB) straight into the ring and written
@@ -73,7 +74,7 @@ typedef struct {
   int fd_a, fd_b;
   uint64_t seed;
   int gso;
-  const char *stats_path, *control_path;
+  const char *stats_path, *control_path, *netns;
   dir_t d[2];
 } link_t;
 
@@ -362,16 +363,17 @@ static uint64_t kernel_drops(int fd) {
 static void usage(void) {
   fprintf(stderr,
           "usage: fastrelay [--netns NS] [--ready-file F] [--ring-mb N] --link IF_A,IF_B,DELAY_AB_MS,JITTER_AB_MS,"
-          "LOSS_AB_PCT,DELAY_BA_MS,JITTER_BA_MS,LOSS_BA_PCT,SEED,GSO(0|1)[,STATS[,CONTROL]] [--link ...]\n");
+          "LOSS_AB_PCT,DELAY_BA_MS,JITTER_BA_MS,LOSS_BA_PCT,SEED,GSO(0|1)[,STATS[,CONTROL[,NETNS]]] [--link ...]\n"
+          "  a link's NETNS (name or /proc/PID/ns/net path): its interfaces' namespace, if not the relay's own\n");
 }
 
 static int parse_link(char *spec, link_t *l) {
-  char *f[12] = {0};
+  char *f[13] = {0};
   int n = 0;
   char *save = NULL;
   /* split on commas, keeping empty fields */
   char *p = spec;
-  while (n < 12) {
+  while (n < 13) {
     f[n++] = p;
     char *c = strchr(p, ',');
     if (!c) break;
@@ -400,7 +402,16 @@ static int parse_link(char *spec, link_t *l) {
   if (l->gso && (v[2] > 0 || v[5] > 0)) return -2;
   l->stats_path = n > 10 && *f[10] ? f[10] : NULL;
   l->control_path = n > 11 && *f[11] ? f[11] : NULL;
+  l->netns = n > 12 && *f[12] ? f[12] : NULL;
   return 0;
+}
+
+static void enter_netns(const char *ns) {
+  char path[4096];
+  snprintf(path, sizeof path, ns[0] == '/' ? "%s" : "/var/run/netns/%s", ns);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0 || setns(fd, CLONE_NEWNET) < 0) die_errno("cannot enter network namespace", ns);
+  close(fd);
 }
 
 static double cpu_s(void) {
@@ -430,13 +441,9 @@ int main(int argc, char **argv) {
     } else { usage(); return 2; }
   }
   if (!nlinks) { usage(); return 2; }
-  if (netns) {
-    char path[4096];
-    snprintf(path, sizeof path, netns[0] == '/' ? "%s" : "/var/run/netns/%s", netns);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0 || setns(fd, CLONE_NEWNET) < 0) die_errno("cannot enter network namespace", netns);
-    close(fd);
-  }
+  if (netns) enter_netns(netns);
+  int home_ns = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+  if (home_ns < 0) die_errno("cannot open", "/proc/thread-self/ns/net");
   if (ready) unlink(ready);
   struct sigaction sa = {0};
   sa.sa_handler = on_stop;
@@ -453,9 +460,11 @@ int main(int argc, char **argv) {
   epoll_ctl(ep, EPOLL_CTL_ADD, tfd, &ev);
   for (int i = 0; i < nlinks; i++) {
     link_t *l = &links[i];
+    if (l->netns) enter_netns(l->netns); /* sockets stay in the namespace they were made in */
     l->fd_a = open_sock(l->if_a, l->gso);
     l->fd_b = open_sock(l->if_b, l->gso);
     int mtu = if_mtu(l->if_a) > if_mtu(l->if_b) ? if_mtu(l->if_a) : if_mtu(l->if_b);
+    if (l->netns && setns(home_ns, CLONE_NEWNET) < 0) die_errno("cannot return to the relay's namespace from", l->netns);
     size_t fb = l->gso ? GSO_FRAME_BYTES : (size_t)mtu + 64;
     for (int k = 0; k < 2; k++) {
       dir_t *d = &l->d[k];
