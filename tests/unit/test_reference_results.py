@@ -47,3 +47,16 @@ def test_the_powertrip_study_has_ten_seeds_and_its_claims_over_seeds():
     netns = REF / "powertrip-emulated-netns" / "table.csv"
     if netns.exists():
         assert pd.read_csv(netns)["n"].max() >= 2
+
+
+@pytest.mark.parametrize("name", ["powertrip-gain-sim", "powertrip-weight-ref-sim", "powertrip-static-k-sim",
+                                  "powertrip-heterogeneity-sim", "powertrip-patience-sim"])
+def test_the_powertrip_sensitivity_sweeps_have_five_seeds(name):
+    table = pd.read_csv(REF / name / "table.csv")
+    assert len(table) and table["n"].max() >= 5, f"{name}: fewer than 5 seeds"
+
+
+def test_the_gain_sweep_logs_the_corrected_projection_beside_the_formula():
+    results = pd.read_csv(REF / "powertrip-gain-sim" / "results.csv")
+    assert {"powertrip", "powertrip-measured", "powertrip-corrected"} <= set(results["policy"])
+    assert results["projected_vs_measured_mae"].notna().any()
