@@ -37,14 +37,25 @@ if [ ! -x .venv/bin/python ]; then
 fi
 echo "== installing testbed and its dependencies into .venv"
 .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip 2>&1 | grep -v "^WARNING: Location" || true
-# torch: the CPU build, from PyTorch's CPU index (a bare 'torch' from the package index pulls GBs of
-# CUDA wheels). TORCH_INDEX overrides the index (e.g. a CUDA one); a torch already in .venv within the
-# range pyproject.toml asks for is kept.
+# torch: the CPU build (a bare 'torch' from the package index pulls GBs of CUDA wheels). First a
+# torch wheel pip can already find without a network (its find-links, e.g. a local wheel folder),
+# then PyTorch's CPU index alone (TORCH_INDEX overrides it, e.g. a CUDA one). A torch already in
+# .venv within the range pyproject.toml asks for is kept.
 TORCH_RANGE='torch>=2.4,<3'
 TORCH_INDEX=${TORCH_INDEX:-https://download.pytorch.org/whl/cpu}
-if ! .venv/bin/python -c 'import sys, torch; v = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2]); sys.exit(not (2, 4) <= v < (3, 0))' 2>/dev/null; then
-  echo "== installing $TORCH_RANGE from $TORCH_INDEX"
-  .venv/bin/python -m pip install -q --disable-pip-version-check --extra-index-url "$TORCH_INDEX" "$TORCH_RANGE" 2>&1 | grep -v "^WARNING: Location" || true
+torch_ok() {
+  .venv/bin/python -c 'import sys, torch; v = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2]); sys.exit(not (2, 4) <= v < (3, 0))' 2>/dev/null
+}
+pipq() { .venv/bin/python -m pip install -q --disable-pip-version-check "$@" 2>&1 | grep -v "^WARNING: Location" || true; }
+if ! torch_ok; then
+  if .venv/bin/python -m pip install -q --disable-pip-version-check --no-index --no-deps "$TORCH_RANGE" >/dev/null 2>&1; then
+    echo "== installed $TORCH_RANGE from a wheel pip finds locally; its dependencies from the package index"
+    pipq "$TORCH_RANGE"
+  else
+    echo "== installing $TORCH_RANGE from $TORCH_INDEX"
+    pipq --timeout 30 --retries 1 --index-url "$TORCH_INDEX" "$TORCH_RANGE"
+  fi
+  torch_ok || { echo "error: could not install $TORCH_RANGE (no torch wheel pip finds locally, and $TORCH_INDEX failed); set TORCH_INDEX to a reachable index with a CPU build" >&2; exit 1; }
 fi
 # extras: emulation (pyroute2) and xlsx (openpyxl) are platform-only; the simulator needs neither
 .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev,emulation,xlsx,train,gpu,sweep]' 2>&1 | grep -v "^WARNING: Location" || true
