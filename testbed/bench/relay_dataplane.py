@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterator
 
 from testbed.bench.shaping import UNSHAPED_MBIT, _pair, handshake_rtt_ms
+from testbed.link import rtt_ms
 from testbed.netem.fastrelay import RELAY_ENV
 from testbed.netem.fastrelay import available as fast_available
 from testbed.netem.nsexec import spawn
@@ -68,7 +69,7 @@ def tcp_row(impl: str, rate_mbit: float, delay_ms: float, seconds: float = 5.0) 
                    "none" if unshaped else "relay") as fab:
             idle_rtt = handshake_rtt_ms(fab, n=20)
             data = _iperf3(fab, seconds)
-    rtt = 2 * delay_ms
+    rtt = rtt_ms(delay_ms)
     goodput = data["end"]["sum_received"]["bits_per_second"] / 1e6 if data else None
     stream = (data or {}).get("end", {}).get("streams", [{}])[0].get("sender", {})
     row = {"implementation": impl, "configured_mbit": None if unshaped else rate_mbit,

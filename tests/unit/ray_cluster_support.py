@@ -64,7 +64,20 @@ class RayCluster:
         return (self.home / ".ray" / "auth_token").read_text()
 
     def _node_ports(self) -> list[str]:
-        nm, om, agent, agent_grpc, runtime_env, metrics, lo = free_ports(7)
+        """Ports for one node: a block of 201 worker ports, and six single ports outside every block
+        (Ray refuses a node whose single ports fall in its own worker range)."""
+        blocks = getattr(self, "_worker_blocks", [])
+        lo = free_ports(1)[0]
+        while lo + 200 > 65535:
+            lo = free_ports(1)[0]
+        blocks.append(range(lo, lo + 201))
+        self._worker_blocks = blocks
+        singles: list[int] = []
+        while len(singles) < 6:
+            p = free_ports(1)[0]
+            if p not in singles and not any(p in b for b in blocks):
+                singles.append(p)
+        nm, om, agent, agent_grpc, runtime_env, metrics = singles
         return ["--node-manager-port", str(nm), "--object-manager-port", str(om),
                 "--dashboard-agent-listen-port", str(agent), "--dashboard-agent-grpc-port", str(agent_grpc),
                 "--runtime-env-agent-port", str(runtime_env), "--metrics-export-port", str(metrics),

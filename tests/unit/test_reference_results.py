@@ -58,5 +58,5 @@ def test_the_powertrip_sensitivity_sweeps_have_five_seeds(name):
 
 def test_the_gain_sweep_logs_the_corrected_projection_beside_the_formula():
     results = pd.read_csv(REF / "powertrip-gain-sim" / "results.csv")
-    assert {"powertrip", "powertrip-measured", "powertrip-corrected"} <= set(results["policy"])
+    assert {"powertrip", "powertrip-measured", "powertrip-corrected"} <= set(results["label"])
     assert results["projected_vs_measured_mae"].notna().any()
