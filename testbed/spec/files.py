@@ -119,3 +119,16 @@ def trace_file(name: str, base_dir: Path, max_bytes: int) -> tuple[Path | None, 
     hint = "limits.max_trace_mb in the scenario"
     why = input_file_problem(path, max_bytes, hint) or archive_problem(path, max_bytes, hint)
     return (None, why) if why is not None else (path, None)
+
+
+def with_trace_file(src, field: str, base_dir: Path, max_bytes: int, problems: list):
+    """``src`` (a trace source model) with its ``file`` resolved, or ``None``: no file (``src``
+    unchanged is returned as ``src``), or a problem appended as ``(field, message)``."""
+    file_name = getattr(src, "file", None)
+    if file_name is None:
+        return src
+    path, why = trace_file(file_name, base_dir, max_bytes)
+    if why is not None:
+        problems.append((field, f"{why}: {file_name}"))
+        return None
+    return src.model_copy(update={"file": str(path)})

@@ -116,7 +116,7 @@ def keyed_problems(where: str, keys: Any, site_names: list[str]) -> list[tuple[s
 def signal_checks(sc: Any, base_dir: Path) -> tuple[list[tuple[str, str]], Any]:
     """Cross-checks of the grid signals and batteries (site keys, CSV units, files). Returns the
     problems and the scenario's ``traces`` with CSV paths resolved (None if nothing changed)."""
-    from testbed.spec.files import trace_file
+    from testbed.spec.files import with_trace_file
 
     names = [s.name for s in sc.sites]
     problems: list[tuple[str, str]] = []
@@ -136,14 +136,9 @@ def signal_checks(sc: Any, base_dir: Path) -> tuple[list[tuple[str, str]], Any]:
             unit = getattr(src, "unit", None)
             if unit is not None and unit not in units:
                 problems.append((f"{where}.{key}.unit", f"unknown unit {unit!r} (known: {', '.join(units)})"))
-            file_name = getattr(src, "file", None)
-            if file_name is None:
-                continue
-            path, why = trace_file(file_name, base_dir, sc.limits.max_trace_bytes)
-            if why is not None:
-                problems.append((f"{where}.{key}.file", f"{why}: {file_name}"))
-            else:
-                fixed[key] = src.model_copy(update={"file": str(path)})
+            done = with_trace_file(src, f"{where}.{key}.file", base_dir, sc.limits.max_trace_bytes, problems)
+            if done is not None and done is not src:
+                fixed[key] = done
         if fixed:
             section = "carbon" if where.startswith("traces.carbon") else "price"
             sec = getattr(sc.traces, section)

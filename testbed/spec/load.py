@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from testbed.errors import SpecError
 from testbed.spec.errors_format import problems_from
-from testbed.spec.files import input_file_problem, resolve_file, trace_file
+from testbed.spec.files import input_file_problem, resolve_file, with_trace_file
 from testbed.spec.limits import size_problems
 from testbed.spec.federated_checks import federated_problems
 from testbed.spec.grid_signals import GRID_SIGNAL_UNION, signal_checks
@@ -160,14 +160,9 @@ def _cross_checks(sc: Scenario, base_dir: Path) -> tuple[list[tuple[str, str]], 
     if resolved_types:
         resolved["__node_types__"] = resolved_types
     for key, src in renewable.items():
-        file_name = getattr(src, "file", None)
-        if file_name is None:
-            continue
-        path, why = trace_file(file_name, base_dir, sc.limits.max_trace_bytes)
-        if why is not None:
-            problems.append((f"traces.renewable.{key}.file", f"{why}: {file_name}"))
-        else:
-            resolved[key] = src.model_copy(update={"file": str(path)})
+        fixed = with_trace_file(src, f"traces.renewable.{key}.file", base_dir, sc.limits.max_trace_bytes, problems)
+        if fixed is not None and fixed is not src:
+            resolved[key] = fixed
     return problems, resolved
 
 
