@@ -4,14 +4,18 @@
 #   2. libvirtd (started here, and stopped at the end, if it is not running);
 #   3. the local box testbed/bookworm-local, built from Debian packages (python -m testbed.vm.box)
 #      and added with `vagrant box add` (once; --rebuild builds and adds it again);
-#   4. `vagrant up --provider libvirt`: provisions with the README's set-up (scripts/setup.sh), KVM
-#      where usable, else qemu's software emulation;
-#   5. `vagrant ssh -c`: the quick start and a test subset inside the VM, their results written to
-#      a host folder shared with the VM (/vagrant-results) and checked here;
+#   4. `vagrant up --provider libvirt --no-provision` (KVM where usable, else qemu's software
+#      emulation), then `vagrant provision`: the README's set-up (scripts/setup.sh);
+#   5. `vagrant ssh -c`: the quick start, then a test subset, inside the VM, their results written
+#      to a host folder shared with the VM (/vagrant-results) and checked here;
 #   6. `vagrant destroy -f`, always.
 # The VM is made from a copy of the committed tree (HEAD), so edits in progress do not reach it.
-# Prints each step's time and writes them to <results>/times.txt. Exit 0 only if every step passed.
-#   sudo bash scripts/vagrant-check.sh [--rebuild] [--keep-results DIR]
+# Prints each step's time and writes them to <results>/times.txt; vagrant's output lines carry the
+# seconds since the start. Exit 0 only if every step passed.
+#   sudo bash scripts/vagrant-check.sh [--rebuild] [--keep-results DIR] [--substrate SUBSTRATE]
+# --substrate: the quick start's substrate inside the VM (run as root there). Default: auto (netns)
+# where KVM is usable; sim under software emulation, where the netns run's real PyTorch agents
+# run far slower than its time scale assumes.
 # Environment: TESTBED_VM_CPUS (default 2), TESTBED_VM_MEMORY_MB (default 4096), and
 # TESTBED_VM_WHEELS (default /opt/wheels when it exists: wheels pip prefers, e.g. a CPU-only torch).
 set -euo pipefail
@@ -20,14 +24,19 @@ CHECKOUT=$(pwd)
 
 rebuild=0
 keep=""
+substrate=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --rebuild) rebuild=1 ;;
-    --keep-results) keep="$2"; shift ;;
-    *) echo "error: unknown argument: $1 (usage: scripts/vagrant-check.sh [--rebuild] [--keep-results DIR])" >&2; exit 2 ;;
+    --keep-results) keep="${2:?--keep-results needs a folder}"; shift ;;
+    --substrate) substrate="${2:?--substrate needs a name}"; shift ;;
+    *) echo "error: unknown argument: $1 (usage: scripts/vagrant-check.sh [--rebuild] [--keep-results DIR] [--substrate SUBSTRATE])" >&2; exit 2 ;;
   esac
   shift
 done
+case "$substrate" in
+  *[!a-z]*) echo "error: --substrate: not a substrate name: $substrate" >&2; exit 2 ;;
+esac
 [ "$(id -u)" = 0 ] || { echo "error: run as root (libvirt, the box build: debootstrap, chroot, loop mount)" >&2; exit 2; }
 
 T0=$(date +%s)
@@ -56,6 +65,10 @@ fi
 STEP=start
 
 log() { echo "[vagrant-check +$(( $(date +%s) - T0 )) s] $*"; }
+stamped() {  # each line of a command's output prefixed with the seconds since the start
+  local line
+  while IFS= read -r line; do printf '[+%d s] %s\n' "$(( $(date +%s) - T0 ))" "$line"; done
+}
 step_done() {  # step_done NAME: its wall time to times.txt
   local now; now=$(date +%s)
   echo "$1 $(( now - STEP_T )) s" | tee -a "$TIMES"
@@ -140,20 +153,28 @@ fi
 
 # 4. up and provision (from the copy of HEAD: its Vagrantfile, its tree synced to /vagrant)
 cd "$REPO"
-log "commit $(git -C "$CHECKOUT" rev-parse --short HEAD); vagrant up --provider libvirt (box $BOX, driver $(ruby -e 'print File.readable?("/dev/kvm") && File.writable?("/dev/kvm") && !File.directory?("/sys/module/kvm_pvm") ? "kvm" : "qemu (software emulation)"'), $TESTBED_VM_CPUS CPUs, $TESTBED_VM_MEMORY_MB MiB)"
+driver=$(ruby -e 'print File.readable?("/dev/kvm") && File.writable?("/dev/kvm") && !File.directory?("/sys/module/kvm_pvm") ? "kvm" : "qemu"')
+[ -n "$substrate" ] || { [ "$driver" = kvm ] && substrate=auto || substrate=sim; }
+log "commit $(git -C "$CHECKOUT" rev-parse --short HEAD); vagrant up --provider libvirt (box $BOX, driver $driver, $TESTBED_VM_CPUS CPUs, $TESTBED_VM_MEMORY_MB MiB)"
 UP=1
-step up-and-provision
-vagrant up --provider libvirt
-step_done up-and-provision
+step up
+vagrant up --provider libvirt --no-provision 2>&1 | stamped
+step_done up
+step provision
+vagrant provision 2>&1 | stamped
+step_done provision
 
 # 5. the quick start and a test subset inside; results back through /vagrant-results
-step quickstart-and-tests
+step quickstart
+log "the quick start inside the VM as root, substrate $substrate"
+vagrant ssh -c "set -e; cd /vagrant; uname -r > /vagrant-results/guest-kernel.txt
+  sudo .venv/bin/testbed run scenarios/quickstart.yaml --substrate $substrate --out /vagrant-results/quickstart --no-progress" 2>&1 | stamped
+step_done quickstart
+step tests
 vagrant ssh -c 'set -e; cd /vagrant
-  sudo .venv/bin/testbed run scenarios/quickstart.yaml --substrate auto --out /vagrant-results/quickstart --no-progress
   sudo .venv/bin/python -m pytest -q -p no:cacheprovider tests/unit/test_feasibility.py tests/unit/test_links.py \
-    tests/unit/test_spec.py --junitxml=/vagrant-results/junit.xml
-  uname -r > /vagrant-results/guest-kernel.txt'
-step_done quickstart-and-tests
+    tests/unit/test_spec.py --junitxml=/vagrant-results/junit.xml' 2>&1 | stamped
+step_done tests
 [ -f "$RESULTS/quickstart/manifest.json" ] || { echo "error: the quick start's results did not come back" >&2; exit 1; }
 "$PY" - "$RESULTS/junit.xml" <<'EOF'
 import sys
