@@ -41,3 +41,12 @@ def test_vagrantfile_provisions_like_the_readme(root):
     reference = (root / "scripts" / "reference.sh").read_text()
     assert "scenarios/paper-migration-5node-7day.yaml" in reference and "testbed report" in reference.replace("$TB", "testbed")
     assert "sudo bash /vagrant/scripts/reproduce.sh" in (root / "README.md").read_text()
+
+
+def test_vagrant_check_rejects_bad_arguments_before_doing_anything(root):
+    script = root / "scripts" / "vagrant-check.sh"
+    for args, field in ((["--substrate", "sim;reboot"], "--substrate"), (["--frobnicate"], "--frobnicate")):
+        done = subprocess.run(["bash", str(script), *args], capture_output=True, text=True, timeout=30)
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.startswith("error: ") and field in done.stderr and len(done.stderr.splitlines()) == 1
+        assert done.stdout == ""   # no step ran (the first prints its time)
