@@ -13,6 +13,7 @@ Measures, on real fabrics built exactly as runs build them:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -23,6 +24,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from testbed.netem.fabric import Fabric
@@ -232,26 +234,57 @@ def settle_netns(timeout_s: float = 30.0) -> float:
     return time.monotonic() - t0
 
 
-def topology_row(path: Path, impairment: str) -> dict:
-    """Fabric.up/down of a topology in this process (what a run does)."""
+@contextlib.contextmanager
+def env_set(name: str, value: str | None) -> Iterator[None]:
+    """``os.environ[name] = value`` for the block (None: leave it as it is), then as it was."""
+    old = os.environ.get(name)
+    if value is not None:
+        os.environ[name] = value
+    try:
+        yield
+    finally:
+        if value is not None:
+            if old is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = old
+
+
+def topology_row(path: Path, impairment: str, *, relay_procs: int | None = None, rtt_samples: int = 3) -> dict:
+    """Fabric.up/down of a topology in this process (what a run does). ``relay_procs``: compiled
+    relay processes to serve the links (``TESTBED_RELAY_PROCS``; default: one per CPU). While it is
+    up (not timed): the idle RTT of ``rtt_samples`` links spread over the topology."""
     from pyroute2 import netns
 
     from testbed.netem.links import file_links
+    from testbed.netem.relaypool import RELAY_PROCS_ENV
 
     sites, links = file_links(path)
     plan = plan_fabric(new_run_id(), sites, links, impairment)  # type: ignore[arg-type]
-    fab = Fabric(plan, purpose="run")
-    t0 = time.perf_counter()
-    fab.up()
-    up_s = time.perf_counter() - t0
+    with env_set(RELAY_PROCS_ENV, None if relay_procs is None else str(relay_procs)):
+        fab = Fabric(plan, purpose="run")
+        t0 = time.perf_counter()
+        fab.up()
+        up_s = time.perf_counter() - t0
     n_ns = len([n for n in netns.listnetns() if plan.run_id in n])
+    n_procs = len(set(fab.relay_pids().values()))
+    rtts = []
+    try:
+        step = max(1, len(plan.links) // max(1, rtt_samples))
+        for i, lk in enumerate(plan.links[::step][:rtt_samples]):
+            got = handshake_rtt_ms(fab, lk.a, lk.b, 5330 + i, n=10)
+            rtts.append({"link": lk.key, "configured_rtt_ms": lk.rtt_ms, "actual_idle_rtt_ms": got,
+                         "within_target": abs(got - lk.rtt_ms) <= 1.0 + 0.05 * lk.rtt_ms})
+    except BaseException:
+        fab.down()
+        raise
     t0 = time.perf_counter()
     fab.down()
     down_s = time.perf_counter() - t0
     left = [n for n in netns.listnetns() if plan.run_id in n]
     return {"topology": path.name, "sites": len(sites), "links": len(links), "impairment": impairment,
-            "namespaces": n_ns, "relays": sum(1 for lk in plan.links if lk.relay_ns), "up_s": up_s,
-            "down_s": down_s, "leftover_namespaces": len(left), "target_up_s": 60.0}
+            "namespaces": n_ns, "relays": sum(1 for lk in plan.links if lk.relay_ns), "relay_processes": n_procs,
+            "up_s": up_s, "down_s": down_s, "leftover_namespaces": len(left), "target_up_s": 60.0, "rtt": rtts}
 
 
 def cli_row(path: Path, impairment: str, timeout_s: float = 300.0) -> dict:
@@ -352,8 +385,13 @@ def us100_comparison(impairment: str, repeat: int = 1) -> dict:
     """us-100 up/down (in-process Fabric and the `testbed net` CLI) next to Mininet's 100 hosts with tc
     links, measured alternately on this machine; the kernel finishes destroying namespaces between
     measurements. Keeps the fastest of ``repeat`` rounds of each."""
+    from testbed.netem.fastrelay import available as fast_available
+    from testbed.netem.links import file_links
+
     path = _ROOT / "topologies" / "us-100.yaml"
-    fabric, cli, mn, mn_bw = [], [], [], []
+    per_link = impairment == "relay" and fast_available()  # also: the compiled relay, one process per link
+    n_links = len(file_links(path)[1])
+    fabric, cli, mn, mn_bw, one_per_link = [], [], [], [], []
     for _ in range(repeat):
         settle_netns()
         mn.append(mininet_row())
@@ -363,6 +401,9 @@ def us100_comparison(impairment: str, repeat: int = 1) -> dict:
         fabric.append(topology_row(path, impairment))
         settle_netns()
         cli.append(cli_row(path, impairment))
+        if per_link:
+            settle_netns()
+            one_per_link.append(topology_row(path, impairment, relay_procs=n_links, rtt_samples=0))
 
     def best(rows: list[dict]) -> dict:
         ok = [r for r in rows if r.get("available", True)]
@@ -371,6 +412,8 @@ def us100_comparison(impairment: str, repeat: int = 1) -> dict:
     top, c, m, mb = best(fabric), best(cli), best(mn), best(mn_bw)
     out: dict = {"topology": top, "cli": c, "mininet": m, "mininet_bw": mb, "repeat": repeat,
                  "ratio_target": TOPOLOGY_RATIO_TARGET}
+    if one_per_link:
+        out["topology_relay_per_link"] = best(one_per_link)
     if m.get("available"):
         mn_total = m["up_s"] + m["down_s"]
         out["ratio_fabric"] = (top["up_s"] + top["down_s"]) / mn_total
@@ -412,7 +455,8 @@ def run(out_dir: Path, *, quick: bool = False, only: str | None = None) -> dict:
         targets["rtt_pass"] = all(r["within_target"] for r in result["rtt"])
         targets["rate_change_pass"] = (result["rate_change"]["replay_lag_ms"]
                                        + result["rate_change"]["netlink_call_ms"]) <= 100
-    targets["topology_pass"] = result["topology"]["up_s"] < 60 and result["topology"]["leftover_namespaces"] == 0
+    targets["topology_pass"] = (result["topology"]["up_s"] < 60 and result["topology"]["leftover_namespaces"] == 0
+                                and all(x["within_target"] for x in result["topology"].get("rtt", [])))
     if "ratio_cli" in cmp_:  # without Mininet there is nothing to compare with: not a failure
         targets["us100_vs_mininet_pass"] = max(cmp_["ratio_cli"], cmp_["ratio_fabric"]) <= TOPOLOGY_RATIO_TARGET
     return _write(out_dir, result, targets)
@@ -445,6 +489,10 @@ def render(r: dict) -> str:
     lines += [f"## Topology {tp['topology']} (target: up in < 60 s, nothing left after teardown)", "",
               f"- {tp['sites']} sites, {tp['links']} links, {tp['relays']} relays, {tp['namespaces']} namespaces: "
               f"up in {tp['up_s']:.1f} s, down in {tp['down_s']:.1f} s, leftover namespaces {tp['leftover_namespaces']}",
+              *([f"- served by {tp['relay_processes']} relay process(es); idle RTT while up: " + ", ".join(
+                  f"{x['link']} {x['actual_idle_rtt_ms']:.2f} ms (configured {x['configured_rtt_ms']:g}, "
+                  f"{'ok' if x['within_target'] else 'OUT of 1 ms + 5 %'})" for x in tp["rtt"])]
+                if tp.get("rtt") else []),
               "", f"topology: {'PASS' if t['topology_pass'] else 'FAIL'}", ""]
     lines += _render_vs_mininet(r["us100_vs_mininet"], tp, t)
     return "\n".join(lines)
@@ -456,8 +504,12 @@ def _render_vs_mininet(c: dict, tp: dict, t: dict) -> list[str]:
     if not m.get("available"):
         return lines + [f"- Mininet not measured: {m.get('reason')}", "", "us-100 vs Mininet: not measured", ""]
     lines += ["| what | up s | down s | total s |", "|---|---:|---:|---:|",
-              f"| testbed, in-process (`Fabric.up`/`down`, {tp['relays']} relays) | {tp['up_s']:.2f} | "
+              f"| testbed, in-process (`Fabric.up`/`down`, {tp['relays']} relayed links, "
+              f"{tp.get('relay_processes', '-')} relay processes) | {tp['up_s']:.2f} | "
               f"{tp['down_s']:.2f} | {tp['up_s'] + tp['down_s']:.2f} |",
+              *([f"| testbed, in-process, one relay process per link ({pl['relay_processes']} processes) | "
+                 f"{pl['up_s']:.2f} | {pl['down_s']:.2f} | {pl['up_s'] + pl['down_s']:.2f} |"]
+                if (pl := c.get("topology_relay_per_link")) else []),
               f"| testbed CLI (`{cli['command_up']}`, `{cli['command_down']}`) | {cli['up_s']:.2f} | "
               f"{cli['down_s']:.2f} | {cli['up_s'] + cli['down_s']:.2f} |",
               f"| Mininet: `{m['command']}` | {m['up_s']:.2f} | {m['down_s']:.2f} | {m['up_s'] + m['down_s']:.2f} |"]

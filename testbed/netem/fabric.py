@@ -107,7 +107,7 @@ class Fabric:
         with critical():
             recorded = self._recorded()
             self.release_netlink()
-            terminate(self._relays.values(), timeout_s=3)
+            terminate(self._relay_procs(), timeout_s=3)
             self._relays.clear()
             failed = []
             try:
@@ -146,8 +146,12 @@ class Fabric:
                            "relay_ns": lk.relay_ns} for lk in self.plan.links],
                 "impairment": self.plan.impairment}
 
+    def _relay_procs(self) -> list:
+        """Each relay process once (a compiled relay serves several links)."""
+        return list({id(p): p for p in self._relays.values()}.values())
+
     def _owned_pids(self) -> list[int]:
-        return [p.pid for p in self._relays.values()]
+        return [p.pid for p in self._relay_procs()]
 
     # -- build ----------------------------------------------------------------------------------
     def _refuse_clash(self) -> None:
@@ -315,8 +319,7 @@ class Fabric:
         from testbed.netem import fastrelay
 
         if fastrelay.available():
-            self._start_fast_relays(links)
-            return self._wait_relays_ready(links)
+            return self._start_fast_relays(links)
         specs = []
         for link in links:
             imp = PathImpairment(delay_ms=link.delay_ms, jitter_ms=link.jitter_ms, loss_pct=link.loss_pct)
@@ -344,48 +347,67 @@ class Fabric:
         self._wait_relays_ready(links)
 
     def _start_fast_relays(self, links: list) -> None:
-        """The compiled relay (:mod:`testbed.netem.fastrelay`), one process per link (so each link's
-        live changes keep their own PID and control file), same files as the Python relay."""
+        """The compiled relay (:mod:`testbed.netem.fastrelay`): a few processes (one per CPU by
+        default, :mod:`testbed.netem.relaypool`), each serving its share of the links in their own
+        namespaces from one event loop. Each link keeps its own stats and control file; a live change
+        signals the link's process, which re-reads the control files that changed."""
         import psutil
 
         from testbed.netem import fastrelay
+        from testbed.netem.relaypool import RelayPoolError, group_links, process_count
 
         tmp = Path(self._tmp)
+        try:
+            n_procs = process_count(len(links))
+        except RelayPoolError as e:
+            raise FabricError(str(e)) from None
+        groups = group_links([max(lk.rate_ab_mbit, lk.rate_ba_mbit) for lk in links], n_procs)
         started: list[int] = []
         with critical():
             try:
-                for link in links:
-                    d, j, l = link.delay_ms, link.jitter_ms, link.loss_pct
-                    arg = fastrelay.LinkArg(link.if_ra, link.if_rb, d, j, l, d, j, l, seed=link.index,
-                                            gso=relay_gso(link), stats_path=str(tmp / f"relay-{link.index}.json"),
-                                            control_path=self.relay_control_path(link))
-                    argv = fastrelay.fastrelay_argv([arg], netns=self._ns(link.relay_ns),
-                                                    ready_file=str(tmp / f"relay-{link.index}.ready"))
-                    pid = fastrelay.spawn(argv, str(tmp / f"relay-{link.index}.log"))
+                for g, members in enumerate(groups):
+                    args = []
+                    for link in (links[i] for i in members):
+                        d, j, l = link.delay_ms, link.jitter_ms, link.loss_pct
+                        args.append(fastrelay.LinkArg(link.if_ra, link.if_rb, d, j, l, d, j, l, seed=link.index,
+                                                      gso=relay_gso(link),
+                                                      stats_path=str(tmp / f"relay-{link.index}.json"),
+                                                      control_path=self.relay_control_path(link),
+                                                      netns=self._ns(link.relay_ns)))
+                    argv = fastrelay.fastrelay_argv(args, ready_file=str(tmp / f"relay-p{g}.ready"))
+                    pid = fastrelay.spawn(argv, str(tmp / f"relay-p{g}.log"))
                     started.append(pid)
-                    self._relays[link.key] = psutil.Process(pid)
+                    proc = psutil.Process(pid)
+                    for i in members:
+                        self._relays[links[i].key] = proc
             except OSError as e:
                 raise FabricError(f"delay relays: cannot start {fastrelay.BINARY}: {e.strerror or e}") from None
             finally:
                 if started:
                     state.add(self.plan.run_id, pids=started)
+        self._wait_ready([(self._relays[links[members[0]].key], tmp / f"relay-p{g}.ready", tmp / f"relay-p{g}.log",
+                           f"{len(members)} link(s), first {links[members[0]].key}")
+                          for g, members in enumerate(groups)])
 
     def _wait_relays_ready(self, links: list) -> None:
+        """One Python relay per link: wait for each link's ready file."""
         tmp = Path(self._tmp)
+        self._wait_ready([(self._relays[link.key], tmp / f"relay-{link.index}.ready", tmp / f"relay-{link.index}.log",
+                           link.key) for link in links])
+
+    def _wait_ready(self, pending: list) -> None:
+        """Wait until every ``(process, ready file, log, what it serves)`` has written its ready file."""
         from testbed.netem.processes import ended
 
-        pending = [(link, tmp / f"relay-{link.index}.ready") for link in links]
         deadline = time.monotonic() + RELAY_READY_TIMEOUT_S
         while pending:
-            pending = [(link, ready) for link, ready in pending if not ready.exists()]
-            for link, _ in pending:
-                proc = self._relays[link.key]
+            pending = [p for p in pending if not p[1].exists()]
+            for proc, _, log, what in pending:
                 if ended(proc):
-                    raise FabricError(f"delay relay for {link.key} exited with {proc.returncode} "
-                                      f"(log: {tmp / f'relay-{link.index}.log'})")
+                    raise FabricError(f"delay relay for {what} exited with {proc.returncode} (log: {log})")
             if pending and time.monotonic() > deadline:
                 raise FabricError(f"{len(pending)} delay relay(s) not ready after {RELAY_READY_TIMEOUT_S} s "
-                                  f"(first: {pending[0][0].key})")
+                                  f"(first: {pending[0][3]})")
             if pending:
                 time.sleep(0.01)
 

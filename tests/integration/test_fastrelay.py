@@ -188,3 +188,45 @@ def test_iperf3_through_a_fabric_uses_the_compiled_relay(binary, monkeypatch):
     print(f"\niperf3 through fastrelay, 500 Mbit/s, RTT 20 ms: {row}")
     assert row["rtt_within_target"]
     assert row["goodput_ratio"] > 0.5  # loose: a shared 2-core CI runner; the bench reports the real ratio
+
+
+def test_a_fabric_serves_many_links_from_few_processes(binary, monkeypatch):
+    """Four relayed links, two relay processes (TESTBED_RELAY_PROCS=2): each link keeps its own RTT,
+    and a live change of one link leaves the link that shares its process as it was."""
+    import psutil
+
+    from testbed.bench.shaping import handshake_rtt_ms
+    from testbed.netem.fabric import Fabric
+    from testbed.netem.naming import new_run_id
+    from testbed.netem.plan import LinkInput, plan_fabric
+    from testbed.netem.relaypool import RELAY_PROCS_ENV
+
+    monkeypatch.setattr(fastrelay, "BINARY", binary)
+    monkeypatch.setenv(fastrelay.RELAY_ENV, "fast")
+    monkeypatch.setenv(RELAY_PROCS_ENV, "2")
+    sites, delays = ["a", "b", "c", "d", "e"], [2.0, 5.0, 10.0, 20.0]
+    links = [LinkInput(x, y, 100.0, 100.0, delay_ms=d) for x, y, d in zip(sites, sites[1:], delays)]
+    plan = plan_fabric(new_run_id(), sites, links, "relay")
+    with Fabric(plan) as fab:
+        pids = fab.relay_pids()
+        assert len(pids) == 4 and len(set(pids.values())) == 2
+        assert all(psutil.Process(p).num_threads() == 1 for p in set(pids.values()))
+        rtts = [handshake_rtt_ms(fab, x, y, 5310 + i, n=15) for i, (x, y) in enumerate(zip(sites, sites[1:]))]
+        for got, d in zip(rtts, delays):
+            assert abs(got - 2 * d) <= 1 + 0.05 * 2 * d, (rtts, delays)
+        changed = plan.links[0]
+        sibling = next(lk for lk in plan.links[1:] if pids[lk.key] == pids[changed.key])
+        body = {k: {"delay_ms": 15.0, "jitter_ms": 0.0, "loss_pct": 0.0} for k in ("a_to_b", "b_to_a")}
+        Path(fab.relay_control_path(changed)).write_text(json.dumps(body))
+        os.kill(pids[changed.key], signal.SIGUSR1)
+        time.sleep(0.1)
+        after = handshake_rtt_ms(fab, changed.a, changed.b, 5320, n=15)
+        kept = handshake_rtt_ms(fab, sibling.a, sibling.b, 5321, n=15)
+        want_kept = 2 * delays[plan.links.index(sibling)]
+        procs = [psutil.Process(p) for p in set(pids.values())]
+    print(f"\nfabric, 4 links on 2 fastrelay processes: RTT {[round(r, 2) for r in rtts]} ms "
+          f"(configured {[2 * d for d in delays]}); after a live change of {changed.key}: {after:.2f} ms "
+          f"(configured 30), {sibling.key} in the same process {kept:.2f} ms (configured {want_kept:g})")
+    assert abs(after - 30.0) <= 1 + 0.05 * 30
+    assert abs(kept - want_kept) <= 1 + 0.05 * want_kept
+    assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in procs)

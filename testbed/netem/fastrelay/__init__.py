@@ -18,7 +18,7 @@ from pathlib import Path
 
 SOURCE = Path(__file__).resolve().parent / "fastrelay.c"
 BINARY = SOURCE.parent / "build" / "fastrelay"
-CFLAGS = ["-O2", "-Wall", "-Wextra"]
+CFLAGS = ["-O2", "-Wall", "-Wextra", "-pthread"]
 RELAY_ENV = "TESTBED_RELAY"  # "python": never use the compiled relay (any other value: prefer it when built)
 
 

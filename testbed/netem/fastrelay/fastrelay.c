@@ -12,7 +12,8 @@
  * with sendmmsg. Random streams: splitmix64 seeded from (seed, direction, purpose) — reproducible
  * per seed, but not the same draws as the Python relay.
  *
- * Control: SIGUSR1 re-reads every link's --control JSON file
+ * Control: SIGUSR1 re-reads each link's --control JSON file that is new or changed since it was last
+ * applied (a missing one is skipped: one process serves several links, the signal is for one)
  * ({"a_to_b": {"delay_ms":..,"jitter_ms":..,"loss_pct":..}, "b_to_a": {...}}); SIGTERM/SIGINT stop
  * the relay, which then writes each link's stats JSON (same fields as the Python relay's).
  */
@@ -21,6 +22,7 @@
 #include <fcntl.h>
 #include <math.h>
 #include <net/if.h>
+#include <pthread.h>
 #include <arpa/inet.h>
 #include <linux/if_packet.h>
 #include <linux/if_ether.h>
@@ -75,6 +77,8 @@ typedef struct {
   uint64_t seed;
   int gso;
   const char *stats_path, *control_path, *netns;
+  struct timespec control_mtime; /* of the control file last applied */
+  uint64_t control_ino;
   dir_t d[2];
 } link_t;
 
@@ -414,6 +418,35 @@ static void enter_netns(const char *ns) {
   close(fd);
 }
 
+/* Closing an AF_PACKET socket waits for an RCU grace period (packet_release: synchronize_net), a few
+ * ms each: a process serving 50 links would spend a second or more closing its 100 sockets one after
+ * the other at exit. Threads closing them at the same time share the grace periods. */
+#define CLOSE_THREADS 32
+typedef struct { int *fds; int n; } close_job_t;
+static void *close_fds(void *arg) {
+  close_job_t *j = arg;
+  for (int i = 0; i < j->n; i++) close(j->fds[i]);
+  return NULL;
+}
+static void close_in_parallel(link_t *links, int nlinks) {
+  int n = 2 * nlinks;
+  int *fds = malloc(sizeof(int) * (size_t)n);
+  if (!fds) return; /* the kernel closes them at exit */
+  for (int i = 0; i < nlinks; i++) { fds[2 * i] = links[i].fd_a; fds[2 * i + 1] = links[i].fd_b; }
+  int nt = n < CLOSE_THREADS ? n : CLOSE_THREADS;
+  pthread_t tids[CLOSE_THREADS];
+  close_job_t jobs[CLOSE_THREADS];
+  int created[CLOSE_THREADS] = {0};
+  for (int t = 0; t < nt; t++) {
+    jobs[t] = (close_job_t){fds + n * t / nt, n * (t + 1) / nt - n * t / nt};
+    created[t] = nt > 1 && pthread_create(&tids[t], NULL, close_fds, &jobs[t]) == 0;
+    if (!created[t]) close_fds(&jobs[t]);
+  }
+  for (int t = 0; t < nt; t++)
+    if (created[t]) pthread_join(tids[t], NULL);
+  free(fds);
+}
+
 static double cpu_s(void) {
   struct rusage ru;
   getrusage(RUSAGE_SELF, &ru);
@@ -495,6 +528,14 @@ int main(int argc, char **argv) {
       for (int i = 0; i < nlinks; i++) {
         link_t *l = &links[i];
         if (!l->control_path) continue;
+        struct stat cst;
+        /* a process serves several links: the signal was for one of them; a link whose control file
+           was never written (or has not changed since it was applied) keeps its values */
+        if (stat(l->control_path, &cst) < 0) continue;
+        if (cst.st_mtim.tv_sec == l->control_mtime.tv_sec && cst.st_mtim.tv_nsec == l->control_mtime.tv_nsec &&
+            (uint64_t)cst.st_ino == l->control_ino) continue;
+        l->control_mtime = cst.st_mtim;
+        l->control_ino = (uint64_t)cst.st_ino;
         imp_t im[2];
         char err[256];
         if (read_control(l->control_path, im, l->gso, err, sizeof err)) {
@@ -540,5 +581,6 @@ int main(int argc, char **argv) {
     for (int k = 0; k < 2; k++) l->d[k].st.queued_at_exit = l->d[k].queued;
     write_stats(l, dur, cpu / nlinks);
   }
+  close_in_parallel(links, nlinks);
   return 0;
 }
