@@ -15,6 +15,7 @@ moved, so the netns substrate and its rate replay work unchanged, and a server i
 is reachable at the site's address. The namespace is checked (same inode) before ``start`` returns.
 
 The image must have ``nsenter`` and ``setpriv`` (util-linux; in every Debian image, minbase too).
+Its own ``ENTRYPOINT`` and ``USER`` are overridden (nsenter first, as root); its ``ENV`` applies.
 """
 
 from __future__ import annotations
@@ -129,7 +130,9 @@ class ContainerNode:
             args += ["-e", f"{key}={value}"]
         if self.workdir:
             args += ["-w", self.workdir]
-        return [*args, self.image, "nsenter", f"--net={NETNS_MOUNT}", "--", *self._drop(), *self.argv]
+        # the image's own ENTRYPOINT and USER are not used: nsenter runs first, as root (setns needs it)
+        args += ["--entrypoint", "nsenter", "--user", "0:0"]
+        return [*args, self.image, f"--net={NETNS_MOUNT}", "--", *self._drop(), *self.argv]
 
     def start(self) -> None:
         t0 = time.perf_counter()

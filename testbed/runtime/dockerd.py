@@ -277,19 +277,22 @@ class DockerEngine:
     # -- client ---------------------------------------------------------------------------------
 
     def run(self, *args: str, check: bool = True, input: str | bytes | None = None, timeout_s: float | None = 120.0,
-            text: bool = True) -> subprocess.CompletedProcess:
-        """``docker -H <ours> ARGS...``; raises DockerCommandError on a non-zero exit if ``check``."""
+            text: bool = True, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+        """``docker -H <ours> ARGS...``; raises DockerCommandError on a non-zero exit if ``check``.
+        ``env``: extra variables for the client (e.g. ``DOCKER_BUILDKIT=0``)."""
         if self._proc is None:
             raise RuntimeError("the engine is not started")
-        done = self._client(*args, input=input, timeout_s=timeout_s, text=text)
+        done = self._client(*args, input=input, timeout_s=timeout_s, text=text, env=env)
         if check and done.returncode != 0:
             err = done.stderr if text else done.stderr.decode(errors="replace")
             raise DockerCommandError(done.args, done.returncode, err)
         return done
 
-    def _client(self, *args: str, input=None, timeout_s: float | None, text: bool = True) -> subprocess.CompletedProcess:
+    def _client(self, *args: str, input=None, timeout_s: float | None, text: bool = True,
+                env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
         argv = [self._tools["docker"], "-H", self.host, *args]
-        return subprocess.run(argv, input=input, capture_output=True, text=text, timeout=timeout_s, env=self._env,
+        return subprocess.run(argv, input=input, capture_output=True, text=text, timeout=timeout_s,
+                              env={**self._env, **env} if env else self._env,
                               stdin=subprocess.DEVNULL if input is None else None)
 
     def log_tail(self, n_lines: int = 15) -> str:

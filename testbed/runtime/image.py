@@ -17,7 +17,9 @@ version; the mirror is a transport and is not hashed):
 - ``/var/cache/testbed/images/testbed-base-<hash>.tar`` (``TESTBED_IMAGE_CACHE``): the trimmed
   rootfs; debootstrap (~40 s) runs only when it is missing;
 - the image ``testbed-base:<hash>`` in the engine: import (~3 s) runs only when the engine's
-  data-root lacks it (a persistent ``DockerEngine(data_root=...)`` keeps it across runs).
+  data-root lacks it (a persistent ``DockerEngine(data_root=...)`` keeps it across runs). It is
+  also tagged ``testbed-base:latest``, the stable name a user's Dockerfile says ``FROM testbed-base``
+  to (:mod:`testbed.runtime.user_image`).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from testbed.runtime.errors import DockerCommandError, RuntimeUnavailable
 
 CACHE_DIR = Path(os.environ.get("TESTBED_IMAGE_CACHE", "/var/cache/testbed/images"))
 BASE_REPO = "testbed-base"
+BASE_STABLE_TAG = f"{BASE_REPO}:latest"  # what a user's Dockerfile names: `FROM testbed-base`; moved to the current recipe
 RECIPE_VERSION = 2
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 APT_SOURCES = (Path("/etc/apt/sources.list"), Path("/etc/apt/sources.list.d"))
@@ -209,11 +212,13 @@ def ensure_base_image(engine: DockerEngine, recipe: BaseImageRecipe | None = Non
     recipe = recipe or BaseImageRecipe()
     tag = recipe.tag
     if engine.run("image", "inspect", "--format", "{{.Id}}", tag, check=False).returncode == 0:
+        engine.run("tag", tag, BASE_STABLE_TAG)
         return BaseImage(tag, "engine")
     tarball, debootstrap_s = build_rootfs_tarball(recipe, run_id=engine.run_id, mirror=mirror, cache_dir=cache_dir)
     t0 = time.perf_counter()
     engine.run("import", "--change", f"LABEL testbed.base={recipe.content_hash()}", "--change", 'CMD ["/bin/bash"]',
                str(tarball), tag, timeout_s=IMPORT_TIMEOUT_S)
+    engine.run("tag", tag, BASE_STABLE_TAG)
     return BaseImage(tag, "built" if debootstrap_s else "tarball", tarball, debootstrap_s, time.perf_counter() - t0)
 
 

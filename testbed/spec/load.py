@@ -269,6 +269,9 @@ def scenario_from_dict(data: dict, base_dir: Path | None = None) -> Scenario:
     from testbed.spec.programs import resolve_program_dirs  # a program's cwd: the scenario's folder by default
 
     data = resolve_program_dirs(data, base_dir)
+    from testbed.spec.images import image_problems, resolve_image_paths  # container images: relative to the scenario
+
+    data = resolve_image_paths(data, base_dir)
     try:
         sc = Scenario.model_validate(data)
     except ValidationError as e:
@@ -279,6 +282,7 @@ def scenario_from_dict(data: dict, base_dir: Path | None = None) -> Scenario:
     from testbed.spec.programs import program_problems  # user programs need node agents
 
     problems += program_problems(sc)
+    problems += image_problems(sc)
     if problems:
         raise SpecError(problems)
     if signal_traces is not None:

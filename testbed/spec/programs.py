@@ -71,14 +71,12 @@ def resolve_program_dirs(data: object, base_dir: Path) -> object:
 
 
 def program_problems(sc) -> list[tuple[str, str]]:
-    """A scenario's programs need node agents in the process runtime to run (the sim models them)."""
+    """A scenario's programs need node agents to run (the sim models them); in the docker runtime they run
+    in the site's container (its image's files and packages; a cwd on the host is mounted at the same path)."""
     wl = sc.workloads
     if wl is None or not wl.programs:
         return []
     em = sc.emulation
     if em.nodes != "agents":
         return [("workloads.programs", f"programs run on node agents: set emulation.nodes: agents (it is {em.nodes!r})")]
-    if em.runtime != "process":
-        return [("workloads.programs", "programs run in the process runtime only (emulation.runtime: process): "
-                                       "the docker runtime does not mount their folder")]
     return []

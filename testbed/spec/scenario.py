@@ -11,6 +11,7 @@ from testbed import node_kinds
 from testbed.power import backends as power_backends
 from testbed.spec.federated import Federated
 from testbed.spec.grid_signals import GRID_SIGNAL_SPECS, Battery
+from testbed.spec.images import ImageSource
 from testbed.spec import carbon_policy  # noqa: F401  registers the carbon_aware policy's model
 from testbed.spec.limits import Limits
 from testbed.spec.federated import SELECTION_POLICY_SPECS
@@ -28,6 +29,8 @@ class Emulation(Strict):
     time_scale: float = Field(1.0, gt=0, description="Scenario seconds per wall second.")
     byte_scale: float | Literal["auto"] = Field("auto", description="Bytes sent per scenario byte.")
     runtime: Literal["process", "docker"] = Field("process", description="Where node agents run: process (a plain process in the site's namespace) or docker (a container).")
+    image: ImageSource | None = Field(None, description="Your own container image for every site (runtime docker): {dockerfile: PATH} built locally, or {tar: PATH} loaded; paths relative to the scenario file (README, Your own container per site).")
+    site_images: dict[str, ImageSource] = Field(default_factory=dict, description="Per-site images by site name, replacing 'image' at those sites.")
     require_latency: bool = Field(True, description="Fail when link latency, jitter or loss cannot be emulated (no netem and no delay relay) instead of running without it.")
     nodes: str = Field(
         "ballast", json_schema_extra=node_kinds.schema_choices,

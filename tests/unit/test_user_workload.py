@@ -205,9 +205,8 @@ def test_relative_cwd_is_from_the_scenario_folder(tmp_path):
 
 @pytest.mark.parametrize("emulation, expected", [
     ({}, "workloads.programs: programs run on node agents: set emulation.nodes: agents (it is 'ballast')"),
-    ({"nodes": "agents", "runtime": "docker"}, "workloads.programs: programs run in the process runtime only"),
 ])
-def test_programs_need_agents_in_the_process_runtime(tmp_path, capsys, emulation, expected):
+def test_programs_need_agents(tmp_path, capsys, emulation, expected):  # either runtime (docker: in the site's image)
     d = small_scenario_dict(emulation=emulation)
     d["workloads"]["jobs"][0]["family"] = "f"
     d["workloads"]["programs"] = {"f": {"command": ["x"]}}

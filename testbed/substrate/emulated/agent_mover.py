@@ -26,12 +26,18 @@ class AgentMover(Mover):
         self._pool = None
         self._job_site: dict[str, str] = {}
         self._specs = {j.id: j for j in inputs.jobs}
+        self._containers: dict = {}  # docker runtime: base image, each site's image, GPUs (the manifest's)
 
     def start(self, em: Emulation) -> None:
+        from testbed.spec.images import site_image_sources
         from testbed.substrate.emulated.agents import AgentPool
 
         self._em = em
-        self._pool = AgentPool(em.fabric, em.token, runtime=self._in.scenario.emulation.runtime)
+        sc = self._in.scenario
+        dirs = tuple(sorted({p.cwd for p in sc.workloads.programs.values() if p.cwd})) if sc.workloads else ()
+        self._pool = AgentPool(em.fabric, em.token, runtime=sc.emulation.runtime, program_dirs=dirs,
+                               images=site_image_sources(sc.emulation, [s.name for s in em.fabric.plan.sites]))
+        self._containers = self._pool.runtime_info  # filled by start() (docker runtime); kept for describe()
         self._pool.start()
 
     def stop(self) -> None:
@@ -184,6 +190,7 @@ class AgentMover(Mover):
         return {
             "nodes": f"agents ({self._in.scenario.emulation.runtime} runtime): a real PyTorch job per running "
                      "job, real checkpoints",
+            **({"containers": self._containers} if self._containers else {}),
             "measured": ["checkpoint_s (source agent: the real checkpoint serialised, hashed, written, fsynced + "
                          "ballast to size x byte_scale written, fsynced; real size / measured MB/s)",
                          "transfer_s (real checkpoint + ballast over the shaped WAN, connect to final ack, "

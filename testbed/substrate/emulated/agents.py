@@ -25,22 +25,6 @@ READY_TIMEOUT_S = 120.0
 DOCKER_DATA_ROOT = Path("/var/lib/testbed/docker-data")  # image cache kept between runs (locked while in use)
 
 
-def _nvidia_gpus() -> bool:
-    """Real NVIDIA GPUs here (NVML answers)? Then agent containers get them by Docker device request."""
-    try:
-        import pynvml
-    except ImportError:
-        return False
-    try:
-        pynvml.nvmlInit()
-        try:
-            return pynvml.nvmlDeviceGetCount() > 0
-        finally:
-            pynvml.nvmlShutdown()
-    except pynvml.NVMLError:
-        return False
-
-
 def agent_job_id(job_id: str) -> str:
     """Job ids as the control protocol accepts them ([A-Za-z0-9._-], 64 characters)."""
     return re.sub(r"[^A-Za-z0-9._-]", "_", job_id)[:64] or "job"
@@ -49,13 +33,19 @@ def agent_job_id(job_id: str) -> str:
 class AgentPool:
     """``runtime``: ``process`` (an agent process in each site namespace) or ``docker`` (an agent
     in a container per site whose processes live in the site's namespace, the Containernet way;
-    a private Docker engine is started for the run and stopped after it)."""
+    a private Docker engine is started for the run and stopped after it). ``images``: a user's image
+    source per site with the field naming it (``site_image_sources``; others run the base image); ``program_dirs``: host
+    folders of user programs (their cwd), mounted at the same paths in the containers."""
 
-    def __init__(self, fabric: Fabric, token: str, *, runtime: str = "process"):
+    def __init__(self, fabric: Fabric, token: str, *, runtime: str = "process", images: dict | None = None,
+                 program_dirs: tuple[str, ...] = ()):
         if runtime not in ("process", "docker"):
             raise ValueError(f"unknown runtime {runtime!r}")
         self.fabric = fabric
         self.runtime = runtime
+        self._image_sources = dict(images or {})
+        self._program_dirs = tuple(program_dirs)
+        self.runtime_info: dict = {}  # docker: the images per site (the manifest records it)
         self._token = token
         self._engine = None
         self._containers: dict = {}
@@ -117,21 +107,54 @@ class AgentPool:
                 raise FabricError(f"agent at {s.name} is up but not reachable from the controller over the "
                                   f"management network: {e}") from None
 
+    def _start_engine(self) -> None:
+        """The run's engine, the base image, each site's own image (built or loaded, then checked to
+        run the agent: refused before any container starts), and the GPU request."""
+        from testbed.runtime import DockerEngine, ensure_base_image
+        from testbed.runtime.gpus import gpu_request
+        from testbed.runtime.image import BaseImageRecipe
+        from testbed.runtime.user_image import UserImageError, check_runs_agent, ensure_user_image
+
+        engine = DockerEngine(self.fabric.plan.run_id, data_root=DOCKER_DATA_ROOT)
+        state.add(self.run_id, cgroups=[engine.cgroup_name], engine_dirs=[str(engine.run_dir)])
+        self._cgroups.append(engine.cgroup_name)
+        self._engine = engine
+        self._engine.__enter__()
+        state.add(self.run_id, pids=[self._engine.pid])  # testbed clean ends it by PID
+        self._image = ensure_base_image(self._engine)
+        made: dict = {}
+        self._site_images = {}
+        for site, (field, src) in self._image_sources.items():
+            if src not in made:
+                try:
+                    made[src] = ensure_user_image(self._engine, src, base_key=BaseImageRecipe().content_hash())
+                    check_runs_agent(self._engine, made[src])
+                except UserImageError as e:  # the scenario's field first, as spec errors are
+                    raise UserImageError(f"{field}: {e}") from None
+            self._site_images[site] = made[src]
+        self._gpus, gpu_note = gpu_request()
+        base_id = self._engine.run("image", "inspect", "--format", "{{.Id}}", self._image.tag).stdout.strip()
+        self.runtime_info.update({
+            "base_image": {"tag": self._image.tag, "id": base_id, "source": self._image.source},
+            "images": {s.name: (self._site_images[s.name].describe() if s.name in self._site_images
+                                else {"tag": self._image.tag, "id": base_id, "from": "testbed-base"})
+                       for s in self.fabric.plan.sites},
+            "gpus": self._gpus or "none", **({"gpu_note": gpu_note} if gpu_note else {}),
+        })
+
     def _start_container(self, site: str, argv: list[str]) -> None:
-        from testbed.runtime import ContainerNode, DockerEngine, ensure_base_image
+        from testbed.runtime import ContainerNode
         from testbed.runtime.container import Mount
 
         if self._engine is None:
-            engine = DockerEngine(self.fabric.plan.run_id, data_root=DOCKER_DATA_ROOT)
-            state.add(self.run_id, cgroups=[engine.cgroup_name], engine_dirs=[str(engine.run_dir)])
-            self._cgroups.append(engine.cgroup_name)
-            self._engine = engine
-            self._engine.__enter__()
-            state.add(self.run_id, pids=[self._engine.pid])  # testbed clean ends it by PID
-            self._image = ensure_base_image(self._engine)
-        node = ContainerNode(self._engine, site, self.fabric.site_ns(site), argv, image=self._image.tag,
-                             mounts=[Mount(str(self._dir), str(self._dir), read_only=False)], host_python=True,
-                             gpus="all" if _nvidia_gpus() else None)
+            self._start_engine()
+        image = self._site_images[site].tag if site in self._site_images else self._image.tag
+        mounts = [Mount(str(self._dir), str(self._dir), read_only=False)]
+        # a program's host folder, at the same path and writable as in the process runtime; a cwd the
+        # host does not have is the image's own
+        mounts += [Mount(d, d, read_only=False) for d in self._program_dirs if Path(d).is_dir() and d != "/"]
+        node = ContainerNode(self._engine, site, self.fabric.site_ns(site), argv, image=image, mounts=mounts,
+                             host_python=True, gpus=self._gpus)
         node.__enter__()
         self._containers[site] = node
 

@@ -1,0 +1,117 @@
+"""Your own container image per site (``emulation.runtime: docker``): where it comes from.
+
+    emulation:
+      runtime: docker
+      nodes: agents
+      image: {dockerfile: image/Dockerfile}          # every site (built locally; context: its folder)
+      site_images:
+        b: {tar: b-image.tar, tag: my-b}              # site b: `docker save` output (loaded) or a rootfs tar (imported)
+
+Paths are relative to the scenario file. Without either field the sites run the testbed's base
+image (``testbed-base``); a Dockerfile may start ``FROM testbed-base``. The build, its cache and
+the checks that an image can run the node agent are :mod:`testbed.runtime.user_image`'s.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pydantic import Field, model_validator
+
+from testbed.spec.topology import Strict
+
+TAG_PATTERN = r"^[a-z0-9]+(?:[._-][a-z0-9]+)*(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)*$"
+
+
+class ImageSource(Strict):
+    dockerfile: str | None = Field(None, min_length=1, description=(
+        "A Dockerfile, relative to the scenario file; its folder is the build context. Built by the run's "
+        "private engine, again only when a file of that folder changes."))
+    tar: str | None = Field(None, min_length=1, description=(
+        "A local image tar, relative to the scenario file: `docker save` output (docker load) or a root file "
+        "system tar (docker import); loaded again only when its content changes."))
+    tag: str | None = Field(None, max_length=100, pattern=TAG_PATTERN, description=(
+        "Image name (lower case, no ':'); tagged NAME:<content hash>. Default: testbed-user-<folder or file name>."))
+
+    @model_validator(mode="after")
+    def _one_of(self) -> "ImageSource":
+        if (self.dockerfile is None) == (self.tar is None):
+            raise ValueError("give 'dockerfile' or 'tar', one of them")
+        return self
+
+    @property
+    def path(self) -> Path:
+        return Path(self.dockerfile if self.dockerfile is not None else self.tar)  # type: ignore[arg-type]
+
+    def describe(self) -> str:
+        return f"dockerfile {self.dockerfile}" if self.dockerfile is not None else f"tar {self.tar}"
+
+
+def resolve_image_paths(data: object, base_dir: Path) -> object:
+    """Raw scenario data with each image's ``dockerfile``/``tar`` made absolute (relative to the
+    scenario's folder), before validation."""
+    em = data.get("emulation") if isinstance(data, dict) else None
+    if not isinstance(em, dict):
+        return data
+
+    def fix(src: object) -> object:
+        if not isinstance(src, dict):
+            return src
+        out = dict(src)
+        for key in ("dockerfile", "tar"):
+            if isinstance(out.get(key), str) and out[key]:
+                out[key] = str((base_dir / Path(out[key]).expanduser()).resolve())
+        return out
+
+    em = dict(em)
+    if "image" in em:
+        em["image"] = fix(em["image"])
+    if isinstance(em.get("site_images"), dict):
+        em["site_images"] = {site: fix(src) for site, src in em["site_images"].items()}
+    return {**data, "emulation": em}
+
+
+def _file_problem(src: ImageSource) -> str | None:
+    key = "dockerfile" if src.dockerfile is not None else "tar"
+    p = src.path
+    if not p.exists():
+        return f"{key}: no such file {p}"
+    if not p.is_file():
+        return f"{key}: {p} is not a regular file"
+    if not os.access(p, os.R_OK):
+        return f"{key}: {p} cannot be read"
+    return None
+
+
+def image_problems(sc) -> list[tuple[str, str]]:
+    """Cross-field checks: images need the docker runtime, name existing files and known sites."""
+    em = sc.emulation
+    named = ([("emulation.image", em.image)] if em.image is not None else []) + [
+        (f"emulation.site_images.{site}", src) for site, src in em.site_images.items()]
+    if not named:
+        return []
+    problems: list[tuple[str, str]] = []
+    if em.runtime != "docker":
+        problems.append((named[0][0], f"an image is for containers: set emulation.runtime: docker (it is {em.runtime!r})"))
+    sites = {s.name for s in sc.sites}
+    for where, src in named:
+        if where.startswith("emulation.site_images.") and where.split(".", 2)[2] not in sites:
+            problems.append((where, f"no site {where.split('.', 2)[2]!r} (sites: {', '.join(sorted(sites))})"))
+            continue
+        why = _file_problem(src)
+        if why:
+            problems.append((f"{where}.{why.split(':', 1)[0]}", why.split(": ", 1)[1]))
+    return problems
+
+
+def site_image_sources(emulation, sites: list[str]) -> dict[str, tuple[str, ImageSource]]:
+    """Each site's image source (its own, else the scenario's) with the field that names it; sites
+    with neither are absent (they run the base image)."""
+    out = {}
+    for site in sites:
+        if site in emulation.site_images:
+            out[site] = (f"emulation.site_images.{site}", emulation.site_images[site])
+        elif emulation.image is not None:
+            out[site] = ("emulation.image", emulation.image)
+    return out
