@@ -55,3 +55,12 @@ def run_policies(sc, seed=None):
 @pytest.fixture
 def root() -> Path:
     return ROOT
+
+
+@pytest.fixture(autouse=True)
+def _no_machine_dataplane_capacity(tmp_path_factory, monkeypatch):
+    """Tests never read the relay capacity `testbed bench shaping` cached for this machine: the
+    defaults apply unless a test writes its own cache (testbed.netem.dataplane_capacity)."""
+    from testbed.netem.dataplane_capacity import CACHE_ENV
+
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path_factory.getbasetemp() / "no-dataplane-capacity.json"))

@@ -4,7 +4,8 @@ Measured where ``testbed bench shaping`` has run (its ``shaping.json``: the unsh
 veth pair through testbed's transfer service and through iperf3; the larger is what the kernel
 can give one link), else testbed's own conservative defaults (:mod:`testbed.netem.scaling`).
 Traffic through the userspace delay relay (links with latency where the kernel has no netem) is
-also bounded by the relay.
+also bounded by the relay: what the bench measured it to carry here
+(:mod:`testbed.netem.dataplane_capacity`), else its default.
 """
 
 from __future__ import annotations
@@ -56,6 +57,10 @@ def link_capacity(impairment: str | None, delayed: bool, bench_file: Path | None
         cap = Capacity(measured, f"measured unshaped by testbed bench shaping ({bench_file})")
     else:
         cap = Capacity(CAPACITY_MBIT_DIRECT, "testbed's default; run `testbed bench shaping` to measure this machine")
-    if impairment == "relay" and delayed and cap.mbit > CAPACITY_MBIT_RELAY:
-        cap = Capacity(CAPACITY_MBIT_RELAY, "the userspace delay relay's default capacity (this kernel has no netem)")
+    if impairment == "relay" and delayed:
+        from testbed.netem.dataplane_capacity import relay_capacity
+
+        relay = relay_capacity(CAPACITY_MBIT_RELAY)
+        if cap.mbit > relay.mbit:
+            cap = Capacity(relay.mbit, f"the userspace delay relay (this kernel has no netem): {relay.source}")
     return cap

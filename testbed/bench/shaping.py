@@ -437,6 +437,11 @@ def run(out_dir: Path, *, quick: bool = False, only: str | None = None) -> dict:
         from testbed.bench import relay_dataplane
 
         result["dataplane"] = relay_dataplane.run(seconds=3.0 if quick else 5.0)
+        from testbed.netem.dataplane_capacity import cache_path, record
+
+        # what byte_scale: auto fits relayed links to from now on (testbed.netem.dataplane_capacity)
+        entry = record(result["dataplane"], command=f"testbed bench shaping{' --only ' + only if only else ''}")
+        result["dataplane_capacity"] = {**entry, "cache": str(cache_path())} if entry else None
     targets: dict = {}
     if "dataplane" in result:
         from testbed.bench.relay_dataplane import targets as dataplane_targets
@@ -483,6 +488,10 @@ def render(r: dict) -> str:
         from testbed.bench.relay_dataplane import render as render_dataplane
 
         lines += render_dataplane(r["dataplane"], t)
+        cap = r.get("dataplane_capacity")
+        lines += ([f"Relay capacity for `byte_scale: auto`: {cap['capacity_mbit']:.0f} Mbit/s per link "
+                   f"({cap['rule']}), cached in {cap['cache']}", ""] if cap
+                  else ["Relay capacity: no usable row, nothing cached", ""])
     if "topology" not in r:
         return "\n".join(lines)
     tp = r["topology"]

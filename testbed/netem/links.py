@@ -75,14 +75,15 @@ def scenario_links(inputs: "Inputs", scaling: Scaling, links: Sequence[DirectedL
     return fabric_links(links, scaling, start_gbps=start, impaired=impaired)
 
 
-def scaled_links(inputs: "Inputs", *, capacity_mbit: float, impaired: bool = True) -> tuple[Scaling, list[LinkInput]]:
+def scaled_links(inputs: "Inputs", *, capacity_mbit: float, impaired: bool = True,
+                 capacity_source: str = "") -> tuple[Scaling, list[LinkInput]]:
     """An emulated run's scaling and fabric links, both from the same directed links: the fastest
     link the scaling fits into ``capacity_mbit`` is the fastest link the fabric is built with."""
     from testbed.spec.topology import directed_links
 
     sc = inputs.scenario
     directed = directed_links(sc.sites, sc.links)
-    scaling = choose_scaling(sc, capacity_mbit=capacity_mbit, links=directed)
+    scaling = choose_scaling(sc, capacity_mbit=capacity_mbit, links=directed, capacity_source=capacity_source)
     return scaling, scenario_links(inputs, scaling, directed, impaired=impaired)
 
 

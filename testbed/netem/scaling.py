@@ -5,7 +5,8 @@ byte), a scenario link of B Gbit/s becomes a wall-clock rate of ``B x b x T`` an
 latency L becomes ``L / T``: transfer times scale by exactly 1/T, and the number of
 bandwidth-delay products per checkpoint (``b S / (B b T x L / T)`` = S / (B L)) is preserved.
 ``byte_scale: auto`` picks the largest b <= 1 for which the fastest link fits the machine's
-shaping capacity.
+shaping capacity: with the delay relay, what ``testbed bench shaping`` measured it to carry here
+(:mod:`testbed.netem.dataplane_capacity`), else the defaults below.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ if TYPE_CHECKING:  # pragma: no cover  (the fabric's modules load without pydant
     from testbed.spec.scenario import Scenario
 
 # Wall-clock goodput this machine shapes accurately (DESIGN.md: tbf accurate to 5 Gbit/s; the
-# Python delay relay carries ~730 Mbit/s). Conservative defaults; `testbed bench shaping` measures.
+# Python delay relay carries ~730 Mbit/s). Conservative defaults; `testbed bench shaping` measures
+# the relay's (cached: testbed.netem.dataplane_capacity).
 CAPACITY_MBIT_DIRECT = 2000.0
 CAPACITY_MBIT_RELAY = 500.0
 
@@ -32,6 +34,7 @@ class Scaling:
     byte_scale: float
     capacity_mbit: float
     byte_scale_source: str  # "scenario" | "auto"
+    capacity_source: str = ""  # where capacity_mbit comes from (measured by the bench, or a default)
 
     def rate_mbit(self, bandwidth_gbps: float) -> float:
         return max(MIN_RATE_MBIT, bandwidth_gbps * 1000.0 * self.byte_scale * self.time_scale)
@@ -50,13 +53,15 @@ class Scaling:
 
     def to_dict(self) -> dict:
         return {"time_scale": self.time_scale, "byte_scale": self.byte_scale, "capacity_mbit": self.capacity_mbit,
-                "byte_scale_source": self.byte_scale_source,
+                "byte_scale_source": self.byte_scale_source, "capacity_source": self.capacity_source,
                 "latency_scale": 1.0 / self.time_scale, "rate_scale": self.byte_scale * self.time_scale}
 
 
-def choose_scaling(sc: "Scenario", *, capacity_mbit: float, links: Sequence[DirectedLink] | None = None) -> Scaling:
+def choose_scaling(sc: "Scenario", *, capacity_mbit: float, links: Sequence[DirectedLink] | None = None,
+                   capacity_source: str = "") -> Scaling:
     """The run's scaling from the directed links it shapes (default: the scenario's, both directions),
-    so that the fastest link is the fastest one the fabric is built from."""
+    so that the fastest link is the fastest one the fabric is built from. ``capacity_source``: where
+    ``capacity_mbit`` comes from (recorded with the scaling)."""
     t = sc.emulation.time_scale
     if links is None:
         from testbed.spec.topology import directed_links
@@ -66,11 +71,11 @@ def choose_scaling(sc: "Scenario", *, capacity_mbit: float, links: Sequence[Dire
     need_mbit = fastest_gbps * 1000.0 * t
     if sc.emulation.byte_scale == "auto":
         b = min(1.0, capacity_mbit / need_mbit) if need_mbit > 0 else 1.0
-        return Scaling(t, b, capacity_mbit, "auto")
+        return Scaling(t, b, capacity_mbit, "auto", capacity_source)
     b = float(sc.emulation.byte_scale)
     if need_mbit * b > capacity_mbit * 1.0001:
         raise SpecError([("emulation.byte_scale", (
             f"{b:g} x time_scale {t:g} puts the fastest link ({fastest_gbps:g} Gbit/s) at {need_mbit * b:.0f} Mbit/s "
             f"wall clock, above this machine's shaping capacity ({capacity_mbit:.0f} Mbit/s); use 'auto' or "
             f"<= {capacity_mbit / need_mbit:.3g}"))])
-    return Scaling(t, b, capacity_mbit, "scenario")
+    return Scaling(t, b, capacity_mbit, "scenario", capacity_source)

@@ -25,9 +25,20 @@ def resolve_impairment(requested: str) -> str:
     return detect_impairment()
 
 
+def default_capacity(impairment: str) -> tuple[float, str]:
+    """What one link can carry accurately on this machine with that impairment, and where that number
+    comes from: through the delay relay, what `testbed bench shaping` measured it to carry here."""
+    if impairment == "relay":
+        from testbed.netem.dataplane_capacity import relay_capacity
+
+        cap = relay_capacity(CAPACITY_MBIT_RELAY)
+        return cap.mbit, cap.source
+    return CAPACITY_MBIT_DIRECT, f"default {CAPACITY_MBIT_DIRECT:g} Mbit/s"
+
+
 def default_capacity_mbit(impairment: str) -> float:
     """What one link can carry accurately on this machine with that impairment."""
-    return CAPACITY_MBIT_RELAY if impairment == "relay" else CAPACITY_MBIT_DIRECT
+    return default_capacity(impairment)[0]
 
 
 def plan_wan(inputs: Inputs, run_id: str, *, impairment: str,
@@ -40,8 +51,9 @@ def plan_wan(inputs: Inputs, run_id: str, *, impairment: str,
     if impairment == "none" and wants_latency and sc.emulation.require_latency:
         raise SpecError([("emulation.require_latency", "links ask for latency/jitter/loss but impairment "
                           "'none' was requested; allow the relay or netem, or set require_latency: false")])
-    capacity = capacity_mbit or default_capacity_mbit(impairment)
-    scaling, links = scaled_links(inputs, capacity_mbit=capacity, impaired=impairment != "none")
+    capacity, source = (capacity_mbit, "given") if capacity_mbit else default_capacity(impairment)
+    scaling, links = scaled_links(inputs, capacity_mbit=capacity, impaired=impairment != "none",
+                                  capacity_source=source)
     plan = plan_fabric(run_id, [s.name for s in sc.sites], links, impairment)  # type: ignore[arg-type]
     missing = unreachable(plan)
     if missing:
