@@ -223,6 +223,7 @@ def check_runs_agent(engine: DockerEngine, image: UserImage) -> None:
     """Refuse (UserImageError, one line) an image the node agent cannot run in."""
     arch = engine.run("image", "inspect", "--format", "{{.Os}}/{{.Architecture}}", image.tag).stdout.strip()
     if arch != f"linux/{host_arch()}":
+        engine.run("rmi", image.tag, check=False)
         raise UserImageError(f"{image.origin}: image {image.tag} is for {arch}; this machine runs linux/{host_arch()}")
     try:
         done = engine.run(*probe_args(image.tag, host_python_mounts()), check=False, timeout_s=PROBE_TIMEOUT_S)
@@ -231,6 +232,7 @@ def check_runs_agent(engine: DockerEngine, image: UserImage) -> None:
                              f"{PROBE_TIMEOUT_S:g} s") from e
     why = probe_verdict(done.returncode, done.stdout, done.stderr)
     if why:
+        engine.run("rmi", image.tag, check=False)  # not kept: the cache holds images that run
         raise UserImageError(f"{image.origin}: image {image.tag} cannot run the node agent: {why}")
 
 
