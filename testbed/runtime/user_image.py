@@ -31,7 +31,6 @@ import os
 import platform
 import re
 import stat
-import tarfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +39,7 @@ from testbed.errors import TestbedError
 from testbed.runtime.container import Mount, host_python, host_python_mounts
 from testbed.runtime.dockerd import DockerEngine
 from testbed.runtime.errors import DockerCommandError
+from testbed.spec.images import tar_kind as spec_tar_kind
 
 KEY_VERSION = 1
 KEY_LABEL = "testbed.image-key"
@@ -55,9 +55,6 @@ missing = [t for t in ("nsenter", "setpriv") if shutil.which(t) is None]
 import testbed.agent.agent, torch
 print({PROBE_MARK!r} + json.dumps({{"missing": missing}}))
 """
-_HEX64 = re.compile(r"^[0-9a-f]{64}(/|\.json$|$)")
-_ROOTFS_TOP = {"bin", "etc", "usr", "lib", "sbin", "var", "opt", "root"}
-_IMAGE_NAMES = {"manifest.json", "index.json", "oci-layout", "repositories"}
 _ARCH = {"x86_64": "amd64", "aarch64": "arm64", "armv7l": "arm", "ppc64le": "ppc64le", "s390x": "s390x"}
 
 
@@ -128,22 +125,12 @@ def repo_name(src) -> str:
     return f"{DEFAULT_REPO_PREFIX}{slug}"[:100].rstrip("-")
 
 
-def tar_kind(tar: Path, max_members: int = 20_000) -> str:
-    """``image`` (``docker save``/OCI layout: load) or ``rootfs`` (a file system: import), from member names."""
+def tar_kind(tar: Path) -> str:
+    """``image`` (``docker save``/OCI layout: load) or ``rootfs`` (a file system: import)."""
     try:
-        with tarfile.open(tar, "r:*") as tf:
-            for i, member in enumerate(tf):
-                name = member.name.removeprefix("./").rstrip("/")
-                if name in _IMAGE_NAMES or name.startswith("blobs/") or _HEX64.match(name):
-                    return "image"
-                if name.split("/", 1)[0] in _ROOTFS_TOP:
-                    return "rootfs"
-                if i >= max_members:
-                    break
-    except (tarfile.TarError, OSError, EOFError) as e:
-        raise UserImageError(f"tar {tar}: not a readable tar file ({type(e).__name__})") from None
-    raise UserImageError(f"tar {tar}: neither `docker save` output (manifest.json, blobs/) nor a root file system "
-                         "(etc/, usr/, bin/) by its member names")
+        return spec_tar_kind(Path(tar))
+    except ValueError as e:
+        raise UserImageError(f"tar {tar}: {e}") from None
 
 
 def image_key(src, base_key: str) -> str:

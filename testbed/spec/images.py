@@ -15,12 +15,17 @@ the checks that an image can run the node agent are :mod:`testbed.runtime.user_i
 from __future__ import annotations
 
 import os
+import re
+import tarfile
 from pathlib import Path
 
 from pydantic import Field, model_validator
 
 from testbed.spec.topology import Strict
 
+_HEX64 = re.compile(r"^[0-9a-f]{64}(/|\.json$|$)")
+_ROOTFS_TOP = {"bin", "etc", "usr", "lib", "sbin", "var", "opt", "root"}
+_IMAGE_NAMES = {"manifest.json", "index.json", "oci-layout", "repositories"}
 TAG_PATTERN = r"^[a-z0-9]+(?:[._-][a-z0-9]+)*(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)*$"
 
 
@@ -84,6 +89,25 @@ def _file_problem(src: ImageSource) -> str | None:
     return None
 
 
+def tar_kind(tar: Path, max_members: int = 20_000) -> str:
+    """``image`` (``docker save``/OCI layout: loaded) or ``rootfs`` (a file system: imported), from the
+    first member names that tell; ValueError (the reason) for neither or not a tar."""
+    try:
+        with tarfile.open(tar, "r:*") as tf:
+            for i, member in enumerate(tf):
+                name = member.name.removeprefix("./").rstrip("/")
+                if name in _IMAGE_NAMES or name.startswith("blobs/") or _HEX64.match(name):
+                    return "image"
+                if name.split("/", 1)[0] in _ROOTFS_TOP:
+                    return "rootfs"
+                if i >= max_members:
+                    break
+    except (tarfile.TarError, OSError, EOFError) as e:
+        raise ValueError(f"not a readable tar file ({type(e).__name__})") from None
+    raise ValueError("neither `docker save` output (manifest.json, blobs/) nor a root file system (etc/, usr/, "
+                     "bin/) by its member names")
+
+
 def image_problems(sc) -> list[tuple[str, str]]:
     """Cross-field checks: images need the docker runtime, name existing files and known sites."""
     em = sc.emulation
@@ -102,6 +126,11 @@ def image_problems(sc) -> list[tuple[str, str]]:
         why = _file_problem(src)
         if why:
             problems.append((f"{where}.{why.split(':', 1)[0]}", why.split(": ", 1)[1]))
+        elif src.tar is not None:
+            try:
+                tar_kind(src.path)
+            except ValueError as e:
+                problems.append((f"{where}.tar", str(e)))
     return problems
 
 

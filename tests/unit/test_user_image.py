@@ -41,7 +41,7 @@ def _validate(tmp_path, capsys, emulation: dict) -> tuple[int, str]:
 
 def test_paths_resolve_from_the_scenario_folder_and_sites_may_override(tmp_path):
     ctx = _context(tmp_path)
-    (tmp_path / "b.tar").write_bytes(b"")
+    _tar(tmp_path / "b.tar", ["./etc/hostname"])
     em = {**DOCKER, "image": {"dockerfile": "image/Dockerfile"},
           "site_images": {"b": {"tar": "b.tar", "tag": "my-b"}}}
     sc = scenario_from_dict(small_scenario_dict(emulation=em), tmp_path)
@@ -56,6 +56,7 @@ def test_paths_resolve_from_the_scenario_folder_and_sites_may_override(tmp_path)
 @pytest.mark.parametrize("emulation, expected", [
     ({**DOCKER, "image": {"dockerfile": "nope/Dockerfile"}}, "emulation.image.dockerfile: no such file"),
     ({**DOCKER, "image": {"tar": "."}}, "emulation.image.tar: "),
+    ({**DOCKER, "image": {"tar": "image/lib.py"}}, "emulation.image.tar: not a readable tar file"),
     ({**DOCKER, "image": {}}, "emulation.image: give 'dockerfile' or 'tar', one of them"),
     ({**DOCKER, "image": {"dockerfile": "image/Dockerfile", "tar": "x.tar"}}, "give 'dockerfile' or 'tar'"),
     ({**DOCKER, "image": {"dockerfile": "image/Dockerfile", "tag": "Bad:Tag"}}, "emulation.image.tag"),
