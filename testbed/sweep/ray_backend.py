@@ -14,6 +14,8 @@ it (:mod:`testbed.sweep.ray_connect`).
 
 from __future__ import annotations
 
+import os
+import sys
 import warnings
 from contextlib import nullcontext
 from typing import Callable
@@ -74,10 +76,11 @@ def _run_tasks(ray, jobs: list[TrialJob], address: str, join: str | None, *, num
     init_kw = dict(include_dashboard=False, log_to_driver=False, logging_level="WARNING")
     try:
         if join is None:
-            ray.init(num_cpus=num_cpus, **init_kw)
+            _start_local(ray, num_cpus, init_kw)
         else:
             ray.init(address=join, **init_kw)
     except (ConnectionError, RuntimeError, ValueError) as e:
+        ray.shutdown()  # whatever part of a local instance did start (its processes end with it)
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise TestbedError(f"--ray {address}: cannot start or reach Ray: {first}") from e
     try:
@@ -95,6 +98,26 @@ def _run_tasks(ray, jobs: list[TrialJob], address: str, join: str | None, *, num
         return facts
     finally:
         ray.shutdown()
+
+
+LOCAL_GCS_WAIT_S = 120  # Ray's default is 30 s; on 2 busy cores the GCS has been seen to need longer
+LOCAL_START_TRIES = 2
+
+
+def _start_local(ray, num_cpus: int, init_kw: dict) -> None:
+    """Start the private instance of ``--ray local``. A GCS that does not come up (Ray waits for its
+    port file) is given a longer wait than Ray's default, and one more try after a clean shutdown."""
+    os.environ.setdefault("RAY_gcs_server_port_wait_time_s", str(LOCAL_GCS_WAIT_S))
+    for attempt in range(LOCAL_START_TRIES):
+        try:
+            ray.init(num_cpus=num_cpus, **init_kw)
+            return
+        except (ConnectionError, RuntimeError) as e:
+            ray.shutdown()
+            if attempt + 1 == LOCAL_START_TRIES:
+                raise
+            print(f"warning: --ray local: Ray did not start ({str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}); "
+                  "trying once more", file=sys.stderr)
 
 
 def _drive(ray, task, pending: list, in_flight: dict, limit: int, on_result) -> None:

@@ -57,3 +57,46 @@ def test_same_table_locally_and_through_ray(tmp_path, capsys):
     while (left := _ray_processes() - before - {os.getpid()}) and time.monotonic() < deadline:
         time.sleep(0.5)
     assert not left, f"Ray processes left behind: {sorted(left)}"
+
+
+class _FlakyRay:
+    """Stands in for the ray module: ``init`` fails the first ``failures`` times."""
+
+    def __init__(self, failures: int):
+        self.failures, self.inits, self.shutdowns = failures, 0, 0
+
+    def init(self, **kw):
+        self.inits += 1
+        if self.inits <= self.failures:
+            raise RuntimeError("Failed to start GCS.  Last 0 lines of error files:\n")
+
+    def shutdown(self):
+        self.shutdowns += 1
+
+
+def test_local_start_retries_once_after_a_clean_shutdown(monkeypatch, capsys):
+    from testbed.sweep import ray_backend
+
+    monkeypatch.delenv("RAY_gcs_server_port_wait_time_s", raising=False)
+    ray = _FlakyRay(failures=1)
+    ray_backend._start_local(ray, 2, {})
+    assert (ray.inits, ray.shutdowns) == (2, 1)
+    assert "trying once more" in capsys.readouterr().err
+    import os
+
+    assert os.environ["RAY_gcs_server_port_wait_time_s"] == str(ray_backend.LOCAL_GCS_WAIT_S)
+
+
+def test_local_start_gives_up_after_its_tries(monkeypatch):
+    import pytest
+
+    from testbed.sweep import ray_backend
+
+    monkeypatch.setenv("RAY_gcs_server_port_wait_time_s", "7")  # a user's own setting is kept
+    ray = _FlakyRay(failures=5)
+    with pytest.raises(RuntimeError, match="GCS"):
+        ray_backend._start_local(ray, 2, {})
+    assert ray.inits == ray.shutdowns == ray_backend.LOCAL_START_TRIES
+    import os
+
+    assert os.environ["RAY_gcs_server_port_wait_time_s"] == "7"
