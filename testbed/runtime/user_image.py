@@ -18,8 +18,9 @@ built again only when its folder or tar changes; older tags of the same name are
 Built and imported images carry the labels ``testbed.image-key`` and ``testbed.built-by-run``.
 
 Before any container starts, :func:`check_runs_agent` runs the host's interpreter (bind-mounted
-read-only, as the node agent's container has it) in the image and imports the agent and torch,
-and looks for ``nsenter`` and ``setpriv``: an image that cannot run the agent is refused with one
+read-only, as the node agent's container has it) in the image, imports the agent, loads
+``libstdc++.so.6`` (torch's C++ runtime; importing torch itself takes seconds) and looks for
+``nsenter`` and ``setpriv``: an image that cannot run the agent is refused with one
 line saying why (another CPU architecture, a C library older than the host's, no util-linux).
 """
 
@@ -50,10 +51,15 @@ LOAD_TIMEOUT_S = 900.0
 PROBE_TIMEOUT_S = 120.0
 PROBE_MARK = "TESTBED-PROBE "
 PROBE = f"""
-import json, shutil
-missing = [t for t in ("nsenter", "setpriv") if shutil.which(t) is None]
-import testbed.agent.agent, torch
-print({PROBE_MARK!r} + json.dumps({{"missing": missing}}))
+import ctypes, json, shutil
+tools = [t for t in ("nsenter", "setpriv") if shutil.which(t) is None]
+libs = []
+try:
+    ctypes.CDLL("libstdc++.so.6")
+except OSError:
+    libs.append("libstdc++.so.6")
+import testbed.agent.agent
+print({PROBE_MARK!r} + json.dumps({{"tools": tools, "libs": libs}}))
 """
 _ARCH = {"x86_64": "amd64", "aarch64": "arm64", "armv7l": "arm", "ppc64le": "ppc64le", "s390x": "s390x"}
 
@@ -178,6 +184,10 @@ def _checked(engine: DockerEngine, src, *args: str, env: dict[str, str] | None =
         lines = [ln.strip() for ln in e.stderr.splitlines() if ln.strip() and "DEPRECATED" not in ln
                  and "legacy builder" not in ln and "buildx" not in ln and "BuildKit" not in ln]
         why = lines[-1] if lines else f"exit {e.returncode}"
+        if args[0] == "build" and any(k in why for k in ("registry", "pull access denied", "manifest unknown",
+                                                         "no such host")):
+            why += (" (FROM names an image this engine does not hold and no registry gave it: FROM testbed-base, "
+                    "or give that image as a tar)")
         raise UserImageError(f"{src.describe()}: docker {args[0]} failed: {why}") from None
     except Exception as e:  # subprocess.TimeoutExpired
         raise UserImageError(f"{src.describe()}: docker {args[0]} did not finish in {timeout_s:g} s") from e
@@ -227,10 +237,13 @@ def probe_verdict(returncode: int, stdout: str, stderr: str) -> str | None:
     """Why a probe's outcome means the agent cannot run in the image, or None."""
     marked = [ln[len(PROBE_MARK):] for ln in stdout.splitlines() if ln.startswith(PROBE_MARK)]
     if returncode == 0 and marked:
-        missing = json.loads(marked[-1])["missing"]
-        if missing:
-            return (f"no {' and no '.join(missing)} in it (util-linux; the agent's container enters the site's "
-                    "namespace with them)")
+        found = json.loads(marked[-1])
+        if found["tools"]:
+            return (f"no {' and no '.join(found['tools'])} in it (util-linux; the agent's container enters the "
+                    "site's namespace with them)")
+        if found["libs"]:
+            return (f"no {' and no '.join(found['libs'])} in it (the C++ runtime torch needs, which the agent "
+                    "trains with: Debian's libstdc++6)")
         return None
     err = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
     text = " ".join(err)

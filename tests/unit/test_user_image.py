@@ -142,9 +142,11 @@ def test_image_names():
 
 
 def test_probe_verdicts_say_why_in_one_line():
-    ok = PROBE_MARK + json.dumps({"missing": []})
+    ok = PROBE_MARK + json.dumps({"tools": [], "libs": []})
     assert probe_verdict(0, ok + "\n", "") is None
-    assert "no nsenter and no setpriv" in probe_verdict(0, PROBE_MARK + json.dumps({"missing": ["nsenter", "setpriv"]}), "")
+    no_tools = PROBE_MARK + json.dumps({"tools": ["nsenter", "setpriv"], "libs": []})
+    assert "no nsenter and no setpriv" in probe_verdict(0, no_tools, "")
+    assert "libstdc++6" in probe_verdict(0, PROBE_MARK + json.dumps({"tools": [], "libs": ["libstdc++.so.6"]}), "")
     glibc = "/root/.pyenv/versions/3.11.7/bin/python3.11: /lib/x86_64-linux-gnu/libc.so.6: version `GLIBC_2.34' not found"
     assert "older than the host's" in probe_verdict(1, "", glibc) and "GLIBC_2.34" in probe_verdict(1, "", glibc)
     no_ld = ('docker: Error response from daemon: failed to create shim: OCI runtime create failed: exec: '
