@@ -77,15 +77,21 @@ def resolve_image_paths(data: object, base_dir: Path) -> object:
     return {**data, "emulation": em}
 
 
-def _file_problem(src: ImageSource) -> str | None:
+def _file_problem(src: ImageSource) -> tuple[str, str] | None:
+    """(the field, why) when the file an image names cannot be used."""
     key = "dockerfile" if src.dockerfile is not None else "tar"
     p = src.path
     if not p.exists():
-        return f"{key}: no such file {p}"
+        return key, f"no such file {p}"
     if not p.is_file():
-        return f"{key}: {p} is not a regular file"
+        return key, f"{p} is not a regular file"
     if not os.access(p, os.R_OK):
-        return f"{key}: {p} cannot be read"
+        return key, f"{p} cannot be read"
+    if src.tar is not None:
+        try:
+            tar_kind(p)
+        except ValueError as e:
+            return key, str(e)
     return None
 
 
@@ -109,28 +115,21 @@ def tar_kind(tar: Path, max_members: int = 20_000) -> str:
 
 
 def image_problems(sc) -> list[tuple[str, str]]:
-    """Cross-field checks: images need the docker runtime, name existing files and known sites."""
+    """Cross-field checks: images need the docker runtime, name usable files and known sites."""
     em = sc.emulation
-    named = ([("emulation.image", em.image)] if em.image is not None else []) + [
-        (f"emulation.site_images.{site}", src) for site, src in em.site_images.items()]
+    named = ([("emulation.image", None, em.image)] if em.image is not None else []) + [
+        (f"emulation.site_images.{site}", site, src) for site, src in em.site_images.items()]
     if not named:
         return []
     problems: list[tuple[str, str]] = []
     if em.runtime != "docker":
         problems.append((named[0][0], f"an image is for containers: set emulation.runtime: docker (it is {em.runtime!r})"))
     sites = {s.name for s in sc.sites}
-    for where, src in named:
-        if where.startswith("emulation.site_images.") and where.split(".", 2)[2] not in sites:
-            problems.append((where, f"no site {where.split('.', 2)[2]!r} (sites: {', '.join(sorted(sites))})"))
-            continue
-        why = _file_problem(src)
-        if why:
-            problems.append((f"{where}.{why.split(':', 1)[0]}", why.split(": ", 1)[1]))
-        elif src.tar is not None:
-            try:
-                tar_kind(src.path)
-            except ValueError as e:
-                problems.append((f"{where}.tar", str(e)))
+    for where, site, src in named:
+        if site is not None and site not in sites:
+            problems.append((where, f"no site {site!r} (sites: {', '.join(sorted(sites))})"))
+        elif (bad := _file_problem(src)) is not None:
+            problems.append((f"{where}.{bad[0]}", bad[1]))
     return problems
 
 
