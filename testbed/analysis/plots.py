@@ -52,7 +52,10 @@ def jct_cdf(jobs: dict[str, pd.DataFrame], path: Path, title: str) -> Path:
     ax.set_ylabel("fraction of all jobs completed")
     ax.set_ylim(0, 1.0)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="lower right")
+    if ax.get_lines():
+        ax.legend(fontsize=8, loc="lower right")
+    else:  # no policy completed a job in the run: say so on the plot, not with an empty legend
+        ax.text(0.5, 0.5, "no job completed", ha="center", va="center", transform=ax.transAxes, color="0.4")
     ax.set_title(title)
     fig.savefig(path, dpi=110)
     return path

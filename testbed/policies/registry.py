@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from testbed.registry import Registry
-from testbed.spec.plugins import PLUGIN_CLASSES, note_registered
+from testbed.spec.plugins import adopt_plugins, note_registered
 from testbed.spec.policies import migration_policy
 from testbed.spec.union import check_member
 
@@ -43,13 +43,4 @@ def register_policy(model: type, *, spec_arg: bool = True) -> Callable[[Any], An
     return deco
 
 
-def _adopt_plugins() -> None:
-    """The migration policies the scenario loader resolved by class (testbed.spec.plugins), registered
-    as their own ``@register_policy`` would (those resolved before this module was imported too)."""
-    for tag, plugin in PLUGIN_CLASSES.items():
-        if plugin.study == "migration" and tag not in POLICIES:
-            register_policy(plugin.model)(plugin.cls)
-
-
-PLUGIN_CLASSES.on_change(_adopt_plugins)
-_adopt_plugins()
+adopt_plugins("migration", POLICIES, register_policy)  # classes the scenario loader resolves by import path

@@ -36,6 +36,7 @@ import importlib.util
 import inspect
 import re
 import sys
+from collections.abc import Callable
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, Literal
@@ -70,6 +71,19 @@ class PluginClass:
 PLUGIN_CLASSES: Registry[PluginClass] = Registry("plug-in policy")
 """Tag -> a class resolved here; the study's policy registry (testbed.policies.registry,
 testbed.federated.policies.registry) listens and registers it as it registers a built-in."""
+
+def adopt_plugins(study: str, registry: Registry, register: Callable[[type[BaseModel]], Callable[[type], type]]) -> None:
+    """Make a study's policy registry adopt the classes resolved here for ``study``, now and whenever
+    another is resolved, as the class's own ``register(model)`` decorator would."""
+
+    def adopt() -> None:
+        for tag, plugin in PLUGIN_CLASSES.items():
+            if plugin.study == study and tag not in registry:
+                register(plugin.model)(plugin.cls)
+
+    PLUGIN_CLASSES.on_change(adopt)
+    adopt()
+
 
 _OWN_NAMES: dict[int, tuple[object, str]] = {}  # id(class) -> (class, the name its own module registered it under)
 

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from testbed.federated.policies.base import SelectionPolicy
 from testbed.registry import Registry
 from testbed.spec.federated import selection_policy
-from testbed.spec.plugins import PLUGIN_CLASSES, note_registered
+from testbed.spec.plugins import adopt_plugins, note_registered
 from testbed.spec.union import check_member
 
 SELECTION_POLICIES: Registry[type[SelectionPolicy]] = Registry("selection policy")
@@ -36,13 +36,4 @@ def register_selection_policy(model: type) -> Callable[[type[SelectionPolicy]], 
     return deco
 
 
-def _adopt_plugins() -> None:
-    """The selection policies the scenario loader resolved by class (testbed.spec.plugins), registered
-    as their own ``@register_selection_policy`` would (those resolved before this module was imported too)."""
-    for tag, plugin in PLUGIN_CLASSES.items():
-        if plugin.study == "federated" and tag not in SELECTION_POLICIES:
-            register_selection_policy(plugin.model)(plugin.cls)
-
-
-PLUGIN_CLASSES.on_change(_adopt_plugins)
-_adopt_plugins()
+adopt_plugins("federated", SELECTION_POLICIES, register_selection_policy)  # classes the scenario loader resolves by import path
