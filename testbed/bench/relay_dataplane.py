@@ -1,5 +1,6 @@
 """Delay data planes side by side: the compiled relay (:mod:`testbed.netem.fastrelay`), the Python
-relay (:mod:`testbed.netem.relay`) and an unshaped veth (the ceiling), measured with iperf3.
+relay (:mod:`testbed.netem.relay`) and an unshaped veth (the ceiling, measured again right before
+each case: on a shared machine the ratio to it is what compares), measured with iperf3.
 
 Per (rate, one-way delay): iperf3 TCP goodput through the link and its ratio to the configured rate,
 the idle RTT (median TCP handshake) against the configured RTT (target: within 1 ms + 5 %), and
@@ -108,10 +109,19 @@ def loss_row(impl: str, rate_mbit: float = 1000.0, loss_pct: float = 1.0, delay_
 
 
 def run(cases=DEFAULT_CASES, seconds: float = 5.0) -> dict:
+    """Per case, an unshaped veth right before the relays (the ceiling at that moment: the machine is
+    shared, so each relay row's ``ratio_to_unshaped`` compares measurements taken side by side)."""
     impls = [i for i in IMPLEMENTATIONS if i != "fast" or fast_available()]
-    tcp = [tcp_row("unshaped", 0.0, 0.0, seconds)]
+    tcp = []
     for rate, delay in cases:
-        tcp += [tcp_row(impl, rate, delay, seconds) for impl in impls]
+        ceiling = tcp_row("unshaped", 0.0, 0.0, seconds)
+        tcp.append(ceiling)
+        for impl in impls:
+            row = tcp_row(impl, rate, delay, seconds)
+            u, g = ceiling["actual_goodput_mbit"], row["actual_goodput_mbit"]
+            row["unshaped_goodput_mbit"] = u
+            row["ratio_to_unshaped"] = g / u if (g and u) else None
+            tcp.append(row)
     loss = [loss_row(impl, seconds=seconds) for impl in impls]
     return {"fast_relay_built": fast_available(), "tcp": tcp, "loss": loss}
 
@@ -134,11 +144,12 @@ def render(r: dict, t: dict | None = None) -> list[str]:
 
     out = ["", "### Delay data plane: compiled relay vs Python relay vs unshaped veth (iperf3)", "",
            f"compiled relay built: {r['fast_relay_built']}", "",
-           "| relay | configured Mbit/s | RTT ms | goodput Mbit/s | ratio | idle RTT ms | loaded RTT ms | "
-           "RTT in target | retransmits |", "|---|---|---|---|---|---|---|---|---|"]
+           "| relay | configured Mbit/s | RTT ms | goodput Mbit/s | ratio | vs unshaped just before | idle RTT ms | "
+           "loaded RTT ms | RTT in target | retransmits |", "|---|---|---|---|---|---|---|---|---|---|"]
     for row in r["tcp"]:
         out.append(f"| {row['implementation']} | {f(row['configured_mbit'], 0)} | {f(row['configured_rtt_ms'], 0)} | "
                    f"{f(row['actual_goodput_mbit'], 0)} | {f(row['goodput_ratio'], 3)} | "
+                   f"{f(row.get('ratio_to_unshaped'), 3)} | "
                    f"{f(row['actual_idle_rtt_ms'], 2)} | {f(row['actual_loaded_mean_rtt_ms'], 1)} | "
                    f"{f(row.get('rtt_within_target'))} | {f(row['retransmits'])} |")
     out += ["", "| relay | configured loss % | offered Mbit/s (UDP) | measured loss % | within 0.3 points |",

@@ -5,8 +5,8 @@
  * one-way delay (+ normal jitter, clamped at 0, never reordered: release = max(previous release,
  * arrival + d)), dropped with independent probability loss_pct/100, then written to the other.
  * One process serves any number of links (--link ... repeated, each in its own namespace if need be)
- * with one epoll loop and one
- * timerfd; each direction keeps its held frames in a byte ring (mmap, MAP_NORESERVE) in arrival
+ * with one epoll loop (epoll_pwait2 sleeps until the next frame is due); each direction keeps its
+ * held frames in a byte ring (chunks of one MAP_NORESERVE range, reused last-freed first) in arrival
  * order, so the head is always the next frame due. Frames are read with recvmmsg (frame mode) or
  * recv (GSO mode: PACKET_VNET_HDR super-frames of up to 64 KB) straight into the ring and written
  * with sendmmsg. Random streams: splitmix64 seeded from (seed, direction, purpose) — reproducible
@@ -39,7 +39,6 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -51,6 +50,8 @@
 #define SOCK_BUF_BYTES (256 * 1024 * 1024) /* a scheduling gap of the relay must not overrun it at 10 Gbit/s (200 ms) */
 #define WRAP_MARK 0xFFFFFFFFu
 #define HDR_BYTES 16
+#define CHUNK_MIN (512 * 1024) /* > GSO_FRAME_BYTES + HDR_BYTES: a super-frame fits a chunk */
+#define CHUNK_MAX (2 * 1024 * 1024)
 
 typedef struct { double delay_ms, jitter_ms, loss_pct; } imp_t;
 
@@ -64,8 +65,14 @@ typedef struct {
   imp_t imp;
   uint64_t loss_rng, jitter_rng;
   uint64_t last_release;
+  /* held frames: a queue of fixed-size chunks of one address range (see "ring" below) */
   uint8_t *ring;
-  size_t size, head, tail; /* head: next to send; tail: next free byte */
+  size_t size, chunk, nchunks;
+  uint32_t *q;             /* chunk indices in arrival order (circular, nchunks slots) */
+  size_t qhead, qcount;    /* q[qhead] holds the head entry; q[(qhead + qcount - 1) % nchunks] the tail */
+  size_t head, tail;       /* byte offsets in the head and the tail chunk */
+  uint32_t *free_chunks;   /* chunks used before and free now: reused last-freed first (memory already in use) */
+  size_t nfree, fresh;     /* chunks [fresh, nchunks) never touched yet */
   uint64_t queued;
   dstats_t st;
   size_t frame_bytes;
@@ -143,28 +150,53 @@ static int if_mtu(const char *ifname) {
   return mtu;
 }
 
-/* ---- ring: entries [u64 release][u32 len][u32 pad][data, padded to 8] in arrival order ---- */
+/* ---- ring: entries [u64 release][u32 len][u32 pad][data, padded to 8] in arrival order, in a
+ * queue of chunks carved from one MAP_NORESERVE range. A chunk that the head has left goes to a
+ * free stack and is the next one the tail takes, so the memory a direction touches stays about the
+ * data it holds (a 10 Gbit/s x 25 ms link: ~32 MB) however large the range: touching fresh pages is
+ * slow (zeroing; in a VM whose host reclaims freed memory, far slower), reused ones are not. An
+ * entry never spans chunks: the tail marks a chunk's unused end (WRAP_MARK) and moves on. ---- */
 static size_t pad8(size_t n) { return (n + 7) & ~(size_t)7; }
+static uint8_t *chunk_at(dir_t *d, size_t qi) { return d->ring + (size_t)d->q[qi % d->nchunks] * d->chunk; }
 
-/* contiguous room for `need` bytes at the tail (wrapping if it helps); NULL when full */
+static int take_chunk(dir_t *d) {
+  uint32_t c;
+  if (d->qcount == d->nchunks) return -1;
+  if (d->nfree) c = d->free_chunks[--d->nfree];
+  else if (d->fresh < d->nchunks) c = (uint32_t)d->fresh++;
+  else return -1;
+  d->q[(d->qhead + d->qcount) % d->nchunks] = c;
+  d->qcount++;
+  d->tail = 0;
+  return 0;
+}
+static void drop_head_chunk(dir_t *d) {
+  d->free_chunks[d->nfree++] = d->q[d->qhead];
+  d->qhead = (d->qhead + 1) % d->nchunks;
+  d->qcount--;
+  d->head = 0;
+}
+
+/* room for `need` bytes (one entry header included) at the tail; NULL when every chunk is in use */
 static uint8_t *ring_reserve(dir_t *d, size_t need) {
-  if (d->queued == 0) d->head = d->tail = 0;
-  if (d->tail >= d->head) {
-    if (d->size - d->tail >= need + HDR_BYTES) return d->ring + d->tail;
-    if (d->head > need + HDR_BYTES) { /* wrap: mark the rest of the ring unused */
-      if (d->size - d->tail >= HDR_BYTES) *(uint32_t *)(d->ring + d->tail + 8) = WRAP_MARK;
-      else if (d->tail < d->size) { /* fewer than HDR bytes left: reader treats it as the end */ }
-      d->tail = 0;
-      return d->head > need + HDR_BYTES ? d->ring : NULL;
-    }
-    return NULL;
+  need += HDR_BYTES;
+  if (need > d->chunk) return NULL;
+  if (d->queued == 0) { /* empty: keep one chunk, start it over */
+    while (d->qcount > 1) drop_head_chunk(d);
+    d->head = d->tail = 0;
   }
-  if (d->head - d->tail > need + HDR_BYTES) return d->ring + d->tail;
-  return NULL;
+  if (d->qcount == 0 && take_chunk(d) < 0) return NULL;
+  if (d->chunk - d->tail < need) {
+    size_t tail = d->tail, qcount = d->qcount;
+    if (take_chunk(d) < 0) return NULL;
+    uint8_t *old = chunk_at(d, d->qhead + qcount - 1);
+    if (d->chunk - tail >= HDR_BYTES) *(uint32_t *)(old + tail + 8) = WRAP_MARK;
+  }
+  return chunk_at(d, d->qhead + d->qcount - 1) + d->tail;
 }
 
 static void ring_push(dir_t *d, uint64_t release, uint32_t len) {
-  uint8_t *p = d->ring + d->tail;
+  uint8_t *p = chunk_at(d, d->qhead + d->qcount - 1) + d->tail;
   *(uint64_t *)p = release;
   *(uint32_t *)(p + 8) = len;
   d->tail += HDR_BYTES + pad8(len);
@@ -172,14 +204,35 @@ static void ring_push(dir_t *d, uint64_t release, uint32_t len) {
   if (d->queued > d->st.max_queue_frames) d->st.max_queue_frames = d->queued;
 }
 
-/* head entry, skipping a wrap mark; NULL when empty */
+/* a read cursor over the held entries (release_due gathers a batch before it knows how many go) */
+typedef struct { size_t qi, off; uint64_t left; } cursor_t;
+static uint8_t *cursor_entry(dir_t *d, cursor_t *c) {
+  if (!c->left) return NULL;
+  uint8_t *base = chunk_at(d, c->qi);
+  if (d->chunk - c->off < HDR_BYTES || *(uint32_t *)(base + c->off + 8) == WRAP_MARK) {
+    c->qi++;
+    c->off = 0;
+    base = chunk_at(d, c->qi);
+  }
+  return base + c->off;
+}
+static void cursor_next(cursor_t *c, uint32_t len) {
+  c->off += HDR_BYTES + pad8(len);
+  c->left--;
+}
+
+/* head entry (moving past a chunk's end, which frees that chunk); NULL when empty */
 static uint8_t *ring_head(dir_t *d) {
   if (!d->queued) return NULL;
-  if (d->size - d->head < HDR_BYTES || *(uint32_t *)(d->ring + d->head + 8) == WRAP_MARK) d->head = 0;
-  return d->ring + d->head;
+  uint8_t *base = chunk_at(d, d->qhead);
+  if (d->chunk - d->head < HDR_BYTES || *(uint32_t *)(base + d->head + 8) == WRAP_MARK) {
+    drop_head_chunk(d);
+    base = chunk_at(d, d->qhead);
+  }
+  return base + d->head;
 }
 static void ring_pop(dir_t *d) {
-  uint32_t len = *(uint32_t *)(d->ring + d->head + 8);
+  uint32_t len = *(uint32_t *)(chunk_at(d, d->qhead) + d->head + 8);
   d->head += HDR_BYTES + pad8(len);
   d->queued--;
 }
@@ -231,7 +284,7 @@ static void drain(dir_t *d) {
       if (len >= fb) { d->st.dropped_oversize++; continue; }
       uint64_t rel;
       if (!admit(d, t, &rel)) { d->st.dropped_loss++; continue; }
-      uint8_t *dst = d->ring + d->tail + HDR_BYTES;
+      uint8_t *dst = chunk_at(d, d->qhead + d->qcount - 1) + d->tail + HDR_BYTES;
       uint8_t *src = (uint8_t *)iov[i].iov_base;
       if (dst != src) memmove(dst, src, len); /* compact: previous entries were shorter than the stride */
       ring_push(d, rel, len);
@@ -246,13 +299,10 @@ static uint64_t release_due(dir_t *d, uint64_t t) {
     struct mmsghdr msgs[BATCH];
     struct iovec iov[BATCH];
     int n = 0;
-    size_t h = d->head;
-    uint64_t q = d->queued;
     uint8_t *e;
     /* gather up to BATCH due entries without popping */
-    size_t save_head = d->head;
-    uint64_t save_q = d->queued;
-    while (n < BATCH && (e = ring_head(d)) != NULL && *(uint64_t *)e <= t) {
+    cursor_t c = {d->qhead, d->head, d->queued};
+    while (n < BATCH && (e = cursor_entry(d, &c)) != NULL && *(uint64_t *)e <= t) {
       uint32_t len = *(uint32_t *)(e + 8);
       iov[n].iov_base = e + HDR_BYTES;
       iov[n].iov_len = len;
@@ -260,15 +310,12 @@ static uint64_t release_due(dir_t *d, uint64_t t) {
       msgs[n].msg_hdr.msg_iov = &iov[n];
       msgs[n].msg_hdr.msg_iovlen = 1;
       n++;
-      ring_pop(d);
+      cursor_next(&c, len);
     }
-    (void)h; (void)q;
     if (n == 0) {
       e = ring_head(d);
       return e ? *(uint64_t *)e : 0;
     }
-    d->head = save_head;
-    d->queued = save_q;
     int sent = sendmmsg(d->fd_out, msgs, (unsigned)n, MSG_DONTWAIT);
     if (sent < 0) {
       if (errno == ENOBUFS || errno == EAGAIN || errno == EWOULDBLOCK) return t + 200000;
@@ -487,10 +534,8 @@ int main(int argc, char **argv) {
   prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
 
   int ep = epoll_create1(EPOLL_CLOEXEC);
-  int tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-  if (ep < 0 || tfd < 0) die("epoll/timerfd");
-  struct epoll_event ev = {.events = EPOLLIN, .data.u64 = UINT64_MAX};
-  epoll_ctl(ep, EPOLL_CTL_ADD, tfd, &ev);
+  if (ep < 0) die("epoll");
+  struct epoll_event ev = {.events = EPOLLIN};
   for (int i = 0; i < nlinks; i++) {
     link_t *l = &links[i];
     if (l->netns) enter_netns(l->netns); /* sockets stay in the namespace they were made in */
@@ -507,8 +552,13 @@ int main(int argc, char **argv) {
       d->loss_rng = seed_of(l->seed, k, 1);
       d->jitter_rng = seed_of(l->seed, k, 2);
       d->size = ring_mb << 20;
+      d->chunk = d->size / 8 < CHUNK_MIN ? CHUNK_MIN : d->size / 8 > CHUNK_MAX ? CHUNK_MAX : d->size / 8;
+      if (d->chunk > d->size) d->chunk = d->size;
+      d->nchunks = d->size / d->chunk;
       d->ring = mmap(NULL, d->size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-      if (d->ring == MAP_FAILED) die("cannot map the frame ring");
+      d->q = calloc(d->nchunks, sizeof(uint32_t));
+      d->free_chunks = calloc(d->nchunks, sizeof(uint32_t));
+      if (d->ring == MAP_FAILED || !d->q || !d->free_chunks) die("cannot map the frame ring");
       ev.events = EPOLLIN;
       ev.data.u64 = (uint64_t)i * 2 + (uint64_t)k;
       if (epoll_ctl(ep, EPOLL_CTL_ADD, d->fd_in, &ev) < 0) die("epoll_ctl");
@@ -520,7 +570,6 @@ int main(int argc, char **argv) {
   }
   uint64_t t0 = now_ns();
   double c0 = cpu_s();
-  uint64_t armed = 0;
   struct epoll_event evs[64];
   while (!g_stop) {
     if (g_reload) {
@@ -552,24 +601,16 @@ int main(int argc, char **argv) {
         uint64_t due = release_due(&links[i].d[k], t);
         if (due && (!next || due < next)) next = due;
       }
-    if (next != armed) {
-      struct itimerspec its = {0};
-      if (next) {
-        its.it_value.tv_sec = (time_t)(next / 1000000000ull);
-        its.it_value.tv_nsec = (long)(next % 1000000000ull);
-      }
-      timerfd_settime(tfd, TFD_TIMER_ABSTIME, &its, NULL);
-      armed = next;
+    /* sleep until the next frame is due (epoll_pwait2: nanosecond timeout, no timer to re-arm) */
+    struct timespec wait = {0, 50 * 1000000L};
+    if (next) {
+      uint64_t now = now_ns(), left = next > now ? next - now : 0;
+      wait.tv_sec = (time_t)(left / 1000000000ull);
+      wait.tv_nsec = (long)(left % 1000000000ull);
     }
-    int n = epoll_wait(ep, evs, 64, next ? -1 : 50);
+    int n = epoll_pwait2(ep, evs, 64, &wait, NULL);
     for (int j = 0; j < n; j++) {
       uint64_t tag = evs[j].data.u64;
-      if (tag == UINT64_MAX) {
-        uint64_t x;
-        if (read(tfd, &x, sizeof x) < 0) { /* spurious */ }
-        armed = 0;
-        continue;
-      }
       drain(&links[tag / 2].d[tag % 2]);
     }
   }
