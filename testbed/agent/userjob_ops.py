@@ -16,7 +16,8 @@ from testbed.userjob.runner import UserJobError, UserJobRunner
 def _runner(agent, args) -> UserJobRunner:
     return UserJobRunner(args.program, job_id=args.job_id, job_dir=agent.workdir / "user-jobs" / args.job_id,
                          ckpt_path=agent.ckpts / f"{args.job_id}.pt", seed=getattr(args, "seed", None),
-                         steps_per_s=args.steps_per_s, max_steps=args.max_steps)
+                         steps_per_s=args.steps_per_s, max_steps=args.max_steps, run_id=agent.run_id,
+                         throttle_tag=f"{agent.site}-{args.job_id}")
 
 
 def start_job(agent, args) -> dict:

@@ -14,7 +14,9 @@ from pathlib import Path
 
 from testbed.errors import TestbedError
 from testbed.userjob import contract
+from testbed.userjob.progress_tail import ProgressTail
 from testbed.userjob.spec import Program
+from testbed.userjob.throttle import NoProgramThrottle, ProgramThrottle, open_program_throttle
 
 KILL_WAIT_S = 10.0
 POLL_S = 0.02
@@ -45,10 +47,12 @@ def file_sha256(path: Path, chunk: int = 4 << 20) -> str:
 class UserJobRunner:
     """One job of a user's program at one agent. ``ckpt_path``: where the program writes its
     checkpoint (and, on a resume, where it is read from); ``job_dir`` holds the progress file and
-    the program's log."""
+    the program's log. ``run_id`` and ``throttle_tag`` name the cgroup a power cap puts the
+    program in (``tb-<run>-<tag>``); without a run id a cap is recorded only."""
 
     def __init__(self, program: Program, *, job_id: str, job_dir: Path, ckpt_path: Path, seed: int | None,
-                 steps_per_s: float | None, max_steps: int | None):
+                 steps_per_s: float | None, max_steps: int | None, run_id: str = "",
+                 throttle_tag: str | None = None):
         self.program = program
         self.job_id = job_id
         self.job_dir = job_dir
@@ -60,7 +64,10 @@ class UserJobRunner:
         self.log_path = job_dir / "program.log"
         self.proc: subprocess.Popen | None = None
         self.throughput_frac = 1.0
-        self.throttle = None  # the agent's CPU throttle is for its own training thread, not a program
+        self.run_id = run_id
+        self.throttle_tag = throttle_tag or job_id
+        self.throttle: ProgramThrottle | None = None  # made by the first cap (a cgroup)
+        self.throttle_reason = ""  # why a cap is not enforced (no cgroup can be made here)
         self._stopped = False  # stopped by a checkpoint (paused until resumed elsewhere or here)
         self._n_seen = 0
         self.started_at_step = 0  # the step its first progress line after the last (re)start named
@@ -94,6 +101,8 @@ class UserJobRunner:
                                          stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                          start_new_session=True)
         self._stopped = False
+        if self.throttle is not None:
+            self.throttle.attach(self.proc.pid)
         deadline = t0 + self.program.start_timeout_s
         while len(contract.read_progress(self.progress_path)) <= self._n_seen:
             rc = self.proc.poll()
@@ -121,6 +130,8 @@ class UserJobRunner:
         proc = self.proc
         if proc is None or proc.poll() is not None:
             raise UserJobError(f"job {self.job_id}: the program is not running (it cannot checkpoint)")
+        if self.throttle is not None:  # the checkpoint is not slowed by the cap
+            self.throttle.detach()
         t_sig = time.time_ns()
         t0 = time.perf_counter()
         proc.send_signal(signal.SIGTERM)
@@ -157,6 +168,8 @@ class UserJobRunner:
     def kill(self) -> None:
         """End the program (by its PID: SIGTERM's checkpoint is not wanted here, so SIGKILL)."""
         proc = self.proc
+        if self.throttle is not None:
+            self.throttle.detach()
         if proc is not None and proc.poll() is None:
             proc.kill()
             proc.wait(timeout=KILL_WAIT_S)
@@ -181,17 +194,45 @@ class UserJobRunner:
         error = None if rc in (None, 0) or self._stopped else f"program exited with {rc}{self._log_tail()}"
         last = self.progress()[-1:] or [{}]
         return {"steps": self.steps(), "paused": self._stopped, "done": done, "error": error,
-                "throughput_frac": self.throughput_frac, "throttle": None, "user_program": True,
+                "throughput_frac": self.throughput_frac,
+                "throttle": self.throttle.throttle.kind if self.throttle is not None else None, "user_program": True,
                 "digest": last[0].get("digest")}
 
     def set_throughput(self, frac: float, cap_w: float | None = None) -> dict:
-        """Recorded, not enforced: the agent's CPU throttle holds its own training thread, and a user
-        program's pace is its own (status and power.parquet say ``throttle: none``)."""
+        """Run the program at ``frac`` (0, 1] of its current unthrottled rate: the first call puts
+        its process tree in a cgroup whose CPU quota is steered in closed loop from its
+        progress lines (:mod:`testbed.userjob.throttle`). Where no cgroup can be made the cap is
+        recorded only: ``throttle: none`` and the reason. ``window``: what the setting in force
+        until now achieved, measured."""
         if not 0 < frac <= 1:
             raise ValueError(f"frac must be in (0, 1], got {frac!r}")
+        if self.throttle is None and not self.throttle_reason:
+            try:
+                th = open_program_throttle(self.run_id, self.throttle_tag)
+            except NoProgramThrottle as e:
+                self.throttle_reason = f"a user program is slowed only by a cgroup's CPU quota: {e}"
+            else:
+                self.throttle = ProgramThrottle(th, ProgressTail(self.progress_path))
+                if self.proc is not None and self.proc.poll() is None and not self._stopped:
+                    self.throttle.attach(self.proc.pid)
         self.throughput_frac = float(frac)
-        return {"frac": self.throughput_frac, "cap_w": cap_w, "throttle": "none",
-                "throttle_reason": "a user program is not throttled (its pace is its own)"}
+        if self.throttle is None:
+            return {"frac": self.throughput_frac, "cap_w": cap_w, "throttle": "none",
+                    "throttle_reason": self.throttle_reason, "window": None}
+        window = self.throttle.set_frac(self.throughput_frac)
+        window["training"] = bool(window["training"]) and self.proc is not None and self.proc.poll() is None
+        c = self.throttle.control.describe()
+        return {"frac": self.throughput_frac, "cap_w": cap_w, "throttle": self.throttle.throttle.kind,
+                "throttle_reason": self.throttle.throttle.reason,
+                "reference_steps_per_s": c["reference_steps_per_s"], "target_steps_per_s": c["target_steps_per_s"],
+                "quota_cores": self.throttle.throttle.cores, "period_us": self.throttle.throttle.period_us,
+                "window": window}
 
     def stop(self) -> None:
-        self.kill()
+        """End the program, then remove its cgroup (if a cap made one)."""
+        try:
+            self.kill()
+        finally:
+            th, self.throttle = self.throttle, None
+            if th is not None:
+                th.close()
