@@ -73,3 +73,29 @@ def test_unknown_part_is_refused_before_anything_runs(tmp_path):
     with pytest.raises(ValueError, match="unknown part"):
         shaping.run(tmp_path, only="us200")
     assert not (tmp_path / "shaping.json").exists()
+
+
+def test_render_shows_relay_processes_sampled_rtts_and_one_process_per_link():
+    top = {**_top(), "relay_processes": 2,
+           "rtt": [{"link": "a-b", "configured_rtt_ms": 20.0, "actual_idle_rtt_ms": 20.4, "within_target": True}]}
+    c = {**_cmp(True), "topology_relay_per_link": {**_top(5.0, 0.3), "relay_processes": 100, "rtt": []}}
+    md = shaping.render({"impairment": "relay", "topology": top, "us100_vs_mininet": c,
+                         "targets": {"topology_pass": True, "us100_vs_mininet_pass": True}})
+    assert "100 relayed links, 2 relay processes) | 4.00 | 0.50 | 4.50 |" in md
+    assert "one relay process per link (100 processes) | 5.00 | 0.30 | 5.30 |" in md
+    assert "served by 2 relay process(es); idle RTT while up: a-b 20.40 ms (configured 20, ok)" in md
+
+
+def test_dataplane_render_compares_each_relay_with_the_unshaped_veth_just_before():
+    from testbed.bench.relay_dataplane import render
+
+    rows = [{"implementation": "unshaped", "configured_mbit": None, "configured_rtt_ms": None,
+             "actual_goodput_mbit": 6000.0, "goodput_ratio": None, "actual_idle_rtt_ms": 0.01,
+             "actual_loaded_mean_rtt_ms": 0.3, "retransmits": 5},
+            {"implementation": "fast", "configured_mbit": 10000.0, "configured_rtt_ms": 50.0,
+             "actual_goodput_mbit": 4500.0, "goodput_ratio": 0.45, "unshaped_goodput_mbit": 6000.0,
+             "ratio_to_unshaped": 0.75, "actual_idle_rtt_ms": 50.5, "actual_loaded_mean_rtt_ms": 90.0,
+             "retransmits": 0, "rtt_within_target": True}]
+    md = "\n".join(render({"fast_relay_built": True, "tcp": rows, "loss": []}))
+    assert "| fast | 10000 | 50 | 4500 | 0.450 | 0.750 | 50.50 |" in md
+    assert "vs unshaped just before" in md
