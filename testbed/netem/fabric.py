@@ -89,6 +89,7 @@ class Fabric:
         part-way removes what was made (and :meth:`down` can run again)."""
         require_root("network emulation")
         t0 = time.perf_counter()
+        self._relay_processes()  # a bad TESTBED_RELAY_PROCS is refused before anything is made
         self._refuse_clash()  # before anything is listed: down() removes every namespace the plan names
         try:
             with critical():
@@ -354,13 +355,10 @@ class Fabric:
         import psutil
 
         from testbed.netem import fastrelay
-        from testbed.netem.relaypool import RelayPoolError, group_links, process_count
+        from testbed.netem.relaypool import group_links
 
         tmp = Path(self._tmp)
-        try:
-            n_procs = process_count(len(links))
-        except RelayPoolError as e:
-            raise FabricError(str(e)) from None
+        n_procs = self._relay_processes()
         groups = group_links([max(lk.rate_ab_mbit, lk.rate_ba_mbit) for lk in links], n_procs)
         started: list[int] = []
         with critical():
@@ -388,6 +386,15 @@ class Fabric:
         self._wait_ready([(self._relays[links[members[0]].key], tmp / f"relay-p{g}.ready", tmp / f"relay-p{g}.log",
                            f"{len(members)} link(s), first {links[members[0]].key}")
                           for g, members in enumerate(groups)])
+
+    def _relay_processes(self) -> int:
+        """How many compiled relay processes serve the plan's relayed links (:mod:`testbed.netem.relaypool`)."""
+        from testbed.netem.relaypool import RelayPoolError, process_count
+
+        try:
+            return process_count(sum(1 for link in self.plan.links if link.relay_ns))
+        except RelayPoolError as e:
+            raise FabricError(str(e)) from None
 
     def _wait_relays_ready(self, links: list) -> None:
         """One Python relay per link: wait for each link's ready file."""

@@ -196,17 +196,22 @@ def test_a_fabric_serves_many_links_from_few_processes(binary, monkeypatch):
     import psutil
 
     from testbed.bench.shaping import handshake_rtt_ms
-    from testbed.netem.fabric import Fabric
+    from testbed.netem.fabric import Fabric, FabricError
     from testbed.netem.naming import new_run_id
     from testbed.netem.plan import LinkInput, plan_fabric
     from testbed.netem.relaypool import RELAY_PROCS_ENV
+    from tests.integration.conftest import our_namespaces
 
     monkeypatch.setattr(fastrelay, "BINARY", binary)
     monkeypatch.setenv(fastrelay.RELAY_ENV, "fast")
-    monkeypatch.setenv(RELAY_PROCS_ENV, "2")
     sites, delays = ["a", "b", "c", "d", "e"], [2.0, 5.0, 10.0, 20.0]
     links = [LinkInput(x, y, 100.0, 100.0, delay_ms=d) for x, y, d in zip(sites, sites[1:], delays)]
     plan = plan_fabric(new_run_id(), sites, links, "relay")
+    monkeypatch.setenv(RELAY_PROCS_ENV, "0")
+    with pytest.raises(FabricError, match=f"{RELAY_PROCS_ENV} must be a whole number >= 1, got '0'"):
+        Fabric(plan).up()
+    assert our_namespaces(plan.run_id) == []  # refused before anything was made
+    monkeypatch.setenv(RELAY_PROCS_ENV, "2")
     with Fabric(plan) as fab:
         pids = fab.relay_pids()
         assert len(pids) == 4 and len(set(pids.values())) == 2
