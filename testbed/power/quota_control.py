@@ -8,9 +8,11 @@ program's processes. So:
 
 **Quota (integral action on the step count, gain on the rate error).** A schedule owes the program
 ``target_steps_per_s`` steps per second since ``frac`` was set; ``debt`` = steps owed - steps done
-(capped at ``max_backlog_s`` of schedule either way). Every ``control_period_s`` the controller
-measures the rate over the last ``rate_window_s`` (longer for a slow program: at least
-``min_window_steps`` steps' worth at the target), asks for ``target + debt / horizon_s`` and
+(capped at ``max_backlog_s`` of schedule either way). Every ``control_period_s`` (longer for a
+slow program: ``min_window_steps`` steps) the controller measures the rate since its previous
+update, so under the quota that update wrote and nothing older (a quota change shows in the rate
+at once; a window reaching further back makes the loop wind up and overshoot), asks for
+``target + debt / horizon_s`` and
 scales the quota multiplicatively: ``quota *= (wanted / measured) ** gain``, each update clipped to
 ``[1/max_ratio, max_ratio]`` and the quota to ``[quota_min_cores, cores_max]``. The rate of a
 quota-bound program is proportional to its quota, so this converges geometrically whatever a step
@@ -46,10 +48,9 @@ FREE, CONTROL, PROBE = "free", "control", "probe"
 
 @dataclass(frozen=True)
 class QuotaSettings:
-    control_period_s: float = 0.25   # between two quota updates
-    rate_window_s: float = 1.0       # the rate a quota update compares is measured over this ...
-    min_window_steps: int = 4        # ... or the time this many steps take at the target, if longer
-    gain: float = 0.6                # exponent of the multiplicative update
+    control_period_s: float = 0.25   # at least this long between two quota updates ...
+    min_window_steps: int = 4        # ... and this many steps
+    gain: float = 0.5                # exponent of the multiplicative update
     max_ratio: float = 2.0           # the most one update changes the quota by
     horizon_s: float = 1.0           # the schedule's debt is asked back over this
     max_backlog_s: float = 1.0       # the most schedule owed either way
@@ -87,7 +88,7 @@ class QuotaController:
         self._last: tuple[float, int] | None = None
         self._debt = 0.0
         self._t_debt = now_s
-        self._next_update_s = now_s
+        self._since: tuple[float, int] | None = None  # (time, step) at the last quota update
         self._throttled_since = now_s
         self._probe: _Probe | None = None
         self._window = Window()
@@ -135,7 +136,7 @@ class QuotaController:
             self._maybe_end_probe(now_s)
         else:
             self._maybe_probe(now_s)
-            if self.mode == CONTROL and now_s >= self._next_update_s:
+            if self.mode == CONTROL:
                 self._update(now_s)
 
     def quota_cores(self) -> float | None:
@@ -160,14 +161,14 @@ class QuotaController:
             if self.mode == FREE:
                 self._debt, self._t_debt = 0.0, now_s
                 self._throttled_since = now_s
-                self._next_update_s = now_s
+                self._since = None
                 self.quota = self._first_quota(frac)
                 self.mode = CONTROL
                 if self.reference_steps_per_s is None:  # nothing to aim at yet: measure it first
                     self.mode, self._probe = PROBE, _Probe(now_s)
             elif frac != self.frac:
                 self.quota = min(self.cores_max, max(self.settings.quota_min_cores, self.quota * frac / self.frac))
-                self._debt = 0.0
+                self._debt, self._since = 0.0, None
         self.frac = frac
 
     def hold(self, now_s: float) -> None:
@@ -187,6 +188,7 @@ class QuotaController:
         self._debt = 0.0
         self._throttled_since = now_s
         self._cpu_last = None
+        self._since = None
 
     def window(self) -> Window:
         """What was achieved since the current ``frac`` was set (a copy)."""
@@ -242,7 +244,7 @@ class QuotaController:
         w.last_start_s = now_s
 
     def _trim(self, now_s: float) -> None:
-        keep = max(self.settings.rate_window_s, self.settings.free_window_s) * 4 + 1.0
+        keep = self.settings.free_window_s * 4 + 1.0
         target = self.target_steps_per_s
         if target:
             keep = max(keep, 4 * self.settings.min_window_steps / target)
@@ -265,39 +267,29 @@ class QuotaController:
         return (s_new - s0) / (t_new - t0)
 
     def _update(self, now_s: float) -> None:
+        """One quota step, from the rate measured since the previous one (the quota in force all
+        that time, so each update sees its own effect and nothing older): once that span holds
+        ``control_period_s`` and ``min_window_steps`` steps (or twice the time those steps take
+        at the target, for a program the quota starves)."""
         s = self.settings
         target = self.target_steps_per_s
-        if not target:
-            self._next_update_s = now_s + s.control_period_s
+        if not target or self._last is None:
             return
-        # a quota change shows in the rate a step later: no faster than every two steps at the target
-        self._next_update_s = now_s + max(s.control_period_s, 2.0 / target)
-        window = max(s.rate_window_s, s.min_window_steps / target)
-        measured = self._measured_rate(now_s, window)
-        if measured is None:
+        if self._since is None:
+            self._since = self._last
             return
+        t_u, step_u = self._since
+        span, steps = now_s - t_u, self._last[1] - step_u
+        if span < s.control_period_s:
+            return
+        if steps < s.min_window_steps and span < max(s.control_period_s, 2.0 * s.min_window_steps / target):
+            return
+        measured = steps / span
         wanted = max(0.1 * target, target + self._debt / s.horizon_s)
-        if measured <= 0:
-            ratio = s.max_ratio
-        else:
-            ratio = (wanted / measured) ** s.gain
+        ratio = s.max_ratio if measured <= 0 else (wanted / measured) ** s.gain
         ratio = min(s.max_ratio, max(1.0 / s.max_ratio, ratio))
         self.quota = min(self.cores_max, max(s.quota_min_cores, self.quota * ratio))
-
-    def _measured_rate(self, now_s: float, window_s: float) -> float | None:
-        """Steps per second over the last ``window_s`` seconds (counted from sample times); None
-        until the samples span that much of the current setting."""
-        if not self._samples:
-            return None
-        t_start = now_s - window_s
-        if self._samples[0][0] > t_start or self._last is None:
-            return None
-        base = self._samples[0]
-        for t, st in self._samples:
-            if t > t_start:
-                break
-            base = (t, st)
-        return (self._last[1] - base[1]) / (now_s - base[0]) if now_s > base[0] else None
+        self._since = self._last
 
     def _maybe_probe(self, now_s: float) -> None:
         if now_s - self._throttled_since >= self.settings.probe_every_s:
@@ -320,10 +312,7 @@ class QuotaController:
             return
         self.mode, self._probe = CONTROL, None
         self._throttled_since = now_s
-        self._next_update_s = now_s + s.control_period_s
-        self._samples.clear()  # the probe's fast steps say nothing about the quota in force
-        if self._last is not None:
-            self._samples.append(self._last)
+        self._since = None  # the probe's fast steps say nothing about the quota in force
         if measured is not None:
             ref = self.reference_steps_per_s
             a = s.ref_ewma

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from pathlib import Path
 
 import psutil
 
@@ -53,7 +54,9 @@ def open_program_throttle(run_id: str, tag: str) -> Throttle:
     except (ThrottleUnavailable, ValueError) as e:  # ValueError: a tag no cgroup can be named by
         raise NoProgramThrottle(str(e)) from None
     if th.kind == KIND_DUTY:
-        raise NoProgramThrottle(f"no cgroup can hold the program's processes here ({th.reason})")
+        where = " (the agent runs in a container, whose cgroup file system is read-only)" \
+            if Path("/.dockerenv").exists() else ""
+        raise NoProgramThrottle(f"no cgroup can hold the program's processes here{where}: {th.reason}")
     return th
 
 
