@@ -84,6 +84,10 @@ def test_example_scenario_migrates_the_user_program_on_netns(tmp_path):
     assert row["actual_transfer_s"] == pytest.approx(8 * 40 / EFF, rel=0.10)  # + ballast to 40 GB x 0.001
     assert row["predicted_transfer_s"] == pytest.approx(320.0)
     assert row["actual_load_s"] > 0 and row["actual_checkpoint_s"] > 0
+    # the caps reach the user's program through its cgroup at both sites: measured, no NaN
+    pw = pd.read_parquet(out / "energy_only" / "power.parquet")
+    assert set(pw["site"]) == {"a", "b"} and set(pw["throttle"]) <= {"cgroup-v1", "cgroup-v2"}
+    assert pw["throughput_frac_enforced"].notna().all() and pw["gpu_power_w"].notna().all()
 
 
 BROKEN = '''
