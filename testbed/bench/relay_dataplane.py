@@ -22,7 +22,7 @@ from testbed.bench.shaping import UNSHAPED_MBIT, _pair, handshake_rtt_ms
 from testbed.link import rtt_ms
 from testbed.netem.fastrelay import RELAY_ENV
 from testbed.netem.fastrelay import available as fast_available
-from testbed.netem.nsexec import spawn
+from testbed.netem.nsexec import in_netns, spawn
 
 IMPLEMENTATIONS = ("fast", "python")
 RTT_TOL_MS, RTT_TOL_FRAC, LOSS_TOL_POINTS, GOODPUT_TARGET = 1.0, 0.05, 0.3, 0.94
@@ -62,6 +62,16 @@ def _iperf3(fab, seconds: float, *, udp_mbit: float | None = None, port: int = 5
         server.wait(timeout=5)
 
 
+def gso_max_bytes(fab) -> int | None:
+    """The largest IPv4 super-frame the sending site may hand its link (64 KiB, or more with BIG TCP:
+    :mod:`testbed.netem.bigtcp`); None where the kernel does not say."""
+    from testbed.netem import bigtcp
+
+    link = fab.plan.links[0]
+    with in_netns(fab.plan.site(link.a).ns):
+        return bigtcp.get_sizes(link.if_a).get("gso_ipv4_max_size")
+
+
 def tcp_row(impl: str, rate_mbit: float, delay_ms: float, seconds: float = 5.0) -> dict:
     """iperf3 TCP goodput and RTTs through one link built by ``impl`` ("fast", "python" or "unshaped")."""
     unshaped = impl == "unshaped"
@@ -69,6 +79,7 @@ def tcp_row(impl: str, rate_mbit: float, delay_ms: float, seconds: float = 5.0) 
         with _pair(UNSHAPED_MBIT if unshaped else rate_mbit, 0.0 if unshaped else delay_ms,
                    "none" if unshaped else "relay") as fab:
             idle_rtt = handshake_rtt_ms(fab, n=20)
+            gso_bytes = gso_max_bytes(fab)
             data = _iperf3(fab, seconds)
     rtt = rtt_ms(delay_ms)
     goodput = data["end"]["sum_received"]["bits_per_second"] / 1e6 if data else None
@@ -77,7 +88,7 @@ def tcp_row(impl: str, rate_mbit: float, delay_ms: float, seconds: float = 5.0) 
            "configured_rtt_ms": None if unshaped else rtt, "actual_goodput_mbit": goodput,
            "goodput_ratio": goodput / rate_mbit if (goodput and not unshaped) else None,
            "actual_idle_rtt_ms": idle_rtt, "actual_loaded_mean_rtt_ms": stream.get("mean_rtt", 0) / 1000 or None,
-           "retransmits": stream.get("retransmits")}
+           "retransmits": stream.get("retransmits"), "gso_max_bytes": gso_bytes}
     if not unshaped:
         row["rtt_within_target"] = abs(idle_rtt - rtt) <= RTT_TOL_MS + RTT_TOL_FRAC * rtt
     return row
@@ -142,8 +153,12 @@ def render(r: dict, t: dict | None = None) -> list[str]:
     def f(x, d=1):
         return "-" if x is None else (f"{x:.{d}f}" if isinstance(x, float) else str(x))
 
+    gso = {x["implementation"]: x["gso_max_bytes"] for x in r["tcp"]
+           if x.get("gso_max_bytes") and x["implementation"] != "unshaped"}
     out = ["", "### Delay data plane: compiled relay vs Python relay vs unshaped veth (iperf3)", "",
-           f"compiled relay built: {r['fast_relay_built']}", "",
+           f"compiled relay built: {r['fast_relay_built']}"
+           + ("; largest super-frame a site sends (IPv4 GSO max size, bytes): "
+              + ", ".join(f"{k} {v}" for k, v in sorted(gso.items())) if gso else ""), "",
            "| relay | configured Mbit/s | RTT ms | goodput Mbit/s | ratio | vs unshaped just before | idle RTT ms | "
            "loaded RTT ms | RTT in target | retransmits |", "|---|---|---|---|---|---|---|---|---|---|"]
     for row in r["tcp"]:

@@ -187,6 +187,10 @@ def test_iperf3_through_a_fabric_uses_the_compiled_relay(binary, monkeypatch):
     row = tcp_row("fast", 500.0, 10.0, seconds=3)
     print(f"\niperf3 through fastrelay, 500 Mbit/s, RTT 20 ms: {row}")
     assert row["rtt_within_target"]
+    from testbed.netem import bigtcp
+
+    if bigtcp.supported():  # a GSO-mode link (lossless, > 400 Mbit/s): the sites send BIG TCP super-frames
+        assert row["gso_max_bytes"] == bigtcp.RELAY_BIG_TCP_BYTES
     assert row["goodput_ratio"] > 0.5  # loose: a shared 2-core CI runner; the bench reports the real ratio
 
 

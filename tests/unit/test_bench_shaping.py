@@ -99,3 +99,18 @@ def test_dataplane_render_compares_each_relay_with_the_unshaped_veth_just_before
     md = "\n".join(render({"fast_relay_built": True, "tcp": rows, "loss": []}))
     assert "| fast | 10000 | 50 | 4500 | 0.450 | 0.750 | 50.50 |" in md
     assert "vs unshaped just before" in md
+
+
+def test_dataplane_render_names_each_relays_largest_super_frame():
+    from testbed.bench.relay_dataplane import render
+
+    def row(impl, gso):
+        return {"implementation": impl, "configured_mbit": 10000.0, "configured_rtt_ms": 50.0,
+                "actual_goodput_mbit": 4000.0, "goodput_ratio": 0.4, "actual_idle_rtt_ms": 50.5,
+                "actual_loaded_mean_rtt_ms": 90.0, "retransmits": 0, "rtt_within_target": True, "gso_max_bytes": gso}
+
+    rows = [dict(row("unshaped", 65536), configured_mbit=None), row("fast", 196608), row("python", 65536)]
+    md = "\n".join(render({"fast_relay_built": True, "tcp": rows, "loss": []}))
+    assert "largest super-frame a site sends (IPv4 GSO max size, bytes): fast 196608, python 65536" in md
+    md = "\n".join(render({"fast_relay_built": True, "tcp": [row("fast", None)], "loss": []}))
+    assert "largest super-frame" not in md  # a kernel that does not say
