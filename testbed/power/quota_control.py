@@ -61,7 +61,7 @@ class QuotaSettings:
     probe_s: float = 0.4             # a probe lasts at least this long ...
     probe_min_steps: int = 4         # ... and this many steps (after the first one seen)
     probe_max_s: float = 3.0         # ... and at most this long (a program that stalled)
-    ref_ewma: float = 0.7            # weight of a probe against the previous reference
+    ref_ewma: float = 0.5            # weight of a probe against the previous reference
     free_window_s: float = 2.0       # while unthrottled, the reference is the rate over this
 
 
