@@ -119,7 +119,8 @@ def impairment_problem(lk: dict, live: dict, impairment: str, old: dict, new: di
     if all(old[k] == new[k] for k in keys):
         return None
     if live.get("relay_pid"):
-        if live.get("relay_gso") and (new[field("loss", "ab")] or new[field("loss", "ba")]):
+        if (live.get("relay_gso") and not live.get("relay_gso_loss")
+                and (new[field("loss", "ab")] or new[field("loss", "ba")])):
             return (f"link {lk['key']}: its delay relay carries GSO super-frames (built without loss, above "
                     "400 Mbit/s) and cannot drop single packets; loss cannot be set on it")
         return None
@@ -156,8 +157,16 @@ def live_info(fab) -> dict:
         links[lk.key] = {"ns_a": fab.site_ns(lk.a), "ns_b": fab.site_ns(lk.b), "if_a": lk.if_a, "if_b": lk.if_b,
                          "tbf_handle": handle, "tbf_parent": parent, "netem": under_netem,
                          "relay_pid": pids.get(lk.key), "relay_gso": bool(lk.relay_ns) and _gso(lk),
+                         # the compiled relay drops single segments of a super-frame
+                         "relay_gso_loss": bool(lk.relay_ns) and _gso(lk) and _compiled(),
                          "relay_control": fab.relay_control_path(lk) if lk.relay_ns else None}
     return {"links": links}
+
+
+def _compiled() -> bool:
+    from testbed.netem import fastrelay
+
+    return fastrelay.available()
 
 
 def _gso(lk) -> bool:

@@ -81,6 +81,9 @@ def test_impairment_changes_need_a_delay_stage():
     assert impairment_problem(LINK, {"relay_pid": 7}, "relay", old, lossy) is None
     assert "cannot drop single packets" in impairment_problem(LINK, {"relay_pid": 7, "relay_gso": True}, "relay",
                                                               old, lossy)
+    # the compiled relay drops single segments of a super-frame: loss can be set on its GSO links
+    assert impairment_problem(LINK, {"relay_pid": 7, "relay_gso": True, "relay_gso_loss": True}, "relay",
+                              old, lossy) is None
 
 
 def test_relay_schedule_takes_new_impairments_in_place(tmp_path):

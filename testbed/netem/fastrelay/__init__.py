@@ -49,8 +49,6 @@ class LinkArg:
             value = getattr(self, name)
             if value is not None and "," in value:
                 raise ValueError(f"LinkArg.{name} must not contain ',': {value!r}")
-        if self.gso and (self.loss_ab_pct or self.loss_ba_pct):
-            raise ValueError("LinkArg: GSO mode cannot drop single packets (loss must be 0)")
 
     def spec(self) -> str:
         nums = (self.delay_ab_ms, self.jitter_ab_ms, self.loss_ab_pct, self.delay_ba_ms, self.jitter_ba_ms,

@@ -26,6 +26,7 @@
 #include <arpa/inet.h>
 #include <linux/if_packet.h>
 #include <linux/if_ether.h>
+#include <linux/virtio_net.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdint.h>
@@ -52,6 +53,12 @@
 #define HDR_BYTES 16
 #define CHUNK_MIN (512 * 1024) /* > GSO_FRAME_BYTES + HDR_BYTES: a super-frame fits a chunk */
 #define CHUNK_MAX (2 * 1024 * 1024)
+/* per-segment loss on GSO super-frames: at most this many segments are drawn one by one (more: the
+ * frame is dropped whole with probability 1 - (1 - p)^segments); a frame with holes goes out as one
+ * message per run of kept segments, each with its own copy of the headers */
+#define MAX_SEGS 512
+#define MAX_PIECES (MAX_SEGS / 2 + 1)
+#define PIECE_HDR_BYTES 192
 
 typedef struct { double delay_ms, jitter_ms, loss_pct; } imp_t;
 
@@ -76,6 +83,9 @@ typedef struct {
   uint64_t queued;
   dstats_t st;
   size_t frame_bytes;
+  int gso;
+  uint64_t head_mask[MAX_SEGS / 64]; /* kept segments of the head entry, once drawn */
+  int head_mask_valid, head_pieces_sent;
 } dir_t;
 
 typedef struct {
@@ -237,8 +247,12 @@ static void ring_pop(dir_t *d) {
   d->queued--;
 }
 
-static int admit(dir_t *d, uint64_t arrival, uint64_t *release) {
-  if (d->imp.loss_pct > 0 && unif(&d->loss_rng) * 100.0 < d->imp.loss_pct) return 0;
+/* a frame's delay (and loss, drawn for `segs` segments at once: 0 = none now, its segments are drawn
+ * one by one at release; 1 = the frame; n = a super-frame that cannot be split, dropped whole with
+ * probability 1 - (1 - p)^n) */
+static int admit(dir_t *d, uint64_t arrival, uint64_t *release, uint32_t segs) {
+  if (segs == 1 && d->imp.loss_pct > 0 && unif(&d->loss_rng) * 100.0 < d->imp.loss_pct) return 0;
+  if (segs > 1 && d->imp.loss_pct > 0 && unif(&d->loss_rng) >= pow(1.0 - d->imp.loss_pct / 100.0, segs)) return 0;
   double delay = d->imp.delay_ms * 1e6;
   if (d->imp.jitter_ms > 0) {
     delay += gauss(&d->jitter_rng) * d->imp.jitter_ms * 1e6;
@@ -249,6 +263,88 @@ static int admit(dir_t *d, uint64_t arrival, uint64_t *release) {
   d->last_release = r;
   *release = r;
   return 1;
+}
+
+/* ---- per-segment loss on GSO super-frames (GSO mode: [virtio_net_hdr][Ethernet][IPv4][TCP][payload]).
+ * A TCPv4 super-frame with a partial checksum is cut where the kernel would cut it (gso_size bytes of
+ * payload each); each segment is kept or dropped on its own draw, and every run of kept segments goes
+ * out as one message: a fresh copy of the headers (IP length, id and checksum, TCP sequence number,
+ * CWR only on the first segment, FIN/PSH only on the last, the pseudo-header sum for the new length)
+ * followed by that run's payload, in place in the ring (no copy of the payload). ---- */
+typedef struct { uint32_t l3, ihl, thl, p0, paylen, mss, nseg; } tcpseg_t;
+static uint32_t get16(const uint8_t *p) { return (uint32_t)p[0] << 8 | p[1]; }
+static void put16(uint8_t *p, uint32_t v) { p[0] = (uint8_t)(v >> 8); p[1] = (uint8_t)v; }
+static uint32_t get32(const uint8_t *p) { return get16(p) << 16 | get16(p + 2); }
+static void put32(uint8_t *p, uint32_t v) { put16(p, v >> 16); put16(p + 2, v & 0xffff); }
+static uint32_t fold(uint32_t s) { while (s >> 16) s = (s & 0xffff) + (s >> 16); return s; }
+
+static int tcp4_gso(const uint8_t *f, uint32_t len, tcpseg_t *t) {
+  struct virtio_net_hdr vh;
+  const uint32_t vl = sizeof vh, l3 = vl + 14;
+  if (len < l3 + 40) return 0;
+  memcpy(&vh, f, vl);
+  if ((vh.gso_type & ~VIRTIO_NET_HDR_GSO_ECN) != VIRTIO_NET_HDR_GSO_TCPV4 || !(vh.flags & VIRTIO_NET_HDR_F_NEEDS_CSUM))
+    return 0;
+  if (get16(f + vl + 12) != ETH_P_IP || (f[l3] >> 4) != 4 || f[l3 + 9] != IPPROTO_TCP) return 0;
+  uint32_t ihl = (f[l3] & 0xfu) * 4, thl;
+  if (ihl < 20 || len < l3 + ihl + 20) return 0;
+  thl = (uint32_t)(f[l3 + ihl + 12] >> 4) * 4;
+  if (thl < 20 || len <= l3 + ihl + thl || l3 + ihl + thl > PIECE_HDR_BYTES) return 0;
+  if (vh.csum_start != 14 + ihl || vh.csum_offset != 16 || !vh.gso_size) return 0;
+  *t = (tcpseg_t){l3, ihl, thl, l3 + ihl + thl, len - (l3 + ihl + thl), vh.gso_size, 0};
+  t->nseg = (t->paylen + t->mss - 1) / t->mss;
+  return 1;
+}
+
+/* the headers of the run of segments [i, j) of super-frame f into h */
+static void piece_header(uint8_t *h, const uint8_t *f, const tcpseg_t *t, uint32_t i, uint32_t j) {
+  memcpy(h, f, t->p0);
+  uint32_t off = i * t->mss, end = j * t->mss < t->paylen ? j * t->mss : t->paylen, plen = end - off;
+  if (j - i == 1) { /* one segment: an ordinary frame */
+    struct virtio_net_hdr vh;
+    memcpy(&vh, h, sizeof vh);
+    vh.gso_type = VIRTIO_NET_HDR_GSO_NONE;
+    vh.gso_size = 0;
+    memcpy(h, &vh, sizeof vh);
+  }
+  uint8_t *ip = h + t->l3, *tcp = ip + t->ihl;
+  uint32_t ip_len = t->ihl + t->thl + plen, l4_len = t->thl + plen;
+  put16(ip + 2, ip_len > 0xffff ? 0 : ip_len); /* 0: an IPv4 BIG TCP super-frame */
+  put16(ip + 4, (get16(ip + 4) + i) & 0xffff);
+  put16(ip + 10, 0);
+  uint32_t sum = 0;
+  for (uint32_t k = 0; k < t->ihl; k += 2) sum += get16(ip + k);
+  put16(ip + 10, ~fold(sum) & 0xffff);
+  put32(tcp + 4, get32(tcp + 4) + off);
+  if (i > 0) tcp[13] &= (uint8_t)~0x80;          /* CWR */
+  if (j < t->nseg) tcp[13] &= (uint8_t)~0x09;    /* FIN, PSH */
+  sum = get16(ip + 12) + get16(ip + 14) + get16(ip + 16) + get16(ip + 18) + IPPROTO_TCP + (l4_len >> 16) + (l4_len & 0xffff);
+  put16(tcp + 16, fold(sum)); /* partial checksum: the pseudo-header sum, completed by the kernel */
+}
+
+static void draw_segments(dir_t *d, uint32_t nseg, uint64_t *mask) {
+  memset(mask, 0, sizeof(uint64_t) * (MAX_SEGS / 64));
+  for (uint32_t k = 0; k < nseg; k++)
+    if (!(unif(&d->loss_rng) * 100.0 < d->imp.loss_pct)) mask[k / 64] |= 1ull << (k % 64);
+}
+static int seg_kept(const uint64_t *mask, uint32_t k) { return (int)(mask[k / 64] >> (k % 64) & 1); }
+
+/* segments of a GSO frame (for a whole-frame draw); 1 for an ordinary frame */
+static uint32_t frame_segs(const uint8_t *f, uint32_t len) {
+  struct virtio_net_hdr vh;
+  if (len < sizeof vh) return 1;
+  memcpy(&vh, f, sizeof vh);
+  if (vh.gso_type == VIRTIO_NET_HDR_GSO_NONE || !vh.gso_size || len <= sizeof vh + vh.hdr_len) return 1;
+  uint32_t pay = len - (uint32_t)sizeof vh - vh.hdr_len;
+  return (pay + vh.gso_size - 1) / vh.gso_size;
+}
+
+/* how a frame's loss is drawn at arrival (see admit) */
+static uint32_t loss_segs(dir_t *d, const uint8_t *f, uint32_t len) {
+  if (!d->gso || d->imp.loss_pct <= 0) return 1;
+  tcpseg_t t;
+  if (tcp4_gso(f, len, &t) && t.nseg <= MAX_SEGS) return 0; /* drawn per segment at release */
+  return frame_segs(f, len);
 }
 
 static uint8_t scratch[GSO_FRAME_BYTES];
@@ -283,9 +379,10 @@ static void drain(dir_t *d) {
       if (overflow) { d->st.dropped_overflow++; continue; }
       if (len >= fb) { d->st.dropped_oversize++; continue; }
       uint64_t rel;
-      if (!admit(d, t, &rel)) { d->st.dropped_loss++; continue; }
-      uint8_t *dst = chunk_at(d, d->qhead + d->qcount - 1) + d->tail + HDR_BYTES;
       uint8_t *src = (uint8_t *)iov[i].iov_base;
+      uint32_t segs = loss_segs(d, src, len);
+      if (!admit(d, t, &rel, segs)) { d->st.dropped_loss += segs; continue; }
+      uint8_t *dst = chunk_at(d, d->qhead + d->qcount - 1) + d->tail + HDR_BYTES;
       if (dst != src) memmove(dst, src, len); /* compact: previous entries were shorter than the stride */
       ring_push(d, rel, len);
     }
@@ -294,44 +391,112 @@ static void drain(dir_t *d) {
 }
 
 /* send every due frame; returns the next due time (0 if empty) */
+typedef struct { int first, nmsgs, split; uint32_t dropped; } gathered_t;
+static struct mmsghdr g_msgs[BATCH + MAX_PIECES];
+static struct iovec g_iov[2 * (BATCH + MAX_PIECES)];
+static uint8_t g_hdr[BATCH + MAX_PIECES][PIECE_HDR_BYTES];
+static uint64_t g_masks[BATCH][MAX_SEGS / 64];
+
+static void pop_head(dir_t *d) {
+  ring_head(d);
+  ring_pop(d);
+  d->head_mask_valid = 0;
+  d->head_pieces_sent = 0;
+}
+
 static uint64_t release_due(dir_t *d, uint64_t t) {
   for (;;) {
-    struct mmsghdr msgs[BATCH];
-    struct iovec iov[BATCH];
-    int n = 0;
+    gathered_t ents[BATCH];
+    int n = 0, ne = 0;
     uint8_t *e;
-    /* gather up to BATCH due entries without popping */
+    /* gather due entries (a super-frame with lost segments: one message per run kept) without popping */
     cursor_t c = {d->qhead, d->head, d->queued};
     while (n < BATCH && (e = cursor_entry(d, &c)) != NULL && *(uint64_t *)e <= t) {
       uint32_t len = *(uint32_t *)(e + 8);
-      iov[n].iov_base = e + HDR_BYTES;
-      iov[n].iov_len = len;
-      memset(&msgs[n], 0, sizeof msgs[n]);
-      msgs[n].msg_hdr.msg_iov = &iov[n];
-      msgs[n].msg_hdr.msg_iovlen = 1;
+      uint8_t *f = e + HDR_BYTES;
+      tcpseg_t ts;
+      gathered_t *g = &ents[ne];
+      *g = (gathered_t){n, 0, 0, 0};
+      if (d->gso && d->imp.loss_pct > 0 && tcp4_gso(f, len, &ts) && ts.nseg <= MAX_SEGS) {
+        uint64_t *mask = g_masks[ne];
+        int skip = 0;
+        if (ne == 0 && d->head_mask_valid) { /* the head, partly sent before: same draws, the rest of its runs */
+          memcpy(mask, d->head_mask, sizeof d->head_mask);
+          skip = d->head_pieces_sent;
+        } else draw_segments(d, ts.nseg, mask);
+        g->split = 1;
+        int all = 1;
+        for (uint32_t k = 0; k < ts.nseg; k++)
+          if (!seg_kept(mask, k)) { all = 0; g->dropped++; }
+        if (all) goto whole;
+        int run = 0;
+        for (uint32_t i = 0; i < ts.nseg;) {
+          if (!seg_kept(mask, i)) { i++; continue; }
+          uint32_t j = i;
+          while (j < ts.nseg && seg_kept(mask, j)) j++;
+          if (run++ >= skip) {
+            piece_header(g_hdr[n], f, &ts, i, j);
+            uint32_t end = j * ts.mss < ts.paylen ? j * ts.mss : ts.paylen;
+            g_iov[2 * n] = (struct iovec){g_hdr[n], ts.p0};
+            g_iov[2 * n + 1] = (struct iovec){f + ts.p0 + i * ts.mss, end - i * ts.mss};
+            memset(&g_msgs[n], 0, sizeof g_msgs[n]);
+            g_msgs[n].msg_hdr.msg_iov = &g_iov[2 * n];
+            g_msgs[n].msg_hdr.msg_iovlen = 2;
+            n++;
+            g->nmsgs++;
+          }
+          i = j;
+        }
+        ne++;
+        cursor_next(&c, len);
+        continue;
+      }
+    whole:
+      g_iov[2 * n] = (struct iovec){f, len};
+      memset(&g_msgs[n], 0, sizeof g_msgs[n]);
+      g_msgs[n].msg_hdr.msg_iov = &g_iov[2 * n];
+      g_msgs[n].msg_hdr.msg_iovlen = 1;
       n++;
+      g->nmsgs = 1;
+      ne++;
       cursor_next(&c, len);
     }
-    if (n == 0) {
+    if (ne == 0) {
       e = ring_head(d);
       return e ? *(uint64_t *)e : 0;
     }
-    int sent = sendmmsg(d->fd_out, msgs, (unsigned)n, MSG_DONTWAIT);
+    int sent = n ? sendmmsg(d->fd_out, g_msgs, (unsigned)n, MSG_DONTWAIT) : 0;
     if (sent < 0) {
-      if (errno == ENOBUFS || errno == EAGAIN || errno == EWOULDBLOCK) return t + 200000;
-      /* EMSGSIZE, ENETDOWN...: drop the first frame, keep going */
-      d->st.tx_errors++;
-      ring_head(d);
-      ring_pop(d);
-      continue;
+      if (errno == ENOBUFS || errno == EAGAIN || errno == EWOULDBLOCK) sent = 0;
+      else { /* EMSGSIZE, ENETDOWN...: drop the first frame, keep going */
+        d->st.tx_errors++;
+        pop_head(d);
+        continue;
+      }
     }
-    for (int i = 0; i < sent; i++) {
-      ring_head(d);
-      d->st.frames_out++;
-      d->st.bytes_out += iov[i].iov_len;
-      ring_pop(d);
+    int k = 0;
+    for (; k < ne && ents[k].first + ents[k].nmsgs <= sent; k++) {
+      for (int m = ents[k].first; m < ents[k].first + ents[k].nmsgs; m++) {
+        d->st.frames_out++;
+        d->st.bytes_out += g_iov[2 * m].iov_len + (g_msgs[m].msg_hdr.msg_iovlen > 1 ? g_iov[2 * m + 1].iov_len : 0);
+      }
+      d->st.dropped_loss += ents[k].dropped;
+      pop_head(d);
     }
-    if (sent < n) return t + 200000; /* transmit queue full: retry soon */
+    if (k == ne) continue; /* all sent: more may be due */
+    /* transmit queue full: the first entry not wholly sent is the head now; keep its draws */
+    if (ents[k].split) {
+      int done = sent > ents[k].first ? sent - ents[k].first : 0;
+      for (int m = ents[k].first; m < ents[k].first + done; m++) {
+        d->st.frames_out++;
+        d->st.bytes_out += g_iov[2 * m].iov_len + g_iov[2 * m + 1].iov_len;
+      }
+      if (k > 0 || !d->head_mask_valid) d->head_pieces_sent = 0;
+      memcpy(d->head_mask, g_masks[k], sizeof d->head_mask);
+      d->head_mask_valid = 1;
+      d->head_pieces_sent += done;
+    }
+    return t + 200000;
   }
 }
 
@@ -368,7 +533,6 @@ static int read_control(const char *path, imp_t out[2], int gso, char *err, size
       snprintf(err, errlen, "%s: delay_ms, jitter_ms, loss_pct must be numbers >= 0", tags[i]);
       return -1;
     }
-    if (gso && im.loss_pct > 0) { snprintf(err, errlen, "a GSO-mode relay cannot drop single packets (loss must stay 0)"); return -1; }
     out[i] = im;
   }
   return 0;
@@ -450,7 +614,6 @@ static int parse_link(char *spec, link_t *l) {
   if (e == f[8] || *e) return -1;
   if (strcmp(f[9], "0") && strcmp(f[9], "1")) return -1;
   l->gso = f[9][0] == '1';
-  if (l->gso && (v[2] > 0 || v[5] > 0)) return -2;
   l->stats_path = n > 10 && *f[10] ? f[10] : NULL;
   l->control_path = n > 11 && *f[11] ? f[11] : NULL;
   l->netns = n > 12 && *f[12] ? f[12] : NULL;
@@ -515,7 +678,6 @@ int main(int argc, char **argv) {
       if (*e || ring_mb < 1) { fprintf(stderr, "fastrelay: --ring-mb must be a whole number >= 1\n"); return 2; }
     } else if (!strcmp(argv[i], "--link") && i + 1 < argc) {
       int rc = parse_link(argv[++i], &links[nlinks]);
-      if (rc == -2) { fprintf(stderr, "fastrelay: --link %d: GSO mode cannot drop single packets (loss must be 0)\n", nlinks + 1); return 2; }
       if (rc) { fprintf(stderr, "fastrelay: --link %d: malformed (see usage)\n", nlinks + 1); usage(); return 2; }
       nlinks++;
     } else { usage(); return 2; }
@@ -549,6 +711,7 @@ int main(int argc, char **argv) {
       d->fd_in = k == 0 ? l->fd_a : l->fd_b;
       d->fd_out = k == 0 ? l->fd_b : l->fd_a;
       d->frame_bytes = fb;
+      d->gso = l->gso;
       d->loss_rng = seed_of(l->seed, k, 1);
       d->jitter_rng = seed_of(l->seed, k, 2);
       d->size = ring_mb << 20;
