@@ -119,6 +119,34 @@ def loss_row(impl: str, rate_mbit: float = 1000.0, loss_pct: float = 1.0, delay_
             "loss_within_target": measured is not None and abs(measured - loss_pct) <= LOSS_TOL_POINTS}
 
 
+def lossy_tcp_row(impl: str, rate_mbit: float = 3000.0, loss_pct: float = 1.0, delay_ms: float = 5.0,
+                  seconds: float = 5.0) -> dict:
+    """iperf3 TCP through a link with ``loss_pct`` per-packet loss: goodput, and the share of the
+    sender's segments it retransmitted (about the configured loss when the relay drops single
+    packets, also out of GSO super-frames)."""
+    from testbed.link import DirectedLink
+    from testbed.netem.fabric import Fabric, relay_gso
+    from testbed.netem.links import fabric_links
+    from testbed.netem.naming import new_run_id
+    from testbed.netem.plan import plan_fabric
+
+    links = [DirectedLink(s, d, bandwidth_gbps=rate_mbit / 1000, latency_ms=delay_ms, loss_pct=loss_pct)
+             for s, d in ("ab", "ba")]
+    with _relay_impl(impl), Fabric(plan_fabric(new_run_id(), ["a", "b"], fabric_links(links), "relay"),
+                                   purpose="run") as fab:  # type: ignore[arg-type]
+        mode = "gso" if relay_gso(fab.plan.links[0]) else "frame"
+        data = _iperf3(fab, seconds)
+    end = (data or {}).get("end", {})
+    sender = end.get("streams", [{}])[0].get("sender", {})
+    goodput = end.get("sum_received", {}).get("bits_per_second", 0) / 1e6 or None
+    segments = sender.get("bytes", 0) / 1448
+    retr = sender.get("retransmits")
+    return {"implementation": impl, "mode": mode, "configured_mbit": rate_mbit, "configured_loss_pct": loss_pct,
+            "configured_rtt_ms": rtt_ms(delay_ms), "actual_goodput_mbit": goodput,
+            "goodput_ratio": goodput / rate_mbit if goodput else None,
+            "actual_retransmitted_pct": 100 * retr / segments if (retr is not None and segments) else None}
+
+
 def run(cases=DEFAULT_CASES, seconds: float = 5.0) -> dict:
     """Per case, an unshaped veth right before the relays (the ceiling at that moment: the machine is
     shared, so each relay row's ``ratio_to_unshaped`` compares measurements taken side by side)."""
@@ -134,7 +162,8 @@ def run(cases=DEFAULT_CASES, seconds: float = 5.0) -> dict:
             row["ratio_to_unshaped"] = g / u if (g and u) else None
             tcp.append(row)
     loss = [loss_row(impl, seconds=seconds) for impl in impls]
-    return {"fast_relay_built": fast_available(), "tcp": tcp, "loss": loss}
+    lossy_tcp = [lossy_tcp_row(impl, seconds=seconds) for impl in impls]
+    return {"fast_relay_built": fast_available(), "tcp": tcp, "loss": loss, "lossy_tcp": lossy_tcp}
 
 
 def targets(r: dict) -> dict:
@@ -172,6 +201,14 @@ def render(r: dict, t: dict | None = None) -> list[str]:
     for row in r["loss"]:
         out.append(f"| {row['implementation']} | {f(row['configured_loss_pct'])} | {f(row['offered_mbit'], 0)} | "
                    f"{f(row['actual_loss_pct'], 2)} | {f(row['loss_within_target'])} |")
+    if r.get("lossy_tcp"):
+        out += ["", "| relay | mode | configured Mbit/s | loss % | RTT ms | TCP goodput Mbit/s | ratio | "
+                "segments retransmitted % |", "|---|---|---|---|---|---|---|---|"]
+        for row in r["lossy_tcp"]:
+            out.append(f"| {row['implementation']} | {row['mode']} | {f(row['configured_mbit'], 0)} | "
+                       f"{f(row['configured_loss_pct'])} | {f(row['configured_rtt_ms'], 0)} | "
+                       f"{f(row['actual_goodput_mbit'], 0)} | {f(row['goodput_ratio'], 3)} | "
+                       f"{f(row['actual_retransmitted_pct'], 2)} |")
     if t:
         out += [""] + [f"{k}: {'PASS' if v else 'FAIL'}" for k, v in t.items() if k.startswith("dataplane_")]
     return out + [""]

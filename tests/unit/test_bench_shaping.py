@@ -114,3 +114,14 @@ def test_dataplane_render_names_each_relays_largest_super_frame():
     assert "largest super-frame a site sends (IPv4 GSO max size, bytes): fast 196608, python 65536" in md
     md = "\n".join(render({"fast_relay_built": True, "tcp": [row("fast", None)], "loss": []}))
     assert "largest super-frame" not in md  # a kernel that does not say
+
+
+def test_dataplane_render_shows_tcp_through_a_lossy_link():
+    from testbed.bench.relay_dataplane import render
+
+    row = {"implementation": "fast", "mode": "gso", "configured_mbit": 3000.0, "configured_loss_pct": 1.0,
+           "configured_rtt_ms": 10.0, "actual_goodput_mbit": 2600.0, "goodput_ratio": 0.8667,
+           "actual_retransmitted_pct": 1.02}
+    md = "\n".join(render({"fast_relay_built": True, "tcp": [], "loss": [], "lossy_tcp": [row]}))
+    assert "| fast | gso | 3000 | 1.0 | 10 | 2600 | 0.867 | 1.02 |" in md
+    assert "segments retransmitted %" not in "\n".join(render({"fast_relay_built": True, "tcp": [], "loss": []}))
