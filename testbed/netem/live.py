@@ -122,7 +122,7 @@ def impairment_problem(lk: dict, live: dict, impairment: str, old: dict, new: di
         if (live.get("relay_gso") and not live.get("relay_gso_loss")
                 and (new[field("loss", "ab")] or new[field("loss", "ba")])):
             return (f"link {lk['key']}: its delay relay carries GSO super-frames (built without loss, above "
-                    "400 Mbit/s) and cannot drop single packets; loss cannot be set on it")
+                    "400 Mbit/s) and cannot drop single packets; loss cannot be set on it (the compiled relay can)")
         return None
     if impairment == "netem" and live.get("netem"):
         return None
