@@ -8,7 +8,7 @@
  * with one epoll loop (epoll_pwait2 sleeps until the next frame is due); each direction keeps its
  * held frames in a byte ring (chunks of one MAP_NORESERVE range, reused last-freed first) in arrival
  * order, so the head is always the next frame due. Frames are read with recvmmsg (frame mode) or
- * recv (GSO mode: PACKET_VNET_HDR super-frames of up to 64 KB) straight into the ring and written
+ * recv (GSO mode: PACKET_VNET_HDR super-frames of up to 256 KB, IPv4 BIG TCP included; loss drawn per TCP segment) straight into the ring and written
  * with sendmmsg. Random streams: splitmix64 seeded from (seed, direction, purpose) — reproducible
  * per seed, but not the same draws as the Python relay.
  *
@@ -514,7 +514,7 @@ static int json_num(const char *obj, const char *end, const char *key, double *o
   *out = v;
   return 0;
 }
-static int read_control(const char *path, imp_t out[2], int gso, char *err, size_t errlen) {
+static int read_control(const char *path, imp_t out[2], char *err, size_t errlen) {
   FILE *f = fopen(path, "r");
   if (!f) { snprintf(err, errlen, "%s", strerror(errno)); return -1; }
   char buf[8192];
@@ -750,7 +750,7 @@ int main(int argc, char **argv) {
         l->control_ino = (uint64_t)cst.st_ino;
         imp_t im[2];
         char err[256];
-        if (read_control(l->control_path, im, l->gso, err, sizeof err)) {
+        if (read_control(l->control_path, im, err, sizeof err)) {
           fprintf(stderr, "fastrelay: control file %s not applied: %s\n", l->control_path, err);
           continue;
         }
