@@ -63,6 +63,8 @@ if [ -z "${TESTBED_VM_CA_DIR:-}" ] && ls /usr/local/share/ca-certificates/*.crt 
   export TESTBED_VM_CA_DIR=/usr/local/share/ca-certificates
 fi
 STEP=start
+CHAINS_BEFORE=0
+iptables -S LIBVIRT_INP >/dev/null 2>&1 && CHAINS_BEFORE=1
 
 log() { echo "[vagrant-check +$(( $(date +%s) - T0 )) s] $*"; }
 stamped() {  # each line of a command's output prefixed with the seconds since the start
@@ -75,6 +77,23 @@ step_done() {  # step_done NAME: its wall time to times.txt
   STEP_T=$now
 }
 step() { STEP=$1; log "$1"; }
+# libvirtd's firewall chains (LIBVIRT_INP, ... and the jumps to them): made at its first network
+# start and never removed by it. Removed at the end when the libvirtd this script started made them
+# (absent before) and they are empty again.
+LIBVIRT_CHAINS="filter:INPUT:LIBVIRT_INP filter:OUTPUT:LIBVIRT_OUT filter:FORWARD:LIBVIRT_FWX filter:FORWARD:LIBVIRT_FWI filter:FORWARD:LIBVIRT_FWO nat:POSTROUTING:LIBVIRT_PRT mangle:POSTROUTING:LIBVIRT_PRT"
+remove_libvirt_chains() {
+  local tool entry table parent chain
+  for tool in iptables ip6tables; do
+    command -v "$tool" >/dev/null || continue
+    for entry in $LIBVIRT_CHAINS; do
+      IFS=: read -r table parent chain <<<"$entry"
+      "$tool" -t "$table" -S "$chain" >/dev/null 2>&1 || continue
+      [ "$("$tool" -t "$table" -S "$chain" | wc -l)" = 1 ] || continue   # only its -N line: empty
+      "$tool" -t "$table" -D "$parent" -j "$chain" 2>/dev/null
+      "$tool" -t "$table" -X "$chain" 2>/dev/null
+    done
+  done
+}
 
 cleanup() {
   local rc=$?
@@ -94,6 +113,10 @@ cleanup() {
   for pid in $STARTED_PIDS; do   # only the daemons this script started, by their PIDs
     kill "$pid" 2>/dev/null
   done
+  if [ -n "$STARTED_PIDS" ] && [ "$CHAINS_BEFORE" = 0 ]; then
+    for pid in $STARTED_PIDS; do for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done; done
+    remove_libvirt_chains
+  fi
   echo "total $(( $(date +%s) - T0 )) s (exit $rc)" | tee -a "$TIMES"
   if [ -n "$keep" ]; then mkdir -p "$keep" && cp -r "$RESULTS/." "$keep/"; fi
   rm -rf "$WORK"

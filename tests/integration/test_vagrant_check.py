@@ -16,7 +16,7 @@ pytestmark = [pytest.mark.vagrant, pytest.mark.root, pytest.mark.slow]
 
 def test_vagrant_check_script_boots_provisions_and_destroys(root, tmp_path):
     if os.environ.get("TESTBED_VAGRANT_CHECK") != "1":
-        pytest.skip("boots a VM for up to hours under software emulation: set TESTBED_VAGRANT_CHECK=1 to run it")
+        pytest.skip("boots a VM (53 min here under software emulation): set TESTBED_VAGRANT_CHECK=1 to run it")
     keep = tmp_path / "results"
     done = subprocess.run(["bash", str(root / "scripts" / "vagrant-check.sh"), "--keep-results", str(keep)],
                           capture_output=True, text=True, timeout=4 * 3600)
