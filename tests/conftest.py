@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import os
 from pathlib import Path
 
 import pytest
@@ -50,6 +51,36 @@ def run_policies(sc, seed=None):
             rec = Controller(inputs, make_policy(spec, inputs.scenario), sub).run()
         out[spec.label or spec.name] = rec.tables()
     return out
+
+
+SERIAL_GROUP = "serial"
+"""The xdist group (``scripts/test.sh`` runs ``-n 2 --dist loadgroup``) whose tests run one after
+another on one worker: every integration test (root, namespaces, engines, timed transfers) and the
+unit tests that look at machine-wide state (Ray's processes)."""
+_MACHINE_WIDE_UNIT_FILES = {"test_sweep_ray.py", "test_sweep_ray_cluster.py", "test_sweep_ray_emulation.py"}
+UNIT_NICE = 10
+
+
+def _serial(item: pytest.Item) -> bool:
+    path = Path(str(item.fspath))
+    return "integration" in path.parts or path.name in _MACHINE_WIDE_UNIT_FILES
+
+
+def pytest_collection_modifyitems(config, items):
+    """Every test gets an xdist group: the serial one, or its module's (a module's tests share its
+    module-scoped fixtures, e.g. the validation corpus, which would otherwise be built once per worker)."""
+    for item in items:
+        group = SERIAL_GROUP if _serial(item) else Path(str(item.fspath)).stem
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """Beside the serial group, unit tests run at a lower CPU priority (as root, the only user who can
+    raise it back), so the timed transfers and power loops of the integration tests keep their core."""
+    if os.geteuid() != 0 or not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    os.setpriority(os.PRIO_PROCESS, 0, 0 if _serial(item) else UNIT_NICE)
 
 
 @pytest.fixture
