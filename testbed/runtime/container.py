@@ -14,6 +14,18 @@ the same ``setpriv``. The site keeps its interfaces, addresses, routes and qdisc
 moved, so the netns substrate and its rate replay work unchanged, and a server in the container
 is reachable at the site's address. The namespace is checked (same inode) before ``start`` returns.
 
+Cgroups: the container shares the host's cgroup namespace (``--cgroupns host``) and has the host's
+``/sys/fs/cgroup`` bind-mounted (recursively, writable) at the same path, so ``/proc/self/cgroup``
+names the container's own cgroup, ``<hierarchy>/tb-<run>/<container id>``, as a real, writable
+directory. The CPU throttles (``testbed.power.throttle``) make their ``tb-<run>-<site>-<job>``
+cgroups below it, exactly as on the host: the host's ``testbed clean`` and leftover checks find
+them there, the throttle's ``close`` removes them, and a killed or removed container takes them
+with it (runc removes the container's cgroup recursively). Measured here (cgroup v1): a loop in a
+container under a 0.5-core quota used 0.51 CPU-seconds per second. On a cgroup2 host the
+container's own cgroup holds its processes and so cannot delegate the ``cpu`` controller: the
+throttles fall back as on such a host (duty-cycle; ``throttle: none`` for a user program) and
+say why. The trade-off: processes in the container can write any of the host's cgroups.
+
 The image must have ``nsenter`` and ``setpriv`` (util-linux; in every Debian image, minbase too).
 Its own ``ENTRYPOINT`` and ``USER`` are overridden (nsenter first, as root); its ``ENV`` applies.
 """
@@ -33,6 +45,7 @@ from testbed.runtime.dockerd import RUN_LABEL, DockerEngine
 from testbed.runtime.errors import DockerCommandError
 
 NETNS_MOUNT = "/run/testbed/netns"
+CGROUP_ROOT = "/sys/fs/cgroup"
 SITE_LABEL = "testbed.site"
 DROP_SYS_ADMIN = ["setpriv", "--bounding-set", "-sys_admin", "--inh-caps", "-sys_admin", "--"]
 ATTACH_TIMEOUT_S = 10.0
@@ -69,6 +82,16 @@ def host_python_mounts() -> list[Mount]:
 def host_python() -> str:
     """The interpreter to run inside a container that has ``host_python_mounts()``."""
     return sys.executable
+
+
+def cgroup_args() -> list[str]:
+    """The host's cgroup namespace and its whole cgroup tree, writable, at the same path, so that
+    ``/proc/self/cgroup`` inside names real directories under ``/sys/fs/cgroup`` (the container's
+    own cgroup, ``<hierarchy>/tb-<run>/<container id>``) and a throttle can make its
+    ``tb-<run>-...`` cgroup below it (what kind and k3d do for nested engines). ``-v`` binds
+    recursively, so every v1 hierarchy mounted under the tmpfs comes along; on a cgroup2 host it
+    is the one unified mount."""
+    return ["--cgroupns", "host", "-v", Mount(CGROUP_ROOT, CGROUP_ROOT, read_only=False).arg()]
 
 
 class ContainerNode:
@@ -116,7 +139,8 @@ class ContainerNode:
     def create_args(self) -> list[str]:
         """The ``docker create`` arguments (command generation, kept apart from execution)."""
         args = ["create", "--name", self.name, "--label", f"{RUN_LABEL}={self.run_id}",
-                "--label", f"{SITE_LABEL}={self.site}", "--network", "none", "--cap-add", "SYS_ADMIN"]
+                "--label", f"{SITE_LABEL}={self.site}", "--network", "none", "--cap-add", "SYS_ADMIN",
+                *cgroup_args()]
         if _HOSTNAME_RE.match(self.site):
             args += ["--hostname", self.site]
         for cap in self.cap_add:

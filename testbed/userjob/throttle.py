@@ -4,7 +4,7 @@ the program runs at ``frac`` of its current unthrottled rate, measured from its 
 
 The program paces itself, so only a kernel limit can slow it: the throttle must be a cgroup kind
 (``cgroup-v1`` or ``cgroup-v2``, whole processes). Where none can be made (not root, no writable
-cgroup hierarchy, as inside a container) :func:`open_program_throttle` says why and the cap is
+cgroup hierarchy or none that can delegate ``cpu``) :func:`open_program_throttle` says why and the cap is
 recorded only (``throttle: none``). A thread polls the progress file every ``POLL_S``, feeds the
 controller and writes the quota it asks for; processes the program started before its cgroup
 existed are moved in at attach and by a sweep every ``SWEEP_S`` (children made later inherit it).
@@ -54,7 +54,7 @@ def open_program_throttle(run_id: str, tag: str) -> Throttle:
     except (ThrottleUnavailable, ValueError) as e:  # ValueError: a tag no cgroup can be named by
         raise NoProgramThrottle(str(e)) from None
     if th.kind == KIND_DUTY:
-        where = " (the agent runs in a container, whose cgroup file system is read-only)" \
+        where = " (the agent runs in a container)" \
             if Path("/.dockerenv").exists() else ""
         raise NoProgramThrottle(f"no cgroup can hold the program's processes here{where}: {th.reason}")
     return th

@@ -13,6 +13,7 @@ from testbed.netem.fabric import Fabric
 from testbed.netem.naming import new_run_id
 from testbed.netem.nsexec import in_netns
 from testbed.netem.plan import LinkInput, plan_fabric
+from testbed.power.cgroups import cgroup_mounts, find_run_cgroups
 from testbed.substrate.emulated.agents import TRANSFER_PORT, AgentPool
 from tests.integration.conftest import our_namespaces
 
@@ -58,6 +59,7 @@ def pool(request):
         finally:
             agents.stop()
     assert our_namespaces(plan.run_id) == []
+    assert find_run_cgroups(plan.run_id) == []
 
 
 def test_migration_is_exact_and_timed(pool):
@@ -85,6 +87,45 @@ def test_migration_is_exact_and_timed(pool):
     a.call("free", job_id="j1")
     _wait_steps(b, "j1", STEPS)
     assert b.call("losses", job_id="j1")["losses"] == _twin_losses()  # bit-identical to the unmigrated twin
+    if agents.runtime == "docker" and "v1_cpu" in cgroup_mounts():  # v2: the container's cgroup cannot delegate
+        _a_cap_holds_a_users_program_in_its_container(fab, agents)
+
+
+def _a_cap_holds_a_users_program_in_its_container(fab, agents) -> None:
+    """The site's container sees the host's cgroup tree (writable): a user program under a 50 % cap gets
+    a cgroup throttle inside it, below the container's own cgroup, and runs at about half its free
+    rate; when the container is killed its cgroups go with it."""
+    from tests.integration.test_user_workload_throttle import PROGRAM
+
+    def _rate(client, seconds: float) -> float:  # steps/s from the program's own progress lines
+        s0, t0 = client.call("status", job_id="u1")["steps"], time.monotonic()
+        time.sleep(seconds)
+        return (client.call("status", job_id="u1")["steps"] - s0) / (time.monotonic() - t0)
+
+    run, a = fab.plan.run_id, agents.client("a")
+    a.call("start_job", job_id="u1", family="my-mlp", seed=5, steps_per_s=10_000, max_steps=None, program=PROGRAM)
+    agents.expect_throttle("a", "u1")
+    res = a.set_throughput("u1", frac=1.0)
+    assert res.throttle in ("cgroup-v1", "cgroup-v2"), res.throttle_reason
+    made = [p for _, p in find_run_cgroups(run)]
+    # below the container's own cgroup, <hierarchy>/tb-<run>/<container id>/
+    assert [p.name for p in made] == [f"tb-{run}-a-u1"] and made[0].parent.parent.name == f"tb-{run}"
+    time.sleep(0.5)
+    free = _rate(a, 2.0)
+    a.set_throughput("u1", frac=0.5)
+    time.sleep(1.5)  # the loop walks the quota down
+    held = _rate(a, 4.0)
+    a.set_throughput("u1", frac=1.0)
+    time.sleep(0.3)
+    free = (free + _rate(a, 2.0)) / 2  # before and after: the host's other load drifts
+    print(f"\nuser program in a container: {res.throttle}, free {free:.1f} steps/s, "
+          f"at 0.5 {held:.1f} ({held / free:.2f})")
+    assert held / free == pytest.approx(0.5, abs=0.1), (free, held)
+    agents.kill("a")  # docker kill, the throttle still open: runc removes the container's cgroups, ours inside
+    deadline = time.monotonic() + 10
+    while find_run_cgroups(run) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert find_run_cgroups(run) == []
 
 
 def _start_paused_at(a, jid: str, steps: int) -> dict:

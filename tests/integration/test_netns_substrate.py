@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from testbed.cli import main
+from testbed.power.cgroups import cgroup_mounts
 from tests.conftest import small_scenario_dict
 from tests.integration.conftest import our_namespaces
 
@@ -103,6 +104,8 @@ def test_real_agents_under_the_controller(tmp_path, runtime):
     assert (measured["throughput_frac_enforced"] - measured["throughput_frac_model"]).abs().median() < 0.1
     assert (measured["gpu_power_w"] > 0).all()
     assert set(at_a["throttle"]) <= {"cgroup-v1", "cgroup-v2", "duty-cycle"} and at_a["throttle"].iloc[0]
+    if runtime == "docker" and "v1_cpu" in cgroup_mounts():  # the container's cgroup tree is writable
+        assert set(at_a["throttle"]) == {"cgroup-v1"}, at_a["throttle"].unique()
 
 
 def test_report_on_an_undegraded_1gbps_link_corrected_model_within_5pct(tmp_path):
