@@ -53,25 +53,42 @@ def run_policies(sc, seed=None):
     return out
 
 
-SERIAL_GROUP = "serial"
-"""The xdist group (``scripts/test.sh`` runs ``-n 2 --dist loadgroup``) whose tests run one after
+SERIAL_SCOPE = "serial"
+"""Under pytest-xdist (``scripts/test.sh`` runs ``-n 2``) the tests of this scope run one after
 another on one worker: every integration test (root, namespaces, engines, timed transfers) and the
-unit tests that look at machine-wide state (Ray's processes)."""
+unit tests that look at machine-wide state (Ray's processes). Every other scope is a unit test
+module (its module-scoped fixtures, e.g. the validation corpus, are built once, on one worker)."""
 _MACHINE_WIDE_UNIT_FILES = {"test_sweep_ray.py", "test_sweep_ray_cluster.py", "test_sweep_ray_emulation.py"}
 UNIT_NICE = 10
 
 
+def _serial_path(path: str) -> bool:
+    parts = Path(path).parts
+    return "integration" in parts or (bool(parts) and parts[-1] in _MACHINE_WIDE_UNIT_FILES)
+
+
 def _serial(item: pytest.Item) -> bool:
-    path = Path(str(item.fspath))
-    return "integration" in path.parts or path.name in _MACHINE_WIDE_UNIT_FILES
+    return _serial_path(str(item.fspath))
 
 
-def pytest_collection_modifyitems(config, items):
-    """Every test gets an xdist group: the serial one, or its module's (a module's tests share its
-    module-scoped fixtures, e.g. the validation corpus, which would otherwise be built once per worker)."""
-    for item in items:
-        group = SERIAL_GROUP if _serial(item) else Path(str(item.fspath)).stem
-        item.add_marker(pytest.mark.xdist_group(group))
+def xdist_scope(nodeid: str) -> str:
+    """The xdist scope of a test id (``tests/unit/test_x.py::test_y[z]``)."""
+    module = nodeid.split("::", 1)[0]
+    return SERIAL_SCOPE if _serial_path(module) else module
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """xdist's scope scheduler with :func:`xdist_scope` as the scope: scopes go to workers as whole
+    units, the largest (the serial one) first. (Its ``loadgroup`` mode cannot be used: with pytest 9
+    its marker no longer reaches the node ids it schedules by.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SerialScopeScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return xdist_scope(nodeid)
+
+    return SerialScopeScheduling(config, log)
 
 
 @pytest.hookimpl(tryfirst=True)
