@@ -107,8 +107,13 @@ LOCAL_START_TRIES = 2
 def _start_local(ray, num_cpus: int, init_kw: dict) -> None:
     """Start the private instance of ``--ray local``. A GCS that does not come up (Ray waits for its
     port file) is given a longer wait than Ray's default, and one more try after a clean shutdown."""
+    from testbed.sweep.ray_connect import _forget_cached_token
+
     os.environ.setdefault("RAY_gcs_server_port_wait_time_s", str(LOCAL_GCS_WAIT_S))
     for attempt in range(LOCAL_START_TRIES):
+        # the token an earlier cluster connection in this process cached is not the one the new
+        # instance's GCS reads (~/.ray/auth_token): with it, every call is refused until the GCS wait ends
+        _forget_cached_token()
         try:
             ray.init(num_cpus=num_cpus, **init_kw)
             return

@@ -54,7 +54,8 @@ def test_every_schema_field_has_a_description():
     models = _models()
     assert len(models) > 30  # policies, trace kinds and federated blocks were reached through their unions
     missing = [f"{m.__module__}.{m.__name__}.{name}" for m in models for name, f in m.model_fields.items()
-               if not (f.description or "").strip()]
+               if m.__module__.split(".")[0] == "testbed"  # not a plug-in another test in this process registered
+               and not (f.description or "").strip()]
     assert not missing, f"{len(missing)} fields without a description:\n" + "\n".join(missing)
 
 
