@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from testbed.power.quota_control import QuotaController
+from tests.unit.rate_plant import apply_due_events
 
 
 @dataclass
@@ -37,12 +38,7 @@ class Program:
     def run(self, ctl: QuotaController | None, until_s: float, events: dict[float, dict] | None = None) -> None:
         pending = sorted((events or {}).items())
         while self.t_s < until_s:
-            while pending and pending[0][0] <= self.t_s:
-                for k, v in pending.pop(0)[1].items():
-                    if k == "frac":
-                        ctl.set_frac(v, self.t_s)
-                    else:
-                        setattr(self, k, v)
+            apply_due_events(pending, self, ctl)
             if ctl is not None and self.t_s >= self._next_observe_s:
                 ctl.observe(self.t_s, self.step)
                 self._next_observe_s = self.t_s + self.observe_s

@@ -14,6 +14,17 @@ from dataclasses import dataclass, field
 from testbed.power.rate_control import RateController
 
 
+def apply_due_events(pending: list[tuple[float, dict]], plant, ctl) -> None:
+    """Apply the events due at ``plant.t_s`` (sorted ``(time_s, {field: value})``): ``frac`` goes to
+    the controller, any other field to the plant."""
+    while pending and pending[0][0] <= plant.t_s:
+        for k, v in pending.pop(0)[1].items():
+            if k == "frac":
+                ctl.set_frac(v, plant.t_s)
+            else:
+                setattr(plant, k, v)
+
+
 @dataclass
 class Plant:
     cost_s: float = 0.005
@@ -30,12 +41,7 @@ class Plant:
     def run(self, ctl: RateController, until_s: float, events: dict[float, dict] | None = None) -> None:
         pending = sorted((events or {}).items())
         while self.t_s < until_s:
-            while pending and pending[0][0] <= self.t_s:
-                for k, v in pending.pop(0)[1].items():
-                    if k == "frac":
-                        ctl.set_frac(v, self.t_s)
-                    else:
-                        setattr(self, k, v)
+            apply_due_events(pending, self, ctl)
             d = ctl.delay_s(self.t_s)
             if d > 0:
                 nxt = pending[0][0] if pending else until_s
