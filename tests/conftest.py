@@ -91,6 +91,49 @@ def pytest_xdist_make_scheduler(config, log):
     return SerialScopeScheduling(config, log)
 
 
+QUIET_MODULES = {  # integration tests that time transfers, rates or CPU shares: the other worker waits
+    "test_agents.py", "test_fabric.py", "test_fastrelay.py", "test_measured_io.py", "test_net_live.py",
+    "test_netem.py", "test_power_throttle.py", "test_relay.py", "test_relayfork.py", "test_transfer_netns.py",
+    "test_user_workload_throttle.py", "test_vm_guest.py",
+}
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Under xdist, a test of :data:`QUIET_MODULES` runs alone on the machine: it takes an exclusive
+    lock that every other test holds shared while it runs. A turnstile lock in front keeps new tests
+    from starving the waiting quiet one (flock lets shared holders in past a waiting exclusive one)."""
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if not run:
+        yield
+        return
+    import fcntl
+    import tempfile
+
+    quiet = Path(str(item.fspath)).name in QUIET_MODULES
+    base = Path(tempfile.gettempdir()) / f"testbed-pytest-{run}"
+    with open(f"{base}.gate", "a") as gate, open(f"{base}.lock", "a") as lock:
+        fcntl.flock(gate, fcntl.LOCK_EX)
+        if not quiet:
+            fcntl.flock(gate, fcntl.LOCK_UN)
+        fcntl.flock(lock, fcntl.LOCK_EX if quiet else fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+            fcntl.flock(gate, fcntl.LOCK_UN)
+
+
+def pytest_sessionfinish(session):
+    """Workers end together (after the last test of all), so the lock files go with them."""
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if run:
+        import tempfile
+
+        for suffix in (".gate", ".lock"):
+            (Path(tempfile.gettempdir()) / f"testbed-pytest-{run}{suffix}").unlink(missing_ok=True)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item):
     """Beside the serial group, unit tests run at a lower CPU priority (as root, the only user who can
