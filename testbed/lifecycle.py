@@ -58,13 +58,33 @@ def _note(signum: int) -> None:
         pass
 
 
-def _handler(signum: int, frame) -> None:  # noqa: ARG001 (signal handler signature)
+_CALLBACK_FRAMES = {("_weakrefset.py", "_remove"), ("weakref.py", "remove"), ("weakref.py", "__call__")}
+_CALLBACK_DEPTH = 4
+
+
+def _in_unraisable_code(frame) -> bool:
+    """Whether Python is running a finaliser or a weakref callback (the garbage collector calls them
+    at any point): an exception raised there is printed as "Exception ignored" and lost."""
+    for _ in range(_CALLBACK_DEPTH):
+        if frame is None:
+            return False
+        code = frame.f_code
+        if code.co_name == "__del__" or (os.path.basename(code.co_filename), code.co_name) in _CALLBACK_FRAMES:
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _handler(signum: int, frame) -> None:
     if os.getpid() != _P.main_pid:  # a forked helper must not run the parent's finally blocks
         os._exit(128 + signum)
     if _P.depth > 0 or _P.unwinding:
         _P.pending.append(signum)
         if _P.unwinding:
             _note(signum)
+        return
+    if _in_unraisable_code(frame):  # raised here it would be lost: deliver it again, after the callback
+        os.kill(os.getpid(), signum)
         return
     _P.unwinding = True
     _raise_for(signum)
