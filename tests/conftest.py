@@ -98,6 +98,14 @@ QUIET_MODULES = {  # integration tests that time transfers, rates or CPU shares:
 }
 
 
+def _lock_files(run: str) -> tuple[Path, Path]:
+    """The turnstile and the lock of one xdist run (all its workers share the run id)."""
+    import tempfile
+
+    base = Path(tempfile.gettempdir()) / f"testbed-pytest-{run}"
+    return base.with_name(base.name + ".gate"), base.with_name(base.name + ".lock")
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     """Under xdist, a test of :data:`QUIET_MODULES` runs alone on the machine: it takes an exclusive
@@ -108,11 +116,10 @@ def pytest_runtest_protocol(item, nextitem):
         yield
         return
     import fcntl
-    import tempfile
 
     quiet = Path(str(item.fspath)).name in QUIET_MODULES
-    base = Path(tempfile.gettempdir()) / f"testbed-pytest-{run}"
-    with open(f"{base}.gate", "a") as gate, open(f"{base}.lock", "a") as lock:
+    gate_path, lock_path = _lock_files(run)
+    with open(gate_path, "a") as gate, open(lock_path, "a") as lock:
         fcntl.flock(gate, fcntl.LOCK_EX)
         if not quiet:
             fcntl.flock(gate, fcntl.LOCK_UN)
@@ -128,10 +135,8 @@ def pytest_sessionfinish(session):
     """Workers end together (after the last test of all), so the lock files go with them."""
     run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
     if run:
-        import tempfile
-
-        for suffix in (".gate", ".lock"):
-            (Path(tempfile.gettempdir()) / f"testbed-pytest-{run}{suffix}").unlink(missing_ok=True)
+        for path in _lock_files(run):
+            path.unlink(missing_ok=True)
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -21,6 +21,7 @@ from contextlib import nullcontext
 from typing import Callable
 
 from testbed.errors import TestbedError
+from testbed.sweep.ray_connect import _first_line, _forget_cached_token
 from testbed.sweep.trial import TrialJob, run_trial
 
 
@@ -81,8 +82,7 @@ def _run_tasks(ray, jobs: list[TrialJob], address: str, join: str | None, *, num
             ray.init(address=join, **init_kw)
     except (ConnectionError, RuntimeError, ValueError) as e:
         ray.shutdown()  # whatever part of a local instance did start (its processes end with it)
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise TestbedError(f"--ray {address}: cannot start or reach Ray: {first}") from e
+        raise TestbedError(f"--ray {address}: cannot start or reach Ray: {_first_line(e)}") from e
     try:
         facts = {"address": address, "nodes": len([n for n in ray.nodes() if n.get("Alive")]),
                  "cluster_cpus": ray.cluster_resources().get("CPU"), "ray_version": ray.__version__}
@@ -107,8 +107,6 @@ LOCAL_START_TRIES = 2
 def _start_local(ray, num_cpus: int, init_kw: dict) -> None:
     """Start the private instance of ``--ray local``. A GCS that does not come up (Ray waits for its
     port file) is given a longer wait than Ray's default, and one more try after a clean shutdown."""
-    from testbed.sweep.ray_connect import _forget_cached_token
-
     os.environ.setdefault("RAY_gcs_server_port_wait_time_s", str(LOCAL_GCS_WAIT_S))
     for attempt in range(LOCAL_START_TRIES):
         # the token an earlier cluster connection in this process cached is not the one the new
@@ -121,8 +119,7 @@ def _start_local(ray, num_cpus: int, init_kw: dict) -> None:
             ray.shutdown()
             if attempt + 1 == LOCAL_START_TRIES:
                 raise
-            print(f"warning: --ray local: Ray did not start ({str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}); "
-                  "trying once more", file=sys.stderr)
+            print(f"warning: --ray local: Ray did not start ({_first_line(e)}); trying once more", file=sys.stderr)
 
 
 def _drive(ray, task, pending: list, in_flight: dict, limit: int, on_result) -> None:
