@@ -409,9 +409,10 @@ class Fabric:
 
     def _relay_processes(self) -> int:
         """How many compiled relay processes serve the plan's relayed links (:mod:`testbed.netem.relaypool`)."""
-        from testbed.netem.relaypool import RelayPoolError, process_count
+        from testbed.netem.relaypool import RelayPoolError, process_count, rt_priority
 
         try:
+            rt_priority()  # a bad TESTBED_RELAY_RT_PRIO is refused here too, before anything is made
             return process_count(sum(1 for link in self.plan.links if link.relay_ns))
         except RelayPoolError as e:
             raise FabricError(str(e)) from None

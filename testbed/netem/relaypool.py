@@ -16,10 +16,14 @@ import os
 from collections.abc import Sequence
 
 RELAY_PROCS_ENV = "TESTBED_RELAY_PROCS"
+RELAY_RT_PRIO_ENV = "TESTBED_RELAY_RT_PRIO"
+# SCHED_FIFO priority of the compiled relays: the lowest real-time one, ahead of every normal process
+# (as the kernel's own forwarding is), behind any real-time task the machine already runs
+DEFAULT_RT_PRIO = 1
 
 
 class RelayPoolError(ValueError):
-    """``TESTBED_RELAY_PROCS`` is not a whole number >= 1."""
+    """``TESTBED_RELAY_PROCS`` is not a whole number >= 1, or ``TESTBED_RELAY_RT_PRIO`` not one in 0-99."""
 
 
 def cpu_count() -> int:
@@ -47,6 +51,22 @@ def process_count(n_links: int, env: dict | None = None) -> int:
     else:
         n = cpu_count()
     return min(n, n_links)
+
+
+def rt_priority(env: dict | None = None) -> int:
+    """The SCHED_FIFO priority the compiled relays ask for: ``TESTBED_RELAY_RT_PRIO`` if set (0: normal
+    scheduling), else :data:`DEFAULT_RT_PRIO`. A relay not granted it runs at normal priority."""
+    env = os.environ if env is None else env
+    raw = env.get(RELAY_RT_PRIO_ENV, "").strip()
+    if not raw:
+        return DEFAULT_RT_PRIO
+    try:
+        prio = int(raw)
+    except ValueError:
+        prio = -1
+    if not 0 <= prio <= 99:
+        raise RelayPoolError(f"{RELAY_RT_PRIO_ENV} must be a whole number 0-99, got {raw!r}")
+    return prio
 
 
 def group_links(rates_mbit: Sequence[float], n_procs: int) -> list[list[int]]:

@@ -203,7 +203,7 @@ def test_a_fabric_serves_many_links_from_few_processes(binary, monkeypatch):
     from testbed.netem.fabric import Fabric, FabricError
     from testbed.netem.naming import new_run_id
     from testbed.netem.plan import LinkInput, plan_fabric
-    from testbed.netem.relaypool import RELAY_PROCS_ENV
+    from testbed.netem.relaypool import DEFAULT_RT_PRIO, RELAY_PROCS_ENV, RELAY_RT_PRIO_ENV
     from tests.integration.conftest import our_namespaces
 
     monkeypatch.setattr(fastrelay, "BINARY", binary)
@@ -216,10 +216,18 @@ def test_a_fabric_serves_many_links_from_few_processes(binary, monkeypatch):
         Fabric(plan).up()
     assert our_namespaces(plan.run_id) == []  # refused before anything was made
     monkeypatch.setenv(RELAY_PROCS_ENV, "2")
+    monkeypatch.setenv(RELAY_RT_PRIO_ENV, "high")
+    with pytest.raises(FabricError, match=f"{RELAY_RT_PRIO_ENV} must be a whole number 0-99, got 'high'"):
+        Fabric(plan).up()
+    assert our_namespaces(plan.run_id) == []
+    monkeypatch.delenv(RELAY_RT_PRIO_ENV)
     with Fabric(plan) as fab:
         pids = fab.relay_pids()
         assert len(pids) == 4 and len(set(pids.values())) == 2
         assert all(psutil.Process(p).num_threads() == 1 for p in set(pids.values()))
+        # the relays run ahead of normal processes (root may grant SCHED_FIFO; not inherited by children)
+        assert {(os.sched_getscheduler(p), os.sched_getparam(p).sched_priority) for p in set(pids.values())} \
+            == {(os.SCHED_FIFO | os.SCHED_RESET_ON_FORK, DEFAULT_RT_PRIO)}
         rtts = [handshake_rtt_ms(fab, x, y, 5310 + i, n=15) for i, (x, y) in enumerate(zip(sites, sites[1:]))]
         for got, d in zip(rtts, delays):
             assert abs(got - 2 * d) <= 1 + 0.05 * 2 * d, (rtts, delays)

@@ -121,3 +121,17 @@ def test_argv_ring_size_is_validated():
     for bad in (0, -1, 1.5, True):
         with pytest.raises(ValueError, match="ring_mb"):
             fastrelay_argv([_link()], ring_mb=bad)
+
+
+def test_argv_asks_for_real_time_priority_unless_told_not_to(monkeypatch):
+    from testbed.netem.relaypool import RELAY_RT_PRIO_ENV
+
+    monkeypatch.delenv(RELAY_RT_PRIO_ENV, raising=False)
+    argv = fastrelay_argv([_link()], binary=Path("/b"))
+    assert argv[1:3] == ["--rt-prio", "1"] and argv[3] == "--link"
+    assert "--rt-prio" not in fastrelay_argv([_link()], rt_prio=0, binary=Path("/b"))
+    monkeypatch.setenv(RELAY_RT_PRIO_ENV, "0")
+    assert "--rt-prio" not in fastrelay_argv([_link()], binary=Path("/b"))
+    for bad in (-1, 100, 1.5, True):
+        with pytest.raises(ValueError, match="rt_prio"):
+            fastrelay_argv([_link()], rt_prio=bad)

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from testbed.netem.relaypool import RELAY_PROCS_ENV, RelayPoolError, cpu_count, group_links, process_count
+from testbed.netem.relaypool import (
+    DEFAULT_RT_PRIO,
+    RELAY_PROCS_ENV,
+    RELAY_RT_PRIO_ENV,
+    RelayPoolError,
+    cpu_count,
+    group_links,
+    process_count,
+    rt_priority,
+)
 
 
 def test_one_process_per_cpu_at_most_one_per_link():
@@ -39,3 +48,15 @@ def test_equal_links_are_dealt_round_robin_and_groups_are_deterministic():
     assert group_links([], 4) == []
     with pytest.raises(ValueError):
         group_links([1.0, 2.0], 3)
+
+
+def test_real_time_priority_defaults_to_the_lowest_and_zero_turns_it_off():
+    assert rt_priority(env={}) == DEFAULT_RT_PRIO == 1
+    assert rt_priority(env={RELAY_RT_PRIO_ENV: "0"}) == 0
+    assert rt_priority(env={RELAY_RT_PRIO_ENV: " 50 "}) == 50
+
+
+@pytest.mark.parametrize("bad", ["-1", "100", "high", "1.5"])
+def test_a_bad_real_time_priority_is_refused_by_name(bad):
+    with pytest.raises(RelayPoolError, match=f"{RELAY_RT_PRIO_ENV} must be a whole number 0-99, got '{bad}'"):
+        rt_priority(env={RELAY_RT_PRIO_ENV: bad})

@@ -95,13 +95,20 @@ def build(binary: Path = BINARY, source: Path = SOURCE) -> Path:
 
 
 def fastrelay_argv(links: list[LinkArg], *, netns: str | None = None, ready_file: str | None = None,
-                   ring_mb: int | None = None, binary: Path = BINARY) -> list[str]:
+                   ring_mb: int | None = None, rt_prio: int | None = None, binary: Path = BINARY) -> list[str]:
     """argv of one compiled relay serving ``links`` (all in one namespace: ``netns``, a name or a
     ``/proc/PID/ns/net`` path, entered by the relay itself). ``ring_mb``: bytes held per direction
     (default 256 MB of address space, touched only as far as frames are held; beyond it frames are
-    counted ``dropped_overflow``)."""
+    counted ``dropped_overflow``). ``rt_prio``: SCHED_FIFO priority (0: normal scheduling; default
+    :func:`testbed.netem.relaypool.rt_priority`, from ``TESTBED_RELAY_RT_PRIO``)."""
+    from testbed.netem.relaypool import rt_priority
+
     if not links:
         raise ValueError("fastrelay_argv: no links")
+    if rt_prio is None:
+        rt_prio = rt_priority()
+    if isinstance(rt_prio, bool) or not isinstance(rt_prio, int) or not 0 <= rt_prio <= 99:
+        raise ValueError(f"fastrelay_argv: rt_prio must be a whole number 0-99, got {rt_prio!r}")
     argv = [str(binary)]
     if ring_mb is not None:
         if isinstance(ring_mb, bool) or not isinstance(ring_mb, int) or ring_mb < 1:
@@ -111,6 +118,8 @@ def fastrelay_argv(links: list[LinkArg], *, netns: str | None = None, ready_file
         argv += ["--netns", netns]
     if ready_file:
         argv += ["--ready-file", str(ready_file)]
+    if rt_prio:
+        argv += ["--rt-prio", str(rt_prio)]
     for link in links:
         argv += ["--link", link.spec()]
     return argv
