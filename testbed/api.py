@@ -354,6 +354,8 @@ class Results:
     def _read_table(self, name: str) -> "pd.DataFrame":
         import pandas as pd
 
+        from testbed.analysis.names import current_columns
+
         if name not in self.tables:
             from testbed.suggest import did_you_mean
 
@@ -364,7 +366,7 @@ class Results:
             f = self.path / lb / f"{name}.parquet"
             if not f.is_file():
                 continue
-            df = pd.read_parquet(f)
+            df = current_columns(name, pd.read_parquet(f))  # today's column names in older results
             if "label" not in df.columns:
                 df["label"] = lb
             if "policy" not in df.columns:

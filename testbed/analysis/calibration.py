@@ -69,10 +69,10 @@ def _line_rate_s(d: pd.DataFrame) -> np.ndarray:
     """8 S / B per transfer: B the link's nominal rate where known, else the predicted bandwidth
     (the same where the controller plans with nominal rates), else the recorded 8S/B prediction."""
     x = pd.Series(np.nan, index=d.index)
-    if "size_gb" in d.columns:
+    if "checkpoint_gb" in d.columns:
         for col in ("nominal_bandwidth_gbps", "predicted_bandwidth_gbps"):
             if col in d.columns:
-                x = x.fillna(8.0 * d["size_gb"].astype(float) / pd.to_numeric(d[col], errors="coerce"))
+                x = x.fillna(8.0 * d["checkpoint_gb"].astype(float) / pd.to_numeric(d[col], errors="coerce"))
     if "pred_transfer_plain_s" in d.columns:
         x = x.fillna(pd.to_numeric(d["pred_transfer_plain_s"], errors="coerce"))
     return x.to_numpy(float)

@@ -3,7 +3,11 @@
 Grid energy is ``grid_kwh`` everywhere (per step in ``timeseries.parquet``, per site in
 ``energy_by_site.csv``, per run in ``summary.json``); summaries and comparisons written before
 said ``non_renewable_kwh``. Readers of ``summary.json``, sweep metrics and comparison tables pass
-what they read through :func:`current` / :func:`current_name`."""
+what they read through :func:`current` / :func:`current_name`.
+
+A checkpoint's size is ``checkpoint_gb`` in every table (the jobs' submissions, the migrations
+that move them); ``migrations.parquet`` written before called it ``size_gb``. Readers of a run's
+tables pass each frame through :func:`current_columns`."""
 
 from __future__ import annotations
 
@@ -13,6 +17,11 @@ RENAMED: dict[str, str] = {
     "non_renewable_kwh_per_gpu_h": "grid_kwh_per_gpu_h",
     "non_renewable_change_vs_static_pct": "grid_change_vs_static_pct",
     "non_renewable_per_gpu_h_change_vs_static_pct": "grid_per_gpu_h_change_vs_static_pct",
+}
+
+# Per-policy table (``<label>/<table>.parquet``) -> its columns' old names -> today's names.
+RENAMED_COLUMNS: dict[str, dict[str, str]] = {
+    "migrations": {"size_gb": "checkpoint_gb"},
 }
 
 
@@ -34,3 +43,13 @@ def current(summary: dict) -> dict:
         if old in summary and new not in out:
             out[new] = summary[old]
     return out
+
+
+def current_columns(table: str, df):
+    """``df``, a run's ``table`` (``"migrations"``, ...), with today's column names (a column already
+    under its new name wins; the frame is returned as is when nothing was renamed)."""
+    old = {o: n for o, n in RENAMED_COLUMNS.get(table, {}).items() if o in df.columns}
+    if not old:
+        return df
+    keep = {o: n for o, n in old.items() if n not in df.columns}
+    return df.drop(columns=[o for o in old if o not in keep]).rename(columns=keep)

@@ -109,10 +109,10 @@ def _draw_paper_points(ax, window_s: float, params: FeasibilityParams) -> None:
 
 
 def _draw_measured(ax, points) -> None:
-    for column in ("size_gb", "bandwidth_gbps"):
+    for column in ("checkpoint_gb", "bandwidth_gbps"):
         if column not in points:
             raise ValueError(f"points: missing column {column!r}")
-    sizes = np.asarray(points["size_gb"], dtype=float)
+    sizes = np.asarray(points["checkpoint_gb"], dtype=float)
     bandwidths = np.asarray(points["bandwidth_gbps"], dtype=float)
     if "completed_in_budget" not in points:
         ax.scatter(bandwidths, sizes, s=28, c="0.2", marker="o", label="measured migration", zorder=4)
@@ -142,7 +142,7 @@ def plot_phase_diagram(
 ) -> Path:
     """Draw the feasibility phase diagram for one window into ``path`` (format from the suffix).
 
-    ``points``: optional DataFrame (or mapping of columns) with ``size_gb``, ``bandwidth_gbps`` and
+    ``points``: optional DataFrame (or mapping of columns) with ``checkpoint_gb``, ``bandwidth_gbps`` and
     an optional boolean ``completed_in_budget``, drawn as measured migrations."""
     if not window_s > 0:
         raise ValueError("window_s: must be > 0")

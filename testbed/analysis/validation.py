@@ -24,7 +24,7 @@ from matplotlib.figure import Figure
 
 from testbed.analysis import degradation
 from testbed.analysis.outcomes import outcome_s
-from testbed.analysis.names import TRIAL_DONE, current
+from testbed.analysis.names import TRIAL_DONE, current, current_columns
 from testbed.errors import TestbedError
 from testbed.feasibility import TCP_EFFICIENCY_MTU1500
 
@@ -91,7 +91,7 @@ def gather(runs: list[Run]) -> tuple[pd.DataFrame, pd.DataFrame]:
         for label in _policies(run):
             s = current(json.loads((run.path / label / "summary.json").read_text()))  # today's names
             sums.append({**meta, **s, "label": label})
-            m = pd.read_parquet(run.path / label / "migrations.parquet")
+            m = current_columns("migrations", pd.read_parquet(run.path / label / "migrations.parquet"))
             if len(m):
                 migs.append(degradation.mark(m.assign(**meta, label=label), run.resolved))
     mdf = pd.concat(migs, ignore_index=True) if migs else pd.DataFrame()
@@ -104,7 +104,7 @@ def add_predictions(m: pd.DataFrame) -> pd.DataFrame:
     """Plain (8 S / B) and corrected transfer predictions, and relative errors against the actuals."""
     m = m.copy()
     bw = m["predicted_bandwidth_gbps"].astype(float)
-    size = m["size_gb"].astype(float)
+    size = m["checkpoint_gb"].astype(float)
     m["pred_transfer_plain_s"] = 8.0 * size / bw
     m["pred_transfer_corrected_s"] = m["pred_transfer_plain_s"] / TCP_EFFICIENCY_MTU1500
     fixed = m["predicted_load_s"].astype(float) + m["predicted_downtime_s"].astype(float)

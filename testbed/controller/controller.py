@@ -65,7 +65,7 @@ class Controller:
         true_window = share_window_s(inp, move.dst, now_s, jobs_ahead, forecast=False)
         return MigrationRecord(
             policy=self.policy.label, job_id=move.job_id, family=job.submission.family, src=move.src, dst=move.dst,
-            size_gb=job.submission.checkpoint_gb, t_decision_s=now_s, reason=move.reason, predicted=pred,
+            checkpoint_gb=job.submission.checkpoint_gb, t_decision_s=now_s, reason=move.reason, predicted=pred,
             true_window_s=true_window, true_budget_s=pred.alpha * true_window,
         )
 

@@ -48,7 +48,7 @@ class MigrationRecord:
     family: str
     src: str
     dst: str
-    size_gb: float
+    checkpoint_gb: float
     t_decision_s: float
     reason: str
     predicted: Prediction

@@ -16,7 +16,7 @@ class MigrationOrder:
     job_id: str
     src: str
     dst: str
-    size_gb: float
+    checkpoint_gb: float
     t_start_s: float
 
 

@@ -36,8 +36,8 @@ def ballast_run(tmp_path_factory):
     assert main(["run", str(f), "--substrate", "netns", "--out", str(out), "--no-progress"]) == 0
     m = pd.read_parquet(out / "energy_only" / "migrations.parquet")
     done = m[m["status"] == "completed"]
-    assert sorted(done["size_gb"]) == list(SIZES_GB), m[["job_id", "status", "detail"]]
-    return done.sort_values("size_gb")
+    assert sorted(done["checkpoint_gb"]) == list(SIZES_GB), m[["job_id", "status", "detail"]]
+    return done.sort_values("checkpoint_gb")
 
 
 def test_no_actual_column_is_constant_across_sizes(ballast_run):

@@ -82,6 +82,23 @@ def test_open_results_reads_a_cli_directory(api_and_cli):
         testbed.open_results(out / "static")
 
 
+def test_results_written_before_the_checkpoint_rename_read_under_todays_name(api_and_cli, tmp_path):
+    """An older run (``size_gb`` in migrations.parquet) reads as ``checkpoint_gb`` in the API and the report."""
+    import shutil
+
+    from testbed.analysis.validation import find_runs, gather
+
+    _, out = api_and_cli
+    old = shutil.copytree(out, tmp_path / "old")
+    for f in old.glob("*/migrations.parquet"):
+        pd.read_parquet(f).rename(columns={"checkpoint_gb": "size_gb"}).to_parquet(f, index=False)
+    want = testbed.open_results(out).migrations["checkpoint_gb"]
+    got = testbed.open_results(old).migrations
+    assert "size_gb" not in got and got["checkpoint_gb"].tolist() == want.tolist() and len(want)
+    migs, _ = gather(find_runs(old))
+    assert "size_gb" not in migs and migs["pred_transfer_plain_s"].notna().all()
+
+
 def test_load_applies_overrides_by_path_and_validates():
     sc = testbed.load(QUICKSTART, overrides={"duration_h": 24, "policies[feasibility_aware].alpha": 0.2})
     assert sc.duration_h == 24

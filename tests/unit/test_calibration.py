@@ -28,7 +28,7 @@ def physical_transfers(n: int = 48, seed: int = 0, noise: float = 0.01) -> pd.Da
         size = float(rng.choice([8.0, 40.0, 120.0, 400.0]))
         t = transfer_time_s(size, gbps, Corrections(TCP_EFFICIENCY_MTU1500, rtt_ms=rtt_ms)) * (1 + rng.normal(0, noise))
         rows.append({"run": 0, "label": "p", "substrate": "netns", "status": "completed", "src": a, "dst": b,
-                     "size_gb": size, "predicted_bandwidth_gbps": gbps, "t_decision_s": i * 7000.0,
+                     "checkpoint_gb": size, "predicted_bandwidth_gbps": gbps, "t_decision_s": i * 7000.0,
                      "actual_transfer_s": t, "actual_total_s": t + 10.7})
     assert rows[-1]["t_decision_s"] + 4000 < 100 * 3600
     return pd.DataFrame(rows)
@@ -49,7 +49,7 @@ def test_fit_over_undegraded_transfers_recovers_tcp_efficiency_and_a_non_negativ
                                                      actual_transfer_s=lambda d: d["actual_transfer_s"] * 1.4,
                                                      contended=True)
     shared = physical_transfers(2, seed=3).assign(t_decision_s=500 * 3600.0, src="rome", dst="milan",
-                                                  predicted_bandwidth_gbps=10.0, size_gb=400.0,
+                                                  predicted_bandwidth_gbps=10.0, checkpoint_gb=400.0,
                                                   actual_transfer_s=700.0, actual_total_s=710.0)
     m = prepared(pd.concat([clean, degraded, contended, shared], ignore_index=True))
     cal = calibration.calibrate(m)
@@ -87,7 +87,7 @@ def test_degraded_only_input_is_refused():
 
 def test_negative_ramp_and_implausible_efficiency_are_refused():
     x = np.linspace(20, 400, 30)
-    base = pd.DataFrame({"substrate": "netns", "status": "completed", "size_gb": x * 10 / 8,
+    base = pd.DataFrame({"substrate": "netns", "status": "completed", "checkpoint_gb": x * 10 / 8,
                          "predicted_bandwidth_gbps": 10.0})
     neg = calibration.calibrate(base.assign(actual_transfer_s=x / 0.95 - 5.0))
     assert not neg.proposed and any("negative ramp" in r for r in neg.refused)

@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 import pandas as pd
 import pytest
 
-from testbed.analysis.names import current, current_name
+from testbed.analysis.names import current, current_columns, current_name
 from testbed.recorder.tables import dtypes_of, split_series, tidy_traces, typed, with_policy, with_time
 
 
@@ -61,6 +61,15 @@ def test_summaries_written_before_the_rename_read_under_todays_names():
     assert current(old) == {"grid_kwh": 3.0, "pooled_bound_grid_kwh": 1.0, "mean_jct_h": 2.0}
     assert current({"grid_kwh": 4.0, "non_renewable_kwh": 3.0}) == {"grid_kwh": 4.0}
     assert current_name("non_renewable_kwh_per_gpu_h") == "grid_kwh_per_gpu_h" and current_name("x") == "x"
+
+
+def test_migrations_written_before_the_rename_read_checkpoint_gb():
+    old = pd.DataFrame({"job_id": ["j1"], "size_gb": [40.0]})
+    assert list(current_columns("migrations", old).columns) == ["job_id", "checkpoint_gb"]
+    assert current_columns("migrations", old)["checkpoint_gb"].tolist() == [40.0]
+    both = pd.DataFrame({"size_gb": [1.0], "checkpoint_gb": [2.0]})  # today's name wins
+    assert current_columns("migrations", both).to_dict("list") == {"checkpoint_gb": [2.0]}
+    assert current_columns("jobs", old) is old  # only the migrations table had the old name
 
 
 def test_a_sweep_asking_for_an_old_metric_name_is_told_the_new_one():

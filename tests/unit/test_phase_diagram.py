@@ -26,19 +26,19 @@ def test_writes_a_png(tmp_path):
 
 def test_with_measured_points(tmp_path):
     points = pd.DataFrame(
-        {"size_gb": [5.0, 50.0, 500.0], "bandwidth_gbps": [1.0, 3.0, 2.0], "completed_in_budget": [True, True, False]}
+        {"checkpoint_gb": [5.0, 50.0, 500.0], "bandwidth_gbps": [1.0, 3.0, 2.0], "completed_in_budget": [True, True, False]}
     )
     _check_png(plot_phase_diagram(tmp_path / "measured.png", 2.5 * 3600, points=points, title="measured"))
 
 
 def test_with_points_without_outcome(tmp_path):
-    points = pd.DataFrame({"size_gb": [5.0, 50.0], "bandwidth_gbps": [1.0, 3.0]})
+    points = pd.DataFrame({"checkpoint_gb": [5.0, 50.0], "bandwidth_gbps": [1.0, 3.0]})
     _check_png(plot_phase_diagram(tmp_path / "points.png", 3600, points=points))
 
 
 def test_points_need_size_and_bandwidth(tmp_path):
     with pytest.raises(ValueError, match="bandwidth_gbps"):
-        plot_phase_diagram(tmp_path / "bad.png", 3600, points=pd.DataFrame({"size_gb": [1.0]}))
+        plot_phase_diagram(tmp_path / "bad.png", 3600, points=pd.DataFrame({"checkpoint_gb": [1.0]}))
 
 
 def test_with_corrections_and_a_short_window(tmp_path):

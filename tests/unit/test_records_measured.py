@@ -17,7 +17,7 @@ ORDER = MigrationOrder("j1", "a", "b", 40.0, 3600.0)
 
 
 def _record() -> MigrationRecord:
-    return MigrationRecord(policy="p", job_id="j1", family="m", src="a", dst="b", size_gb=40.0, t_decision_s=3600.0,
+    return MigrationRecord(policy="p", job_id="j1", family="m", src="a", dst="b", checkpoint_gb=40.0, t_decision_s=3600.0,
                            reason="r", predicted=assess(40.0, 10.0, 7200.0), true_window_s=7200.0,
                            true_budget_s=720.0)
 
@@ -85,7 +85,7 @@ def test_a_sim_run_has_no_actual_column_with_a_value():
                               {"family": "n", "checkpoint_gb": 24, "work_gpu_h": [4, 12]}]}
     m = run_policies(scenario_from_dict(d))["energy_only"]["migrations"]
     done = m[m["status"] == "completed"]
-    assert done["size_gb"].nunique() == 2, "needs migrations of both sizes"
+    assert done["checkpoint_gb"].nunique() == 2, "needs migrations of both sizes"
     assert done.filter(like="actual_").isna().all().all()
     assert done["model_transfer_s"].nunique() > 1 and done["model_total_s"].notna().all()
     assert done["contended"].isna().all() and done["start_lag_s"].eq(0.0).all()

@@ -36,7 +36,7 @@ def test_report_from_a_sweep(sweep_dir, tmp_path):
     row = done.iloc[0]
     realised = outcome_s(done, "transfer").iloc[0]  # sim: the modelled transfer (model_transfer_s)
     assert row["err_transfer_plain"] == pytest.approx(
-        (8 * row["size_gb"] / row["predicted_bandwidth_gbps"] - realised) / realised)
+        (8 * row["checkpoint_gb"] / row["predicted_bandwidth_gbps"] - realised) / realised)
     # 50 % steady degradation: the nominal-bandwidth predictions are about twice too fast
     deg = done[done["param:traces.bandwidth.steady_degradation_pct"] == 50]
     assert deg["err_transfer_corrected"].median() < -0.4

@@ -80,7 +80,7 @@ def test_report_shows_emulated_errors_with_and_without_contended_transfers(tmp_p
     rng = np.random.default_rng(0)
     n = 12
     m = pd.DataFrame({"substrate": "netns", "status": "completed", "label": "p", "run": 0, "src": "a", "dst": "b",
-                      "size_gb": 10.0, "predicted_bandwidth_gbps": 1.0, "t_decision_s": np.arange(n) * 1e4,
+                      "checkpoint_gb": 10.0, "predicted_bandwidth_gbps": 1.0, "t_decision_s": np.arange(n) * 1e4,
                       "predicted_load_s": 10.3, "predicted_downtime_s": 0.4, "predicted_total_s": 100.0,
                       "predicted_budget_s": 1000.0, "true_budget_s": 1000.0, "predicted_window_s": 1e4,
                       "predicted_alpha": 0.1, "within_budget": True, "predicted_feasible": True,

@@ -111,14 +111,14 @@ class AgentMover(Mover):
         assert em is not None and self._pool is not None
         jid = agent_job_id(order.job_id)
         src, dst = self._pool.client(order.src), self._pool.client(order.dst)
-        real_bytes = order.size_gb * 1e9
+        real_bytes = order.checkpoint_gb * 1e9
         lag_s = order_lag(order, em.clock.now_s())
         w0 = time.perf_counter()
         try:
             ck = src.checkpoint_and_pause(jid)
         except AgentError as e:  # a user's program that broke the checkpoint contract (testbed.userjob)
             return self._checkpoint_failed(order, src, jid, e, lag_s, time.perf_counter() - w0)
-        ballast = max(0, em.scaling.bytes_sent(order.size_gb) - ck.size_bytes)
+        ballast = max(0, em.scaling.bytes_sent(order.checkpoint_gb) - ck.size_bytes)
         save = IoTiming(ck.size_bytes, ck.t_save_s)
         load = None
         agent_s = ck.t_checkpoint_s  # wall seconds the agents spent working (the rest is control)
@@ -163,7 +163,7 @@ class AgentMover(Mover):
             order=order, status=status, checkpoint_s=scaled_back_s(save, real_bytes), transfer_s=transfer_s,
             load_s=scaled_back_s(load, real_bytes) if load is not None else 0.0,
             downtime_s=ck.t_pause_s + t_restore,
-            goodput_gbps=8 * order.size_gb / transfer_s if transfer_s > 0 else 0.0, detail=detail,
+            goodput_gbps=8 * order.checkpoint_gb / transfer_s if transfer_s > 0 else 0.0, detail=detail,
             phases_measured=("checkpoint", "transfer", "load", "downtime"), checkpoint_bytes=ck.size_bytes,
             start_lag_s=lag_s, control_wall_s=em.scaling.wall_s(lag_s) + max(0.0, wall - agent_s),
             io_bytes=save.n_bytes, save_bytes_per_s=save.bytes_per_s,

@@ -72,8 +72,8 @@ class BallastMover(Mover):
 
         em = self._em
         assert em is not None and self._dir is not None
-        n_bytes = em.scaling.bytes_sent(order.size_gb)
-        real_bytes = order.size_gb * 1e9
+        n_bytes = em.scaling.bytes_sent(order.checkpoint_gb)
+        real_bytes = order.checkpoint_gb * 1e9
         chunk = min(4 << 20, max(64 << 10, n_bytes // 16))
         tid = transfer_id(order)
         src_file, dst_file = self._dir / order.src / tid, self._dir / order.dst / tid
@@ -114,7 +114,7 @@ class BallastMover(Mover):
             checkpoint_s=scaled_back_s(save, real_bytes) if save else 0.0, transfer_s=transfer_s,
             load_s=scaled_back_s(load, real_bytes) if load else 0.0,
             downtime_s=fixed.seconds if fixed else 0.0,
-            goodput_gbps=8 * order.size_gb / transfer_s if transfer_s > 0 else 0.0, detail=detail,
+            goodput_gbps=8 * order.checkpoint_gb / transfer_s if transfer_s > 0 else 0.0, detail=detail,
             phases_measured=("checkpoint", "transfer", "load", "downtime"),
             start_lag_s=lag_s, control_wall_s=em.scaling.wall_s(lag_s) + max(0.0, wall - phase_wall),
             io_bytes=n_bytes, save_bytes_per_s=save.bytes_per_s if save else None,

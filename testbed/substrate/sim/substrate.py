@@ -39,14 +39,14 @@ class SimSubstrate(Substrate):
         ramp_s = 0.0
         if self._model.slow_start:
             rtt_ms = round_trip_ms(self._in.latency_ms[key])
-            ramp_s = slow_start_penalty_s(order.size_gb * 1e9, trace.at(order.t_start_s), rtt_ms)
-        line_gbit = 8.0 * order.size_gb / eff
+            ramp_s = slow_start_penalty_s(order.checkpoint_gb * 1e9, trace.at(order.t_start_s), rtt_ms)
+        line_gbit = 8.0 * order.checkpoint_gb / eff
         try:
             end = trace.time_to_accumulate(order.t_start_s + ramp_s, line_gbit)
         except TraceRangeError:
             return None  # e.g. a 1e9 GB checkpoint: the migration never ends within the run
         transfer_s = end - order.t_start_s
-        return transfer_s, 8.0 * order.size_gb / transfer_s
+        return transfer_s, 8.0 * order.checkpoint_gb / transfer_s
 
     def start_migration(self, order: MigrationOrder) -> None:
         timing = self._transfer_s(order)
