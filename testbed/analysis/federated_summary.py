@@ -53,16 +53,16 @@ def energy_to_accuracy_kwh(rounds: pd.DataFrame, target: float) -> float:
 
 def energy_summary(sites: pd.DataFrame) -> dict:
     """Energy of the run's training (kWh): total, renewable, grid, and per site."""
-    cols = ("energy_kwh", "energy_renewable_kwh", "energy_grid_kwh")
+    cols = ("energy_kwh", "renewable_kwh", "grid_kwh")
     if not len(sites) or "energy_kwh" not in sites:
-        return {"energy_kwh": 0.0, "energy_renewable_kwh": 0.0, "energy_grid_kwh": 0.0, "energy_kwh_by_site": {}}
+        return {"energy_kwh": 0.0, "renewable_kwh": 0.0, "grid_kwh": 0.0, "energy_kwh_by_site": {}}
     per = sites.groupby("site", sort=False)[list(cols)].sum()
     signals = {k: float(sites[k].sum(skipna=True)) for k in ("co2_kg", "grid_cost")  # where the scenario has
                if k in sites.columns and sites[k].notna().any()}                      # carbon / price traces
     return {**{c: float(sites[c].sum()) for c in cols}, **signals,
             "energy_kwh_by_site": {str(site): {"total": float(r["energy_kwh"]),
-                                               "renewable": float(r["energy_renewable_kwh"]),
-                                               "grid": float(r["energy_grid_kwh"])} for site, r in per.iterrows()}}
+                                               "renewable": float(r["renewable_kwh"]),
+                                               "grid": float(r["grid_kwh"])} for site, r in per.iterrows()}}
 
 
 def summarize_rounds(rounds: pd.DataFrame, *, label: str, policy: str, target: float, round_time: str) -> dict:
@@ -216,8 +216,8 @@ def comparison_markdown(summaries: dict[str, dict], cl: dict, *, title: str, not
         mae = v["projected_vs_measured_mae"]
         lines.append(f"| {k} | {v['round_time']} | {'yes' if v['reached'] else 'no'} | {_h(v['time_to_accuracy_h'])} | "
                      f"{v['rounds_to_accuracy'] or v['rounds']} | {v['mean_k']:.1f} | {v['mean_round_s']:.0f} s | "
-                     f"{v['final_accuracy']:.3f} | {_kwh(v.get('energy_kwh'))} ({_kwh(v.get('energy_renewable_kwh'))} / "
-                     f"{_kwh(v.get('energy_grid_kwh'))}) | {_kwh(v.get('energy_to_accuracy_kwh'))} | "
+                     f"{v['final_accuracy']:.3f} | {_kwh(v.get('energy_kwh'))} ({_kwh(v.get('renewable_kwh'))} / "
+                     f"{_kwh(v.get('grid_kwh'))}) | {_kwh(v.get('energy_to_accuracy_kwh'))} | "
                      f"{_num(v.get('accuracy_per_kwh'))} | {'' if mae is None else f'{mae:.4f}'} |")
     if any("co2_kg" in v or "grid_cost" in v for v in summaries.values()):  # carbon / price traces
         lines += ["", "Grid energy's carbon (traces.carbon) and cost (traces.price; currency: manifest.json "

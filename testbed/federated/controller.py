@@ -185,8 +185,8 @@ class FederatedController:
         green = min(power_kw, max(renewable_kw, 0.0)) * compute_s / 3600.0
         grid = self.inp.grid  # carbon intensity and price of the site's grid power at the round's start
         carbon, price = grid.carbon_g_per_kwh.get(site), grid.price_per_kwh.get(site)
-        return {"renewable_kw": renewable_kw, "energy_kwh": kwh, "energy_renewable_kwh": green,
-                "energy_grid_kwh": kwh - green,
+        return {"renewable_kw": renewable_kw, "energy_kwh": kwh, "renewable_kwh": green,
+                "grid_kwh": kwh - green,
                 "co2_kg": (kwh - green) * carbon.at(t) / 1000.0 if carbon is not None else float("nan"),
                 "grid_cost": (kwh - green) * price.at(t) if price is not None else float("nan")}
 
@@ -223,8 +223,8 @@ class FederatedController:
             "samples_charged_straggler": charged["straggler"], "samples_charged_pooled": charged["pooled"],
             "samples_charged_pooled_eq7_as_written": charged["pooled_eq7_as_written"],
             "energy_kwh": sum(s["energy_kwh"] for s in site_rows.values()),
-            "energy_renewable_kwh": sum(s["energy_renewable_kwh"] for s in site_rows.values()),
-            "energy_grid_kwh": sum(s["energy_grid_kwh"] for s in site_rows.values()),
+            "renewable_kwh": sum(s["renewable_kwh"] for s in site_rows.values()),
+            "grid_kwh": sum(s["grid_kwh"] for s in site_rows.values()),
             "compute_max_s": comp, "comm_max_s": comm,
             "projected_gain": np.nan if sel.projected_gain is None else sel.projected_gain,
             "formula_gain": np.nan if sel.formula_gain is None else sel.formula_gain,

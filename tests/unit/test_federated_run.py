@@ -75,7 +75,7 @@ def test_pooled_clock_differs_from_straggler(tmp_path):
     assert (r["round_s_pooled"] != r["round_s_straggler"]).any()
 
 
-ENERGY_KEYS = ("energy_kwh", "energy_renewable_kwh", "energy_grid_kwh", "energy_kwh_by_site",
+ENERGY_KEYS = ("energy_kwh", "renewable_kwh", "grid_kwh", "energy_kwh_by_site",
                "energy_to_accuracy_kwh", "accuracy_per_kwh")
 
 
@@ -86,7 +86,7 @@ def test_every_summary_reports_energy(two_runs):
         for key in ENERGY_KEYS:
             assert key in s, (label, key)
         assert s["energy_kwh"] > 0, label
-        assert s["energy_renewable_kwh"] + s["energy_grid_kwh"] == pytest.approx(s["energy_kwh"])
+        assert s["renewable_kwh"] + s["grid_kwh"] == pytest.approx(s["energy_kwh"])
         assert sum(v["total"] for v in s["energy_kwh_by_site"].values()) == pytest.approx(s["energy_kwh"])
         if label != "static_k":  # the best k's summary only
             r = pd.read_parquet(out / label / "rounds.parquet")

@@ -320,6 +320,6 @@ def test_federated_study_reports_co2_and_cost_of_its_grid_energy(tmp_path):
         s = json.loads((out / label / "summary.json").read_text())
         sites = pd.read_parquet(out / label / "sites.parquet")
         ci = sites["site"].map(lambda x: 100.0 if x == "near" else 400.0)
-        assert s["co2_kg"] == pytest.approx(float((sites["energy_grid_kwh"] * ci).sum()) / 1000.0)
-        assert s["grid_cost"] == pytest.approx(s["energy_grid_kwh"] * 0.1)
+        assert s["co2_kg"] == pytest.approx(float((sites["grid_kwh"] * ci).sum()) / 1000.0)
+        assert s["grid_cost"] == pytest.approx(s["grid_kwh"] * 0.1)
     assert "| CO2 kg | grid cost |" in (out / "comparison.md").read_text()
