@@ -2,7 +2,8 @@
 
 Grid energy is ``grid_kwh`` everywhere (per step in ``timeseries.parquet``, per site in
 ``energy_by_site.csv``, per run in ``summary.json``); summaries and comparisons written before
-said ``non_renewable_kwh``. Readers of ``summary.json``, sweep metrics and comparison tables pass
+said ``non_renewable_kwh``; the federated study's summaries, rounds and sites said
+``energy_grid_kwh`` and ``energy_renewable_kwh`` for ``grid_kwh`` and ``renewable_kwh``. Readers of ``summary.json``, sweep metrics and comparison tables pass
 what they read through :func:`current` / :func:`current_name`.
 
 A checkpoint's size is ``checkpoint_gb`` in every table (the jobs' submissions, the migrations
@@ -17,11 +18,15 @@ RENAMED: dict[str, str] = {
     "non_renewable_kwh_per_gpu_h": "grid_kwh_per_gpu_h",
     "non_renewable_change_vs_static_pct": "grid_change_vs_static_pct",
     "non_renewable_per_gpu_h_change_vs_static_pct": "grid_per_gpu_h_change_vs_static_pct",
+    "energy_grid_kwh": "grid_kwh",            # federated
+    "energy_renewable_kwh": "renewable_kwh",  # federated
 }
 
 # Per-policy table (``<label>/<table>.parquet``) -> its columns' old names -> today's names.
 RENAMED_COLUMNS: dict[str, dict[str, str]] = {
     "migrations": {"size_gb": "checkpoint_gb"},
+    "rounds": {"energy_grid_kwh": "grid_kwh", "energy_renewable_kwh": "renewable_kwh"},
+    "sites": {"energy_grid_kwh": "grid_kwh", "energy_renewable_kwh": "renewable_kwh"},
 }
 
 

@@ -78,3 +78,11 @@ def test_a_sweep_asking_for_an_old_metric_name_is_told_the_new_one():
 
     with pytest.raises(SpecError, match="'non_renewable_kwh' is now called 'grid_kwh'"):
         _metric_names([{"policy": "static", "grid_kwh": 1.0}], ["non_renewable_kwh"], "s.yaml")
+
+
+def test_federated_energy_written_before_the_rename_reads_grid_and_renewable_kwh():
+    old = {"energy_kwh": 3.0, "energy_grid_kwh": 1.0, "energy_renewable_kwh": 2.0}
+    assert current(old) == {"energy_kwh": 3.0, "grid_kwh": 1.0, "renewable_kwh": 2.0}
+    for table in ("rounds", "sites"):
+        df = current_columns(table, pd.DataFrame([old]))
+        assert df.to_dict("list") == {"energy_kwh": [3.0], "grid_kwh": [1.0], "renewable_kwh": [2.0]}
