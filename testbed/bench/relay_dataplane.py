@@ -6,12 +6,19 @@ Per (rate, one-way delay): iperf3 TCP goodput through the link and its ratio to 
 the idle RTT (median TCP handshake) against the configured RTT (target: within 1 ms + 5 %), and
 iperf3's mean RTT under load (includes the queue the shaper builds). With loss: iperf3 UDP at
 half the rate and the loss it measured beside the configured loss (target: within 0.3 points).
+
+Goodput is TCP's steady state: iperf3 leaves out the first seconds (``startup_omit_s``: the sender
+needs ~12 round trips to grow its window to 10 Gbit/s x 50 ms, about a second in which it carries
+half the rate); the goodput including them is reported beside it. Each row also records the load
+average when it was measured and, for the compiled relay, the share of the run its processes ran and
+waited on a run queue (``/proc/PID/schedstat``): a relay that waits falls behind and queues frames.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -42,7 +49,12 @@ def _relay_impl(impl: str) -> Iterator[None]:
             os.environ[RELAY_ENV] = old
 
 
-def _iperf3(fab, seconds: float, *, udp_mbit: float | None = None, port: int = 5301) -> dict | None:
+def startup_omit_s(rtt_ms: float) -> int:
+    """Seconds of a TCP run left out as start-up: 20 round trips, whole seconds, 1-4."""
+    return min(4, max(1, math.ceil(20 * rtt_ms / 1000)))
+
+
+def _iperf3(fab, seconds: float, *, udp_mbit: float | None = None, port: int = 5301, omit_s: int = 0) -> dict | None:
     exe = shutil.which("iperf3")
     if exe is None:
         return None
@@ -51,10 +63,12 @@ def _iperf3(fab, seconds: float, *, udp_mbit: float | None = None, port: int = 5
     try:
         time.sleep(0.3)
         cmd = [exe, "-c", fab.site_addr("b"), "-p", str(port), "-t", str(seconds), "-J"]
+        if omit_s:
+            cmd += ["-O", str(omit_s)]
         if udp_mbit:
             cmd += ["-u", "-b", f"{udp_mbit}M", "-l", "1400", "-w", "16M"]  # big buffers: the receiver drops nothing
         client = spawn(fab.site_ns("a"), cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-        out, _ = client.communicate(timeout=seconds + 60)
+        out, _ = client.communicate(timeout=seconds + omit_s + 60)
         return json.loads(out)
     finally:
         if server.poll() is None:
@@ -72,23 +86,59 @@ def gso_max_bytes(fab) -> int | None:
         return bigtcp.get_sizes(link.if_a).get("gso_ipv4_max_size")
 
 
+def _schedstat(pids) -> dict[int, tuple[int, int]]:
+    """ns each process ran and waited on a run queue so far (``/proc/PID/schedstat``)."""
+    out = {}
+    for pid in pids:
+        with contextlib.suppress(OSError, ValueError):
+            run, wait = open(f"/proc/{pid}/schedstat").read().split()[:2]
+            out[pid] = (int(run), int(wait))
+    return out
+
+
+def relay_sched_shares(before: dict, after: dict, wall_s: float) -> tuple[float | None, float | None]:
+    """(ran, waited on a run queue) as shares of ``wall_s``, summed over the relay processes seen both
+    times; (None, None) without any."""
+    pids = before.keys() & after.keys()
+    if not pids or wall_s <= 0:
+        return None, None
+    ran = sum(after[p][0] - before[p][0] for p in pids) / 1e9 / wall_s
+    waited = sum(after[p][1] - before[p][1] for p in pids) / 1e9 / wall_s
+    return ran, waited
+
+
+def goodput_with_startup_mbit(data: dict | None) -> float | None:
+    """The sender's mean rate over every interval iperf3 reported, the omitted start-up included."""
+    iv = [i.get("sum", {}) for i in (data or {}).get("intervals", [])]
+    secs = sum(x.get("seconds", 0) for x in iv)
+    return sum(x.get("bytes", 0) for x in iv) * 8 / secs / 1e6 if secs > 0 else None
+
+
 def tcp_row(impl: str, rate_mbit: float, delay_ms: float, seconds: float = 5.0) -> dict:
-    """iperf3 TCP goodput and RTTs through one link built by ``impl`` ("fast", "python" or "unshaped")."""
+    """iperf3 TCP goodput (steady state, start-up left out) and RTTs through one link built by
+    ``impl`` ("fast", "python" or "unshaped")."""
     unshaped = impl == "unshaped"
+    rtt = rtt_ms(delay_ms)
+    omit = startup_omit_s(0.0 if unshaped else rtt)
     with _relay_impl("python" if impl == "python" else "fast"):
         with _pair(UNSHAPED_MBIT if unshaped else rate_mbit, 0.0 if unshaped else delay_ms,
                    "none" if unshaped else "relay") as fab:
             idle_rtt = handshake_rtt_ms(fab, n=20)
             gso_bytes = gso_max_bytes(fab)
-            data = _iperf3(fab, seconds)
-    rtt = rtt_ms(delay_ms)
+            pids = set(fab.relay_pids().values()) if impl == "fast" else set()
+            s0, t0 = _schedstat(pids), time.monotonic()
+            data = _iperf3(fab, seconds, omit_s=omit)
+            ran, waited = relay_sched_shares(s0, _schedstat(pids), time.monotonic() - t0)
+            load = os.getloadavg()[0]
     goodput = data["end"]["sum_received"]["bits_per_second"] / 1e6 if data else None
     stream = (data or {}).get("end", {}).get("streams", [{}])[0].get("sender", {})
     row = {"implementation": impl, "configured_mbit": None if unshaped else rate_mbit,
            "configured_rtt_ms": None if unshaped else rtt, "actual_goodput_mbit": goodput,
            "goodput_ratio": goodput / rate_mbit if (goodput and not unshaped) else None,
+           "startup_omitted_s": omit, "actual_goodput_with_startup_mbit": goodput_with_startup_mbit(data),
            "actual_idle_rtt_ms": idle_rtt, "actual_loaded_mean_rtt_ms": stream.get("mean_rtt", 0) / 1000 or None,
-           "retransmits": stream.get("retransmits"), "gso_max_bytes": gso_bytes}
+           "retransmits": stream.get("retransmits"), "gso_max_bytes": gso_bytes, "load_avg_1m": load,
+           "actual_relay_ran_share": ran, "actual_relay_runqueue_wait_share": waited}
     if not unshaped:
         row["rtt_within_target"] = abs(idle_rtt - rtt) <= RTT_TOL_MS + RTT_TOL_FRAC * rtt
     return row
@@ -135,7 +185,8 @@ def lossy_tcp_row(impl: str, rate_mbit: float = 3000.0, loss_pct: float = 1.0, d
     with _relay_impl(impl), Fabric(plan_fabric(new_run_id(), ["a", "b"], fabric_links(links), "relay"),
                                    purpose="run") as fab:  # type: ignore[arg-type]
         mode = "gso" if relay_gso(fab.plan.links[0]) else "frame"
-        data = _iperf3(fab, seconds)
+        data = _iperf3(fab, seconds, omit_s=startup_omit_s(rtt_ms(delay_ms)))
+        load = os.getloadavg()[0]
     end = (data or {}).get("end", {})
     sender = end.get("streams", [{}])[0].get("sender", {})
     goodput = end.get("sum_received", {}).get("bits_per_second", 0) / 1e6 or None
@@ -144,7 +195,8 @@ def lossy_tcp_row(impl: str, rate_mbit: float = 3000.0, loss_pct: float = 1.0, d
     return {"implementation": impl, "mode": mode, "configured_mbit": rate_mbit, "configured_loss_pct": loss_pct,
             "configured_rtt_ms": rtt_ms(delay_ms), "actual_goodput_mbit": goodput,
             "goodput_ratio": goodput / rate_mbit if goodput else None,
-            "actual_retransmitted_pct": 100 * retr / segments if (retr is not None and segments) else None}
+            "actual_retransmitted_pct": 100 * retr / segments if (retr is not None and segments) else None,
+            "load_avg_1m": load}
 
 
 def run(cases=DEFAULT_CASES, seconds: float = 5.0) -> dict:
@@ -188,14 +240,22 @@ def render(r: dict, t: dict | None = None) -> list[str]:
            f"compiled relay built: {r['fast_relay_built']}"
            + ("; largest super-frame a site sends (IPv4 GSO max size, bytes): "
               + ", ".join(f"{k} {v}" for k, v in sorted(gso.items())) if gso else ""), "",
+           "goodput: steady state (the first seconds, TCP's start-up, left out); with start-up: the sender's "
+           "mean over the whole run; relay ran / waited: share of the run the compiled relay processes ran and "
+           "waited on a run queue", "",
            "| relay | configured Mbit/s | RTT ms | goodput Mbit/s | ratio | vs unshaped just before | idle RTT ms | "
-           "loaded RTT ms | RTT in target | retransmits |", "|---|---|---|---|---|---|---|---|---|---|"]
+           "loaded RTT ms | RTT in target | retransmits | with start-up Mbit/s (omitted s) | load 1 min | "
+           "relay ran / waited |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for row in r["tcp"]:
+        ran, waited = row.get("actual_relay_ran_share"), row.get("actual_relay_runqueue_wait_share")
         out.append(f"| {row['implementation']} | {f(row['configured_mbit'], 0)} | {f(row['configured_rtt_ms'], 0)} | "
                    f"{f(row['actual_goodput_mbit'], 0)} | {f(row['goodput_ratio'], 3)} | "
                    f"{f(row.get('ratio_to_unshaped'), 3)} | "
                    f"{f(row['actual_idle_rtt_ms'], 2)} | {f(row['actual_loaded_mean_rtt_ms'], 1)} | "
-                   f"{f(row.get('rtt_within_target'))} | {f(row['retransmits'])} |")
+                   f"{f(row.get('rtt_within_target'))} | {f(row['retransmits'])} | "
+                   f"{f(row.get('actual_goodput_with_startup_mbit'), 0)} ({f(row.get('startup_omitted_s'))}) | "
+                   f"{f(row.get('load_avg_1m'), 1)} | "
+                   f"{'-' if ran is None else f'{ran:.2f} / {waited:.2f}'} |")
     out += ["", "| relay | configured loss % | offered Mbit/s (UDP) | measured loss % | within 0.3 points |",
             "|---|---|---|---|---|"]
     for row in r["loss"]:

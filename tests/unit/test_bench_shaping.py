@@ -125,3 +125,29 @@ def test_dataplane_render_shows_tcp_through_a_lossy_link():
     md = "\n".join(render({"fast_relay_built": True, "tcp": [], "loss": [], "lossy_tcp": [row]}))
     assert "| fast | gso | 3000 | 1.0 | 10 | 2600 | 0.867 | 1.02 |" in md
     assert "segments retransmitted %" not in "\n".join(render({"fast_relay_built": True, "tcp": [], "loss": []}))
+
+
+def test_dataplane_leaves_tcp_start_up_out_and_reports_it_beside():
+    from testbed.bench.relay_dataplane import goodput_with_startup_mbit, render, startup_omit_s
+
+    assert [startup_omit_s(r) for r in (0.0, 20.0, 50.0, 100.0, 200.0, 400.0)] == [1, 1, 1, 2, 4, 4]
+    data = {"intervals": [{"sum": {"seconds": 1.0, "bytes": 500e6 / 8, "omitted": True}},
+                          {"sum": {"seconds": 1.0, "bytes": 1500e6 / 8}}]}
+    assert goodput_with_startup_mbit(data) == 1000.0
+    assert goodput_with_startup_mbit({"intervals": []}) is None and goodput_with_startup_mbit(None) is None
+    row = {"implementation": "fast", "configured_mbit": 10000.0, "configured_rtt_ms": 50.0,
+           "actual_goodput_mbit": 9500.0, "goodput_ratio": 0.95, "ratio_to_unshaped": 0.97,
+           "actual_idle_rtt_ms": 50.5, "actual_loaded_mean_rtt_ms": 51.0, "retransmits": 0,
+           "rtt_within_target": True, "actual_goodput_with_startup_mbit": 8100.0, "startup_omitted_s": 1,
+           "load_avg_1m": 4.25, "actual_relay_ran_share": 0.5, "actual_relay_runqueue_wait_share": 0.0}
+    md = "\n".join(render({"fast_relay_built": True, "tcp": [row], "loss": []}))
+    assert "| fast | 10000 | 50 | 9500 | 0.950 | 0.970 | 50.50 | 51.0 | True | 0 | 8100 (1) | 4.2 | 0.50 / 0.00 |" in md
+
+
+def test_relay_scheduling_shares_come_from_schedstat_deltas():
+    from testbed.bench.relay_dataplane import relay_sched_shares
+
+    before = {1: (0, 0), 2: (1_000_000_000, 0)}
+    after = {1: (2_000_000_000, 500_000_000), 2: (2_000_000_000, 500_000_000), 3: (9, 9)}
+    assert relay_sched_shares(before, after, 6.0) == (0.5, 1 / 6)
+    assert relay_sched_shares({}, after, 6.0) == (None, None)
