@@ -26,6 +26,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "scenario.yaml, and the file itself is kept beside it (scenario.original.yaml)")
     p.add_argument("--force", action="store_true", help="replace --out if it holds earlier testbed results (nothing else is ever replaced)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar or progress lines")
+    p.add_argument("--no-plots", action="store_true",
+                   help="skip the figures (*.png; most of a short sim run's time); every table is written all the same")
     p.set_defaults(func=_run)
 
 
@@ -40,7 +42,7 @@ def _run(args: argparse.Namespace) -> int:
     try:
         prepared = prepare(args.scenario, overrides, where="--set")
         out = run_prepared(prepared, out=args.out, substrate=args.substrate, seed=seed, force=args.force,
-                           progress=not args.no_progress, argv=sys.argv)
+                           progress=not args.no_progress, plots=not args.no_plots, argv=sys.argv)
     except SpecError as e:  # a problem of the scenario: name its file first, as `validate` does
         raise e.in_file(args.scenario) from None
     print((out / "comparison.md").read_text(encoding="utf-8"))

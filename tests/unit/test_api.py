@@ -140,7 +140,8 @@ def test_an_edited_scenario_runs_and_records_what_ran(tmp_path):
 def test_cli_set_changes_the_run_and_the_saved_scenario(tmp_path, capsys):
     out = tmp_path / "r"
     assert main(["run", str(QUICKSTART), "--set", "duration_h=24", "--set", "policies[feasibility_aware].alpha=0.2",
-                 "--out", str(out), "--no-progress"]) == 0
+                 "--out", str(out), "--no-progress", "--no-plots"]) == 0
+    assert not list(out.glob("*.png")) and not list(out.glob("*/*.png"))  # --no-plots: tables only
     ran = testbed.load(out / "scenario.yaml")
     assert ran.duration_h == 24
     assert next(p for p in ran.policies if p.name == "feasibility_aware").alpha == 0.2
@@ -224,3 +225,28 @@ def test_sweep_returns_its_table(tmp_path, capsys):
     assert table.equals(pd.read_csv(tmp_path / "out" / "table.csv"))
     progress = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("[")]
     assert progress[0].startswith("[1/2]") and "; ETA " in progress[0] and "ETA" not in progress[-1], progress
+
+
+def test_a_sweep_whose_trials_all_failed_raises_with_the_script_guard_hint(tmp_path, monkeypatch):
+    """No table to return: one error, and for a script the reason trials of an unguarded call die."""
+    import types
+
+    import testbed.sweep.api as sweep_api
+    from testbed.errors import TestbedError
+
+    def all_failed(path, out, **kw):
+        df = pd.DataFrame(columns=["cell", "policy", "metric", "n", "mean", "std", "ci95"])
+        df.attrs.update(path=str(tmp_path), failed=["trials/000/seed-1", "trials/000/seed-2"])
+        return df
+
+    monkeypatch.setattr(sweep_api, "sweep", all_failed)
+    script = types.ModuleType("__main__")
+    script.__file__, script.__spec__ = str(tmp_path / "analysis.py"), None
+    monkeypatch.setitem(sys.modules, "__main__", script)
+    with pytest.raises(TestbedError, match=r"s\.yaml: all 2 trials failed .*analysis\.py first: .*"
+                                           r"under `if __name__ == \"__main__\":`"):
+        testbed.sweep("s.yaml")  # the package's callable goes through testbed.api.sweep
+    del script.__file__  # a notebook's __main__ has no file: no hint
+    with pytest.raises(TestbedError) as e:
+        testbed.sweep("s.yaml")
+    assert str(e.value).endswith("trial.json)")
