@@ -1,5 +1,5 @@
-"""Policies side by side, and the seed paper's claims beside what this run measured (only for a
-scenario that reproduces the paper's setup: testbed.analysis.paper_setup). A verdict on a claim needs
+"""Policies side by side, and the migration paper's claims (arXiv 2511.16182) beside what this run
+measured (only for a scenario that reproduces the paper's setup: testbed.analysis.paper_setup). A verdict on a claim needs
 ``MIN_SEEDS`` seeds; ``testbed report`` gives it over a sweep's seeds (testbed.analysis.claims)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import pandas as pd
 
 from testbed.feasibility import breakeven_min, energy_cost_kwh, transfer_time_s
 
-# Seed 2511.16182, as quoted by its review (DESIGN.md).
+# The migration paper's (arXiv 2511.16182) headline claims.
 PAPER = {
     "nonrenewable_fa_vs_static_pct": -52.0,
     "jct_fa_vs_static_pct": -18.0,

@@ -1,4 +1,4 @@
-"""Whether a scenario reproduces the seed paper's setup, so that the paper's claims may be judged on it.
+"""Whether a scenario reproduces the migration paper's setup, so that the paper's claims may be judged on it.
 
 A scenario's name says nothing (a user may call anything ``paper-...``), so the test is structural,
 on the resolved scenario recorded in the run's manifest. The paper (arXiv 2511.16182) evaluates a
