@@ -9,8 +9,9 @@ is in :attr:`RelayCapacity.source`) and the conservative default applies.
 
 Capacity from a bench run (:func:`capacity_from_rows`, pure): over the relay's TCP rows with the
 idle RTT in target, the largest configured rate it carried accurately (goodput >= 0.94 x
-configured), else the most it carried; never above the unshaped veth's goodput measured in the
-same run.
+configured), else 0.94 x the most it carried (a link configured there asks for no more than that row
+delivered: the most a row carried is the relay's limit at that moment, not a rate it keeps
+accurately); never above the unshaped veth's goodput measured in the same run.
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ def capacity_from_rows(tcp_rows: list[dict], implementation: str) -> float | Non
         configured, got = row.get("configured_mbit"), row.get("actual_goodput_mbit")
         if not configured or not got:
             continue
-        carried = configured if got >= ACCURATE_RATIO * configured else min(configured, got)
+        carried = configured if got >= ACCURATE_RATIO * configured else ACCURATE_RATIO * min(configured, got)
         best = carried if best is None else max(best, carried)
     ceiling = [r["actual_goodput_mbit"] for r in tcp_rows
                if r.get("implementation") == "unshaped" and r.get("actual_goodput_mbit")]
@@ -83,7 +84,7 @@ def record(dataplane: dict, *, path: Path | None = None, command: str = "testbed
     entry = {"schema": SCHEMA, "capacity_mbit": mbit, **ident, **machine(),
              "measured_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)), "measured_by": command,
              "rule": f"largest configured rate carried at >= {ACCURATE_RATIO} x with idle RTT in target, "
-                     f"else the most carried; at most the unshaped veth"}
+                     f"else {ACCURATE_RATIO} x the most carried; at most the unshaped veth"}
     path = path or cache_path()
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")

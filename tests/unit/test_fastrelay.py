@@ -108,7 +108,13 @@ def test_dataplane_targets_judge_the_compiled_relay_rows():
          "loss": [{"implementation": "fast", "configured_loss_pct": 1.0, "offered_mbit": 100.0,
                    "actual_loss_pct": 1.2, "loss_within_target": True}]}
     t = targets(r)
-    assert t == {"dataplane_10g_goodput_pass": True, "dataplane_rtt_pass": True, "dataplane_loss_pass": True}
+    assert t == {"dataplane_10g_goodput_pass": True, "dataplane_rtt_pass": True, "dataplane_loss_pass": True,
+                 "dataplane_lossy_3g_pass": False}  # no lossy TCP row: not a pass
+    lossy = {"lossy_tcp": [{"implementation": "fast", "actual_goodput_mbit": 2900.0},
+                           {"implementation": "python", "actual_goodput_mbit": 3100.0}]}
+    assert not targets({**r, **lossy})["dataplane_lossy_3g_pass"]  # the Python relay's row does not count
+    lossy["lossy_tcp"][0]["actual_goodput_mbit"] = 6100.0
+    assert targets({**r, **lossy})["dataplane_lossy_3g_pass"]
     r["tcp"][0]["goodput_ratio"] = 0.5
     assert not targets(r)["dataplane_10g_goodput_pass"]
     assert "dataplane_10g_goodput_pass: FAIL" in "\n".join(render(r, targets(r)))
