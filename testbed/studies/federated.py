@@ -37,6 +37,7 @@ from testbed.seeding import pick_seed
 from testbed.spec.federated_checks import participants
 from testbed.spec.policies import policy_label
 from testbed.studies.base import PolicyRun, Study
+from testbed.substrate.registry import SubstrateUnavailable, substrate_unavailable
 from testbed.traces.base import Trace
 
 NOTES = [
@@ -80,6 +81,13 @@ class FederatedStudy(Study):
         if not _modelled_power(self.sc):
             raise SpecError([("power.backend",
                               "the federated study models compute from the power profiles: use 'emulated'")])
+
+    def check(self, inputs: Inputs) -> None:
+        """As the migration study: a live exchange this machine cannot run is refused up front, in one line."""
+        if emulated(self.substrate, inputs):
+            why = substrate_unavailable(self.substrate, inputs.scenario)
+            if why:
+                raise SubstrateUnavailable(f"--substrate {self.substrate} cannot run {self.sc.name} here: {why}")
 
     def live(self, inputs: Inputs) -> bool:
         return emulated(self.substrate, inputs)

@@ -50,3 +50,35 @@ def test_ovs_switch_refused_with_its_reason(monkeypatch):
     assert switches.switch_unavailable("ovs").startswith("switch 'ovs': no Open vSwitch here")
     assert switches.switch_unavailable("lxbr") is None
     assert "choose one of lxbr, ovs" in switches.switch_unavailable("p4")
+
+
+
+def test_federated_study_runs_the_same_check_up_front(monkeypatch, capsys, tmp_path):
+    """The federated study asks the substrate's own check (the migration study's) before it builds
+    anything; without real transfers nothing live is made, so nothing is asked."""
+    import yaml
+
+    from testbed.inputs import build_inputs
+    from testbed.spec.load import load_scenario
+    from testbed.studies import study_for
+    from testbed.substrate.emulated import preflight
+    from tests.unit.federated_support import tiny
+
+    asked = []
+
+    def unavailable(scenario):
+        asked.append(scenario.name)
+        return "pyroute2 is not installed (stand-in reason)"
+
+    monkeypatch.setattr(preflight, "live_unavailable", unavailable)
+    f = tmp_path / "fl.yaml"
+    f.write_text(yaml.safe_dump(tiny(emulated_transfers=True)))
+    out = tmp_path / "r"
+    rc = main(["run", str(f), "--substrate", "netns", "--out", str(out), "--no-progress", "--no-plots"])
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("error:")]
+    assert asked == ["fl-tiny"] and rc == 1 and not out.exists()
+    assert err == ["error: --substrate netns cannot run fl-tiny here: pyroute2 is not installed (stand-in reason)"]
+    f.write_text(yaml.safe_dump(tiny(emulated_transfers=False)))
+    loaded = load_scenario(f)
+    study_for(loaded, substrate="netns").check(build_inputs(loaded.scenario, None))  # modelled: not refused
+    assert asked == ["fl-tiny"]
