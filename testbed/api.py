@@ -18,7 +18,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import sys
 import tempfile
 import warnings
 import weakref
@@ -27,7 +26,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
-from testbed.errors import SpecError, TestbedError
+from testbed.errors import SpecError
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -416,27 +415,7 @@ def open_results(path: PathLike) -> Results:
 
 def sweep(path: PathLike, out: PathLike | None = None, *, parallel: int | None = None, ray: str | None = None,
           substrate: str | None = None, force: bool = False) -> "pd.DataFrame":
-    """Run a sweep file (see :func:`testbed.sweep.api.sweep`); returns its statistics table.
-
-    Trials that failed are listed in ``attrs["failed"]``; when every trial failed there is no table
-    and :class:`TestbedError` says so. Local trials run in fresh processes that, as Python's
-    multiprocessing does, first import the calling script: a script calls this under
-    ``if __name__ == "__main__":`` (a notebook needs nothing)."""
+    """Run a sweep file (see :func:`testbed.sweep.api.sweep`); returns its statistics table."""
     from testbed.sweep.api import sweep as _sweep
 
-    df = _sweep(path, out, parallel=parallel, ray=ray, substrate=substrate, force=force)
-    if df.attrs["failed"] and df.empty:
-        raise TestbedError(f"{path}: all {len(df.attrs['failed'])} trials failed (see {df.attrs['path']}/"
-                           f"<trial>/trial.json){_unguarded_script_hint()}")
-    return df
-
-
-def _unguarded_script_hint() -> str:
-    """Why trials of a sweep started from a script may all end at once: each trial process imports
-    the script first and runs its top-level code, testbed.sweep included."""
-    main = sys.modules.get("__main__")
-    script = getattr(main, "__file__", None)
-    if not script or getattr(main, "__spec__", None) is not None and main.__spec__.name.startswith("testbed"):
-        return ""
-    return (f"; each trial process imports {script} first: if it calls testbed.sweep at top level, "
-            "put the call under `if __name__ == \"__main__\":`")
+    return _sweep(path, out, parallel=parallel, ray=ray, substrate=substrate, force=force)

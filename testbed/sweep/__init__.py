@@ -14,11 +14,11 @@ __all__ = ["Cell", "SweepFile", "SweepPlan", "SweepSpec", "Trial", "load_sweep_f
 
 
 class _CallableModule(types.ModuleType):
-    """``testbed.sweep(path, ...)`` runs a sweep (:func:`testbed.api.sweep`), while
+    """``testbed.sweep(path, ...)`` runs a sweep (:func:`testbed.sweep.api.sweep`), while
     ``testbed.sweep.plan_sweep`` and the other names stay this package's."""
 
     def __call__(self, *args, **kwargs):
-        from testbed.api import sweep
+        from testbed.sweep.api import sweep
 
         return sweep(*args, **kwargs)
 

@@ -16,7 +16,7 @@ from typing import TextIO
 
 import pandas as pd
 
-from testbed.errors import SpecError
+from testbed.errors import SpecError, TestbedError
 from testbed.spec.load import read_yaml
 from testbed.sweep.plan import SweepPlan, plan_sweep
 from testbed.sweep.runner import SweepOutcome, run_sweep
@@ -63,8 +63,27 @@ def table(out: str | os.PathLike) -> pd.DataFrame:
 
 def sweep(path: str | os.PathLike, out: str | os.PathLike | None = None, *, parallel: int | None = None,
           ray: str | None = None, substrate: str | None = None, force: bool = False) -> pd.DataFrame:
-    """Run the sweep file at ``path`` and return its statistics table (see the module's doc)."""
+    """Run the sweep file at ``path`` and return its statistics table (see the module's doc).
+
+    Trials that failed are listed in ``attrs["failed"]``; when every trial failed there is no table
+    and :class:`TestbedError` says so. Local trials run in fresh processes that, as Python's
+    multiprocessing does, first import the calling script: a script calls this under
+    ``if __name__ == "__main__":`` (a notebook needs nothing)."""
     outcome = run(plan(path, substrate), out, parallel=parallel, ray=ray, force=force)
     df = table(outcome.out)
     df.attrs["failed"] = list(outcome.failed)
+    if df.attrs["failed"] and df.empty:
+        raise TestbedError(f"{path}: all {len(df.attrs['failed'])} trials failed (see {df.attrs['path']}/"
+                           f"<trial>/trial.json){_unguarded_script_hint()}")
     return df
+
+
+def _unguarded_script_hint() -> str:
+    """Why trials of a sweep started from a script may all end at once: each trial process imports
+    the script first and runs its top-level code, testbed.sweep included."""
+    main = sys.modules.get("__main__")
+    script = getattr(main, "__file__", None)
+    if not script or getattr(main, "__spec__", None) is not None and main.__spec__.name.startswith("testbed"):
+        return ""
+    return (f"; each trial process imports {script} first: if it calls testbed.sweep at top level, "
+            "put the call under `if __name__ == \"__main__\":`")

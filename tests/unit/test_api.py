@@ -234,18 +234,20 @@ def test_a_sweep_whose_trials_all_failed_raises_with_the_script_guard_hint(tmp_p
     import testbed.sweep.api as sweep_api
     from testbed.errors import TestbedError
 
-    def all_failed(path, out, **kw):
+    def all_failed(out):
         df = pd.DataFrame(columns=["cell", "policy", "metric", "n", "mean", "std", "ci95"])
         df.attrs.update(path=str(tmp_path), failed=["trials/000/seed-1", "trials/000/seed-2"])
         return df
 
-    monkeypatch.setattr(sweep_api, "sweep", all_failed)
+    monkeypatch.setattr(sweep_api, "run", lambda *a, **kw: types.SimpleNamespace(out=tmp_path, failed=["t0", "t1"]))
+    monkeypatch.setattr(sweep_api, "plan", lambda path, substrate: None)
+    monkeypatch.setattr(sweep_api, "table", all_failed)
     script = types.ModuleType("__main__")
     script.__file__, script.__spec__ = str(tmp_path / "analysis.py"), None
     monkeypatch.setitem(sys.modules, "__main__", script)
     with pytest.raises(TestbedError, match=r"s\.yaml: all 2 trials failed .*analysis\.py first: .*"
                                            r"under `if __name__ == \"__main__\":`"):
-        testbed.sweep("s.yaml")  # the package's callable goes through testbed.api.sweep
+        testbed.sweep("s.yaml")
     del script.__file__  # a notebook's __main__ has no file: no hint
     with pytest.raises(TestbedError) as e:
         testbed.sweep("s.yaml")
