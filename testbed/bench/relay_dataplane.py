@@ -95,8 +95,8 @@ def _schedstat(pids) -> dict[int, tuple[int, int]]:
     """ns each process ran and waited on a run queue so far (``/proc/PID/schedstat``)."""
     out = {}
     for pid in pids:
-        with contextlib.suppress(OSError, ValueError):
-            run, wait = open(f"/proc/{pid}/schedstat").read().split()[:2]
+        with contextlib.suppress(OSError, ValueError), open(f"/proc/{pid}/schedstat") as f:
+            run, wait = f.read().split()[:2]
             out[pid] = (int(run), int(wait))
     return out
 
