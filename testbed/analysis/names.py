@@ -8,7 +8,10 @@ what they read through :func:`current` / :func:`current_name`.
 
 A checkpoint's size is ``checkpoint_gb`` in every table (the jobs' submissions, the migrations
 that move them); ``migrations.parquet`` written before called it ``size_gb``. Readers of a run's
-tables pass each frame through :func:`current_columns`."""
+tables pass each frame through :func:`current_columns`, which also brings durations written in
+another unit to today's (jobs' ``jct_h`` / ``queue_wait_h`` are ``jct_s`` / ``queue_wait_s``, a
+migration's ``predicted_breakeven_min`` is ``predicted_breakeven_s``) and a job that ran to its end
+from ``done`` to ``completed``."""
 
 from __future__ import annotations
 
@@ -28,6 +31,15 @@ RENAMED_COLUMNS: dict[str, dict[str, str]] = {
     "rounds": {"energy_grid_kwh": "grid_kwh", "energy_renewable_kwh": "renewable_kwh"},
     "sites": {"energy_grid_kwh": "grid_kwh", "energy_renewable_kwh": "renewable_kwh"},
 }
+
+# Per-policy table -> a column written in another unit before -> (today's name, factor to today's unit).
+CONVERTED_COLUMNS: dict[str, dict[str, tuple[str, float]]] = {
+    "jobs": {"jct_h": ("jct_s", 3600.0), "queue_wait_h": ("queue_wait_s", 3600.0)},
+    "migrations": {"predicted_breakeven_min": ("predicted_breakeven_s", 60.0)},
+}
+
+# Per-policy table -> its ``status`` words of before -> today's.
+RENAMED_STATUS: dict[str, dict[str, str]] = {"jobs": {"done": "completed"}}
 
 
 # A sweep trial whose run completed (trials.csv, trial.json): the word jobs and migrations use;
@@ -51,10 +63,21 @@ def current(summary: dict) -> dict:
 
 
 def current_columns(table: str, df):
-    """``df``, a run's ``table`` (``"migrations"``, ...), with today's column names (a column already
-    under its new name wins; the frame is returned as is when nothing was renamed)."""
+    """``df``, a run's ``table`` (``"migrations"``, ...), with today's column names, units and status
+    words (a column already under its new name wins; the frame is returned as is when nothing changed)."""
     old = {o: n for o, n in RENAMED_COLUMNS.get(table, {}).items() if o in df.columns}
-    if not old:
+    converted = {o: nf for o, nf in CONVERTED_COLUMNS.get(table, {}).items() if o in df.columns}
+    words = {o: n for o, n in RENAMED_STATUS.get(table, {}).items()
+             if "status" in df.columns and (df["status"] == o).any()}
+    if not (old or converted or words):
         return df
+    df = df.copy()
+    for o, (n, factor) in converted.items():
+        if n not in df.columns:
+            df[o] = df[o] * factor
+        old[o] = n
     keep = {o: n for o, n in old.items() if n not in df.columns}
-    return df.drop(columns=[o for o in old if o not in keep]).rename(columns=keep)
+    df = df.drop(columns=[o for o in old if o not in keep]).rename(columns=keep)
+    if words:
+        df["status"] = df["status"].replace(words)
+    return df

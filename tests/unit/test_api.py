@@ -82,19 +82,33 @@ def test_open_results_reads_a_cli_directory(api_and_cli):
         testbed.open_results(out / "static")
 
 
-def test_results_written_before_the_checkpoint_rename_read_under_todays_name(api_and_cli, tmp_path):
-    """An older run (``size_gb`` in migrations.parquet) reads as ``checkpoint_gb`` in the API and the report."""
+def test_results_written_before_the_renames_read_in_todays_names_units_and_dtypes(api_and_cli, tmp_path):
+    """An older run (size_gb, minutes and hours, "done", all-None object columns) reads as today's in the API
+    and the report."""
     import shutil
 
     from testbed.analysis.validation import find_runs, gather
 
     _, out = api_and_cli
     old = shutil.copytree(out, tmp_path / "old")
-    for f in old.glob("*/migrations.parquet"):
-        pd.read_parquet(f).rename(columns={"checkpoint_gb": "size_gb"}).to_parquet(f, index=False)
-    want = testbed.open_results(out).migrations["checkpoint_gb"]
-    got = testbed.open_results(old).migrations
-    assert "size_gb" not in got and got["checkpoint_gb"].tolist() == want.tolist() and len(want)
+    for f in old.glob("*/migrations.parquet"):  # as written before: size_gb, minutes, all-None object columns
+        m = pd.read_parquet(f).rename(columns={"checkpoint_gb": "size_gb"})
+        m["predicted_breakeven_s"] /= 60.0
+        m = m.rename(columns={"predicted_breakeven_s": "predicted_breakeven_min"})
+        m["actual_total_s"] = pd.Series([None] * len(m), dtype=object)
+        m.to_parquet(f, index=False)
+    for f in old.glob("*/jobs.parquet"):  # hours, and "done"
+        j = pd.read_parquet(f)
+        j["jct_s"] /= 3600.0
+        j = j.rename(columns={"jct_s": "jct_h"}).assign(status=j["status"].replace({"completed": "done"}))
+        j.to_parquet(f, index=False)
+    now, then = testbed.open_results(out), testbed.open_results(old)
+    want, got = now.migrations, then.migrations
+    assert "size_gb" not in got and got["checkpoint_gb"].tolist() == want["checkpoint_gb"].tolist() and len(want)
+    assert got["predicted_breakeven_s"].round(6).tolist() == want["predicted_breakeven_s"].round(6).tolist()
+    assert str(got["actual_total_s"].dtype) == "float64"
+    assert then.jobs["status"].tolist() == now.jobs["status"].tolist()
+    assert (then.jobs["jct_s"] - now.jobs["jct_s"]).abs().max() < 1e-6
     migs, _ = gather(find_runs(old))
     assert "size_gb" not in migs and migs["pred_transfer_plain_s"].notna().all()
 

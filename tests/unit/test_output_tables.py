@@ -72,6 +72,18 @@ def test_migrations_written_before_the_rename_read_checkpoint_gb():
     assert current_columns("jobs", old) is old  # only the migrations table had the old name
 
 
+def test_tables_written_before_in_other_units_read_in_todays():
+    jobs = pd.DataFrame({"job_id": ["a", "b"], "status": ["done", "running"], "jct_h": [2.0, None],
+                         "queue_wait_h": [0.5, 0.0]})
+    now = current_columns("jobs", jobs)
+    assert list(now.columns) == ["job_id", "status", "jct_s", "queue_wait_s"]
+    assert now["jct_s"].tolist()[0] == 7200.0 and pd.isna(now["jct_s"].tolist()[1])
+    assert now["queue_wait_s"].tolist() == [1800.0, 0.0] and now["status"].tolist() == ["completed", "running"]
+    assert jobs["jct_h"].tolist()[0] == 2.0  # the caller's frame is left as it was
+    migs = current_columns("migrations", pd.DataFrame({"predicted_breakeven_min": [1.5]}))
+    assert migs.to_dict("list") == {"predicted_breakeven_s": [90.0]}
+
+
 def test_a_sweep_asking_for_an_old_metric_name_is_told_the_new_one():
     from testbed.errors import SpecError
     from testbed.sweep.aggregate import _metric_names
