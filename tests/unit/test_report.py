@@ -51,6 +51,26 @@ def test_report_from_a_sweep(sweep_dir, tmp_path):
                 "by_level_traces_bandwidth_steady_degradation_pct.png"):
         assert (tmp_path / "rep" / png).stat().st_size > 10_000, png
     assert "Sim vs emulation" not in text  # only sim runs here
+    problems = _report_files_against_the_document(tmp_path / "rep")
+    assert not problems, "\n".join(problems)
+
+
+def _report_files_against_the_document(rep) -> list[str]:
+    """report.json, summaries.csv and migrations.parquet against docs/outputs.md (the report's
+    migrations: every column of a run's migrations.parquet, then the report's own)."""
+    from tests.unit import outputs_schema as schema
+
+    _, files = schema.load()
+    summary_keys = files["migration:<policy>/summary.json"]
+    columns = list(pd.read_csv(rep / "summaries.csv").columns)
+    params = {c: "<param:path>" for c in columns if c.startswith("param:")}
+    assert params, "the sweep's parameter columns are in the report's tables"
+    keys = {c: "<summary key>" for c in columns if c in summary_keys and c not in files["summaries.csv"]}
+    migrations = {**files["<policy>/migrations.parquet"], **files["migrations.parquet"]}
+    return (schema.problems(rep / "report.json", "report.json", None, files)
+            + schema.problems(rep / "summaries.csv", "summaries.csv", None, files, {**params, **keys})
+            + schema.problems(rep / "migrations.parquet", "migrations.parquet", None,
+                              {**files, "migrations.parquet": migrations}, params))
 
 
 def test_report_refuses_what_is_not_a_run(tmp_path, capsys):
