@@ -66,31 +66,59 @@ def test_refuses_what_it_cannot_apply(monkeypatch):
     assert _root_links_of(plan.run_id) == []
 
 
-def test_net_up_with_a_switch_holds_a_mininet_network_with_its_cli(tmp_path):
-    """``testbed net up FILE --switch lxbr``: Mininet's CLI by site name over the shaped links, the
-    network visible to ``net status`` / ``net exec`` while held, and gone when the CLI exits."""
+_TCP = """import hashlib, socket, sys
+data = bytes(range(256)) * 4096  # 1 MiB, answered with its length and hash
+if sys.argv[1] == "serve":
+    s = socket.create_server((sys.argv[2], 7999)); c, _ = s.accept(); h = hashlib.sha256(); n = 0
+    while (b := c.recv(65536)):
+        h.update(b); n += len(b)
+    c.sendall(f"{n} {h.hexdigest()}".encode())
+else:
+    c = socket.create_connection((sys.argv[2], 7999), timeout=10); c.sendall(data); c.shutdown(socket.SHUT_WR)
+    ok = c.recv(200).decode() == f"{len(data)} {hashlib.sha256(data).hexdigest()}"
+    print("management tcp", "ok" if ok else "corrupt")
+"""
+
+
+@pytest.mark.parametrize("switch", ["lxbr", "ovs"])
+def test_net_up_with_a_switch_holds_a_mininet_network_with_its_cli(switch, tmp_path):
+    """``testbed net up FILE --switch lxbr|ovs``: Mininet's CLI by site name over the shaped links,
+    TCP over the management switch (what the controller and agents speak), the network visible to
+    ``net status`` / ``net exec`` while held, and gone when the CLI exits (with a private Open
+    vSwitch, its daemons too). ``ovs`` is skipped, saying why, where Open vSwitch cannot run."""
     import json
     import subprocess
     import sys
 
+    from testbed.substrate.mininet.switches import switch_unavailable
+
+    if why := switch_unavailable(switch):
+        pytest.skip(why)
     topo = tmp_path / "t.yaml"
     topo.write_text("sites:\n  - {name: rome, lat_deg: 41.9, lon_deg: 12.5}\n  - {name: paris, lat_deg: 48.86, "
                     "lon_deg: 2.35}\nlinks:\n  - {a: rome, b: paris, bandwidth_gbps: 0.1}\n")
+    tcp = tmp_path / "tcp.py"
+    tcp.write_text(_TCP)
     tb = [sys.executable, "-m", "testbed"]
-    held = subprocess.Popen([*tb, "net", "up", str(topo), "--switch", "lxbr"], stdin=subprocess.PIPE,
+    held = subprocess.Popen([*tb, "net", "up", str(topo), "--switch", switch], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         first = held.stdout.readline()
-        assert "up in" in first and "switch lxbr" in first, first
+        assert "up in" in first and f"switch {switch}" in first, first
         run_id = first.split()[1]
         st = json.loads(subprocess.run([*tb, "net", "status", "--json"], capture_output=True, text=True,
                                        check=True).stdout)
         mine = [s for s in st if s["run_id"] == run_id]
-        assert mine and mine[0]["purpose"] == "net" and mine[0]["switch"] == "lxbr"
+        assert mine and mine[0]["purpose"] == "net" and mine[0]["switch"] == switch
+        daemons = [p for p in psutil.Process().children(recursive=True) if p.name().startswith("ovs")]
+        assert bool(daemons) == (switch == "ovs" and not _system_ovs()), daemons  # a private Open vSwitch
         ex = subprocess.run([*tb, "net", "exec", "rome", "--run", run_id, "--", "ip", "-br", "addr"],
                             capture_output=True, text=True, timeout=30)
         assert ex.returncode == 0 and "10.200.0.1/32" in ex.stdout, ex.stderr
-        out, _ = held.communicate("rome ping -c 2 -W 2 paris\npingall\nexit\n", timeout=60)
+        mgmt = mine[0]["sites"]["paris"]["mgmt_addr"]
+        out, _ = held.communicate(f"rome ping -c 2 -W 2 paris\npingall\n"
+                                  f"paris {sys.executable} {tcp} serve {mgmt} &\n"
+                                  f"rome sleep 0.5; {sys.executable} {tcp} send {mgmt}\nexit\n", timeout=60)
     finally:
         if held.poll() is None:
             held.kill()  # our own child, by PID
@@ -98,11 +126,20 @@ def test_net_up_with_a_switch_holds_a_mininet_network_with_its_cli(tmp_path):
     assert held.returncode == 0, out
     assert "2 packets transmitted, 2 received" in out  # 'paris' stood for its site address
     assert "0% dropped (2/2 received)" in out and f"network {run_id} down" in out
+    assert "management tcp ok" in out, out
     assert _root_links_of(run_id) == []
+    if daemons:  # the private Open vSwitch ended, and its userspace datapath's device with it
+        assert not [p for p in daemons if p.is_running()] and "ovs-netdev" not in _root_links_of("")
     from testbed.netem import state
 
     assert state.read(run_id) is None
     assert not [p for p in psutil.process_iter(["cmdline"]) if run_id in " ".join(p.info["cmdline"] or [])]
+
+
+def _system_ovs() -> bool:
+    from testbed.substrate.mininet.ovs import system_ovs_answers
+
+    return system_ovs_answers()
 
 
 def test_net_up_with_an_unavailable_switch_says_why_in_one_line():

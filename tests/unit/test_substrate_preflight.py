@@ -42,14 +42,39 @@ def test_docker_runtime_without_its_tools_refuses(monkeypatch):
     assert docker_unavailable() == "runtime 'docker': no `dockerd` found: install Debian's docker.io"
 
 
-def test_ovs_switch_refused_with_its_reason(monkeypatch):
+def test_ovs_switch_refused_with_its_reason(monkeypatch, tmp_path):
     pytest.importorskip("mininet.net")
-    from testbed.substrate.mininet import switches
+    from testbed.substrate.mininet import ovs, switches
 
-    monkeypatch.setattr(switches, "_which", lambda tool: None if tool == "ovs-vsctl" else "/bin/true")
+    monkeypatch.setattr(switches, "_which", lambda tool: "/bin/true")
+    monkeypatch.setattr(ovs, "which", lambda tool: None if tool == "ovs-vsctl" else "/bin/true")
     assert switches.switch_unavailable("ovs").startswith("switch 'ovs': no Open vSwitch here")
     assert switches.switch_unavailable("lxbr") is None
     assert "choose one of lxbr, ovs" in switches.switch_unavailable("p4")
+    # no system ovsdb answering and no daemons to start a private one: said, with what is missing
+    monkeypatch.setattr(ovs, "which", lambda tool: None if tool == "ovs-vswitchd" else "/bin/true")
+    monkeypatch.setattr(ovs, "system_ovs_answers", lambda: False)
+    monkeypatch.setattr(ovs, "kernel_datapath", lambda: True)
+    why = switches.switch_unavailable("ovs")
+    assert why.startswith("switch 'ovs': no ovsdb answers and a private one cannot be started (ovs-vswitchd")
+    # neither datapath: no kernel module, no tun device for the userspace one
+    monkeypatch.setattr(ovs, "kernel_datapath", lambda: False)
+    monkeypatch.setattr(ovs, "TUN", tmp_path / "no-tun")
+    assert "no datapath" in switches.switch_unavailable("ovs")
+
+
+def test_mininet_substrate_switch_comes_from_the_environment(monkeypatch, capsys, tmp_path):
+    pytest.importorskip("mininet.net")
+    from testbed.substrate.mininet import switches
+
+    monkeypatch.setenv(switches.SWITCH_ENV, "p4")
+    out = tmp_path / "r"
+    rc = main(["run", "scenarios/quickstart.yaml", "--substrate", "mininet", "--out", str(out), "--no-progress"])
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("error:")]
+    assert rc == 1 and len(err) == 1 and not out.exists()
+    assert "TESTBED_MININET_SWITCH=p4: switch 'p4': choose one of lxbr, ovs" in err[0]
+    monkeypatch.delenv(switches.SWITCH_ENV)
+    assert switches.substrate_switch() == "lxbr"
 
 
 

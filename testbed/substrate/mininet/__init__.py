@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from testbed.substrate.registry import SubstrateKind, register_substrate
 
 
@@ -13,9 +15,12 @@ def _make(inputs, run_id):
 
 def _unavailable(scenario):
     from testbed.substrate.emulated.preflight import live_unavailable
-    from testbed.substrate.mininet.switches import switch_unavailable
+    from testbed.substrate.mininet.switches import SWITCH_ENV, substrate_switch, switch_unavailable
 
-    return switch_unavailable("lxbr") or live_unavailable(scenario)
+    why = switch_unavailable(substrate_switch())
+    if why and os.environ.get(SWITCH_ENV):  # say where the switch was chosen
+        why = f"{SWITCH_ENV}={os.environ[SWITCH_ENV]}: {why}"
+    return why or live_unavailable(scenario)
 
 
 register_substrate(SubstrateKind("mininet", "Mininet-built, root", make=_make, live=True, unavailable=_unavailable))

@@ -80,9 +80,10 @@ class MininetFabric(Fabric):
         self.hosts: dict[str, object] = {}  # site name -> Mininet host (for the CLI)
         self._paths: dict[str, str] = {}
         self._host_pids: list[int] = []
+        self._ovs = None  # a private Open vSwitch started for this network (switch ovs, none answering)
 
     def _owned_pids(self) -> list[int]:
-        return super()._owned_pids() + self._host_pids
+        return super()._owned_pids() + self._host_pids + (self._ovs.pids if self._ovs else [])
 
     def _ns(self, name: str) -> str:
         return self._paths[name]
@@ -98,7 +99,10 @@ class MininetFabric(Fabric):
         from mininet.nodelib import LinuxBridge
 
         p = self.plan
-        cls, sw_params = (LinuxBridge, {"inNamespace": True}) if self.switch == "lxbr" else (OVSBridge, {})
+        if self.switch == "lxbr":
+            cls, sw_params = LinuxBridge, {"inNamespace": True}
+        else:
+            cls, sw_params = OVSBridge, {"datapath": self._open_vswitch()}
         net = Mininet(topo=None, build=False, controller=None, switch=cls, autoSetMacs=False,
                       autoStaticArp=False, waitConnected=False)
         self.net = net
@@ -136,6 +140,17 @@ class MininetFabric(Fabric):
         self._verify()
         self._start_relays()
 
+    def _open_vswitch(self) -> str:
+        """The system's Open vSwitch where it answers, else a private one in this fabric's temporary
+        folder (each daemon listed in the state file as it starts); returns Mininet's datapath."""
+        from testbed.netem import state
+        from testbed.substrate.mininet import ovs
+
+        if not ovs.system_ovs_answers():
+            self._ovs = ovs.PrivateOvs(f"{self._tmp}/ovs")
+            self._ovs.start(on_started=lambda pid: state.add(self.plan.run_id, pids=[pid]))
+        return ovs.datapath()
+
     def _link_params(self, link: LinkPlan, side: str) -> dict:
         params: dict = {"bw": link.rate_ab_mbit if side == "a" else link.rate_ba_mbit, "rtt_ms": link.rtt_ms}
         if self.plan.impairment == "netem" and link.impaired:
@@ -148,6 +163,7 @@ class MininetFabric(Fabric):
         """Mininet's LinuxBridge made the bridge (in its namespace) but attached none of our ports: attach
         them as the netns fabric does, then read every port's master back. An OVSBridge added its ports."""
         if self.switch != "lxbr":
+            self._userspace_ports()
             return
         p = self.plan
         with ipr_in(self._ns(p.mgmt_ns)) as n:
@@ -163,6 +179,23 @@ class MininetFabric(Fabric):
         if loose:
             raise FabricError(f"management port {loose[0]} is not on bridge {p.mgmt_bridge}; refusing to run "
                               "without a management network")
+
+    def _userspace_ports(self) -> None:
+        """Open vSwitch's userspace datapath reads and writes frames as a frame relay does (AF_PACKET),
+        so, as for a relayed link (testbed/netem/offload.py), offloads are switched off on both ends
+        of every management veth: with tx checksumming on, a TCP frame reaches the other side with
+        only a partial checksum and is dropped (pings pass; not even a SYN gets through; measured)."""
+        from testbed.netem.nsexec import in_netns
+        from testbed.netem.offload import set_offloads
+        from testbed.substrate.mininet.ovs import datapath
+
+        if datapath() != "user":
+            return
+        p = self.plan
+        for ns, ifname, peer in [(s.ns, s.mgmt_if, s.mgmt_peer_if) for s in p.sites] + [(p.ctl_ns, p.ctl_if, p.ctl_peer_if)]:
+            with in_netns(self._ns(ns)):
+                set_offloads(ifname, enabled=False)
+            set_offloads(peer, enabled=False)  # the switch's side, in the root namespace
 
     def _info(self) -> dict:
         """As the netns fabric's, with each site's namespace given as its host's ``/proc/PID/ns/net``
@@ -208,7 +241,11 @@ class MininetFabric(Fabric):
 
     def _stop_hosts(self) -> None:
         """Called by :meth:`Fabric.down` after the relays, before the state file is updated."""
-        if self.net is not None:
-            net, self.net = self.net, None
-            with _quiet_mininet():
-                net.stop()  # ends the hosts Mininet started and deletes its links and bridge
+        try:
+            if self.net is not None:
+                net, self.net = self.net, None
+                with _quiet_mininet():
+                    net.stop()  # ends the hosts Mininet started and deletes its links and bridge
+        finally:
+            if self._ovs is not None:  # after Mininet deleted its bridge from the database
+                self._ovs.stop()

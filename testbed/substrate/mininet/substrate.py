@@ -6,10 +6,14 @@ from __future__ import annotations
 from testbed.netem.plan import FabricPlan
 from testbed.substrate.emulated.base import EmulatedSubstrate
 from testbed.substrate.mininet.fabric import MininetFabric
+from testbed.substrate.mininet.switches import substrate_switch
 
 
 class MininetSubstrate(EmulatedSubstrate):
     name = "mininet"
 
     def make_fabric(self, plan: FabricPlan) -> MininetFabric:
-        return MininetFabric(plan)
+        return MininetFabric(plan, switch=substrate_switch())
+
+    def describe(self) -> dict:
+        return {**super().describe(), "switch": self.fabric.switch if self.fabric else substrate_switch()}

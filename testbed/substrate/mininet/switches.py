@@ -5,7 +5,9 @@
   the host's root namespace, so the host's firewall (bridged traffic goes through iptables while
   ``net.bridge.bridge-nf-call-iptables = 1``) cannot drop it.
 - ``ovs``: Mininet's ``OVSBridge`` (Open vSwitch in standalone mode, no controller) in the root
-  namespace, as Mininet runs it; needs ovs-vsctl, a reachable ovsdb and the openvswitch module.
+  namespace, as Mininet runs it: the system's Open vSwitch where its ovsdb answers, else a private
+  one started for the network; the kernel datapath where the openvswitch module is loaded, else
+  the userspace one (:mod:`.ovs`).
 
 :func:`switch_unavailable` answers before anything is built: Mininet itself calls ``exit(1)``
 when a switch's tool is missing, which must never happen half-way through a run.
@@ -13,11 +15,11 @@ when a switch's tool is missing, which must never happen half-way through a run.
 
 from __future__ import annotations
 
+import os
 import shutil
-import subprocess
-from pathlib import Path
 
 SWITCHES = ("lxbr", "ovs")
+SWITCH_ENV = "TESTBED_MININET_SWITCH"  # the mininet substrate's switch (``testbed run``); default lxbr
 _SBIN = "/usr/sbin:/sbin:/usr/bin:/bin"
 
 
@@ -36,6 +38,11 @@ def mininet_unavailable() -> str | None:
     return None
 
 
+def substrate_switch() -> str:
+    """The management switch of ``--substrate mininet`` runs: ``$TESTBED_MININET_SWITCH``, else lxbr."""
+    return os.environ.get(SWITCH_ENV) or "lxbr"
+
+
 def switch_unavailable(switch: str) -> str | None:
     """Why ``switch`` cannot join a Mininet network here, or None."""
     if switch not in SWITCHES:
@@ -45,14 +52,6 @@ def switch_unavailable(switch: str) -> str | None:
         return why
     if switch == "lxbr":
         return None if _which("brctl") else "switch 'lxbr' needs brctl (apt-get install bridge-utils)"
-    if _which("ovs-vsctl") is None:
-        return "switch 'ovs': no Open vSwitch here (ovs-vsctl not found; apt-get install openvswitch-switch)"
-    if not Path("/sys/module/openvswitch").is_dir():
-        return "switch 'ovs': the openvswitch kernel module is not loaded (its datapath forwards the frames)"
-    try:
-        r = subprocess.run([_which("ovs-vsctl"), "-t", "2", "show"], capture_output=True, timeout=5)
-    except subprocess.TimeoutExpired:
-        return "switch 'ovs': ovsdb did not answer `ovs-vsctl show` (is ovs-vswitchd running?)"
-    if r.returncode != 0:
-        return "switch 'ovs': `ovs-vsctl show` failed (is ovsdb-server/ovs-vswitchd running?)"
-    return None
+    from testbed.substrate.mininet.ovs import ovs_unavailable
+
+    return ovs_unavailable()
