@@ -354,7 +354,7 @@ class Results:
     def _read_table(self, name: str) -> "pd.DataFrame":
         import pandas as pd
 
-        from testbed.analysis.names import current_columns
+        from testbed.analysis.names import current_columns, typed_as_today
 
         if name not in self.tables:
             from testbed.suggest import did_you_mean
@@ -366,7 +366,7 @@ class Results:
             f = self.path / lb / f"{name}.parquet"
             if not f.is_file():
                 continue
-            df = _typed_as_today(name, current_columns(name, pd.read_parquet(f)))  # older results: today's names
+            df = typed_as_today(name, current_columns(name, pd.read_parquet(f)))  # older results read as today's
             if "label" not in df.columns:
                 df["label"] = lb
             if "policy" not in df.columns:
@@ -406,21 +406,6 @@ class Results:
             return self.table(name)
         except KeyError as e:
             raise AttributeError(str(e.args[0])) from None
-
-
-def _typed_as_today(table: str, df: "pd.DataFrame") -> "pd.DataFrame":
-    """An older ``migrations.parquet`` held its columns with no value as ``object`` (all None): cast
-    them to the dtype today's recorder writes (float64, Int64, boolean)."""
-    if table != "migrations" or not any(df[c].dtype == object for c in df.columns):
-        return df
-    from testbed.controller.records import MIGRATION_DTYPES
-    from testbed.recorder.tables import typed
-
-    loose = {c: t for c, t in MIGRATION_DTYPES.items() if c in df.columns and df[c].dtype == object}
-    try:
-        return typed(df, loose)
-    except (TypeError, ValueError):  # a value today's dtype cannot hold: leave the table as written
-        return df
 
 
 def open_results(path: PathLike) -> Results:

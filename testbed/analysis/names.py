@@ -41,6 +41,22 @@ CONVERTED_COLUMNS: dict[str, dict[str, tuple[str, float]]] = {
 # Per-policy table -> its ``status`` words of before -> today's.
 RENAMED_STATUS: dict[str, dict[str, str]] = {"jobs": {"done": "completed"}}
 
+# Per-policy table -> the dtype today's recorder writes for each column an older one left untyped when
+# it held no value (``object``, every value None); tests/unit/test_output_tables.py checks them
+# against the recorder's dtypes (testbed/controller/records.py).
+_F, _I, _B = "float64", "Int64", "boolean"
+UNTYPED_BEFORE: dict[str, dict[str, str]] = {
+    "migrations": {
+        **dict.fromkeys(("actual_checkpoint_s", "actual_transfer_s", "actual_load_s", "actual_downtime_s",
+                         "actual_total_s", "actual_goodput_gbps", "save_mb_per_s", "load_mb_per_s", "start_lag_s",
+                         "control_s", "host_cpu_cores", "own_cpu_cores", "other_cpu_cores", "steal_cpu_cores",
+                         "p_window_ok"), _F),
+        **dict.fromkeys(("actual_checkpoint_bytes", "measured_io_bytes"), _I),
+        **dict.fromkeys(("contended", "completed_in_window", "within_budget", "overran", "predicted_feasible",
+                         "predicted_risk_feasible"), _B),
+    },
+}
+
 
 # A sweep trial whose run completed (trials.csv, trial.json): the word jobs and migrations use;
 # trials recorded before said "done", which is still read as completed.
@@ -81,3 +97,17 @@ def current_columns(table: str, df):
     if words:
         df["status"] = df["status"].replace(words)
     return df
+
+
+def typed_as_today(table: str, df):
+    """``df``, a run's ``table``, with the columns an older recorder left untyped (:data:`UNTYPED_BEFORE`)
+    cast to today's dtype; a value that dtype cannot hold leaves the frame as written."""
+    loose = {c: t for c, t in UNTYPED_BEFORE.get(table, {}).items() if c in df.columns and df[c].dtype == object}
+    if not loose:
+        return df
+    from testbed.recorder.tables import typed
+
+    try:
+        return typed(df, loose)
+    except (TypeError, ValueError):
+        return df

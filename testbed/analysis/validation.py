@@ -24,7 +24,7 @@ from matplotlib.figure import Figure
 
 from testbed.analysis import degradation
 from testbed.analysis.outcomes import outcome_s
-from testbed.analysis.names import TRIAL_DONE, current, current_columns
+from testbed.analysis.names import TRIAL_DONE, current, current_columns, typed_as_today
 from testbed.errors import TestbedError
 from testbed.feasibility import TCP_EFFICIENCY_MTU1500
 
@@ -91,7 +91,8 @@ def gather(runs: list[Run]) -> tuple[pd.DataFrame, pd.DataFrame]:
         for label in _policies(run):
             s = current(json.loads((run.path / label / "summary.json").read_text()))  # today's names
             sums.append({**meta, **s, "label": label})
-            m = current_columns("migrations", pd.read_parquet(run.path / label / "migrations.parquet"))
+            m = typed_as_today("migrations", current_columns("migrations",
+                                                              pd.read_parquet(run.path / label / "migrations.parquet")))
             if len(m):
                 migs.append(degradation.mark(m.assign(**meta, label=label), run.resolved))
     mdf = pd.concat(migs, ignore_index=True) if migs else pd.DataFrame()

@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 import pandas as pd
 import pytest
 
-from testbed.analysis.names import current, current_columns, current_name
+from testbed.analysis.names import UNTYPED_BEFORE, current, current_columns, current_name, typed_as_today
 from testbed.recorder.tables import dtypes_of, split_series, tidy_traces, typed, with_policy, with_time
 
 
@@ -82,6 +82,18 @@ def test_tables_written_before_in_other_units_read_in_todays():
     assert jobs["jct_h"].tolist()[0] == 2.0  # the caller's frame is left as it was
     migs = current_columns("migrations", pd.DataFrame({"predicted_breakeven_min": [1.5]}))
     assert migs.to_dict("list") == {"predicted_breakeven_s": [90.0]}
+
+
+def test_columns_an_older_recorder_left_untyped_read_in_todays_dtypes():
+    from testbed.controller.records import MIGRATION_DTYPES
+
+    assert all(MIGRATION_DTYPES[c] == t for c, t in UNTYPED_BEFORE["migrations"].items())
+    old = pd.DataFrame({"job_id": ["j"], "actual_total_s": pd.Series([None], dtype=object),
+                        "contended": pd.Series([None], dtype=object), "measured_io_bytes": pd.Series([7], dtype=object)})
+    now = typed_as_today("migrations", old)
+    assert {c: str(t) for c, t in now.dtypes.items()} == {"job_id": str(old["job_id"].dtype), "actual_total_s": "float64",
+                                                          "contended": "boolean", "measured_io_bytes": "Int64"}
+    assert typed_as_today("jobs", old) is old
 
 
 def test_a_sweep_asking_for_an_old_metric_name_is_told_the_new_one():
