@@ -23,6 +23,7 @@ import pandas as pd
 from scipy import stats
 
 from testbed.analysis.names import RENAMED, current
+from testbed.suggest import did_you_mean
 from testbed.errors import SpecError
 from testbed.spec.policies import policy_label
 from testbed.sweep.plan import SweepPlan, Trial
@@ -67,7 +68,8 @@ def _metric_names(summaries: list[dict], wanted: list[str] | None, sweep_file: s
         if m not in numeric and m in RENAMED:
             problems.append((f"{sweep_file}: metrics[{i}]", f"{m!r} is now called {RENAMED[m]!r}"))
         elif m not in numeric:
-            problems.append((f"{sweep_file}: metrics[{i}]", f"no summary column {m!r} (known: {', '.join(sorted(numeric))})"))
+            problems.append((f"{sweep_file}: metrics[{i}]", f"no summary column {m!r}{did_you_mean(m, numeric)} "
+                                                             f"(known: {', '.join(sorted(numeric))})"))
         elif not numeric[m]:
             problems.append((f"{sweep_file}: metrics[{i}]", f"summary column {m!r} is not numeric"))
     if problems:

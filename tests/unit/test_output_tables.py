@@ -110,3 +110,11 @@ def test_federated_energy_written_before_the_rename_reads_grid_and_renewable_kwh
     for table in ("rounds", "sites"):
         df = current_columns(table, pd.DataFrame([old]))
         assert df.to_dict("list") == {"energy_kwh": [3.0], "grid_kwh": [1.0], "renewable_kwh": [2.0]}
+
+
+def test_a_sweep_metric_with_a_typo_gets_a_did_you_mean():
+    from testbed.errors import SpecError
+    from testbed.sweep.aggregate import _metric_names
+
+    with pytest.raises(SpecError, match=r"no summary column 'mean_jct' \(did you mean mean_jct_h\?\) \(known: "):
+        _metric_names([{"policy": "static", "mean_jct_h": 1.0, "grid_kwh": 2.0}], ["mean_jct"], "s.yaml")
