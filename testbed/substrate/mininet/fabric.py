@@ -192,7 +192,8 @@ class MininetFabric(Fabric):
         if datapath() != "user":
             return
         p = self.plan
-        for ns, ifname, peer in [(s.ns, s.mgmt_if, s.mgmt_peer_if) for s in p.sites] + [(p.ctl_ns, p.ctl_if, p.ctl_peer_if)]:
+        ends = [(s.ns, s.mgmt_if, s.mgmt_peer_if) for s in p.sites] + [(p.ctl_ns, p.ctl_if, p.ctl_peer_if)]
+        for ns, ifname, peer in ends:
             with in_netns(self._ns(ns)):
                 set_offloads(ifname, enabled=False)
             set_offloads(peer, enabled=False)  # the switch's side, in the root namespace
