@@ -36,7 +36,10 @@ def api_and_cli(tmp_path_factory):
                       substrate="sim")
     out = tmp_path_factory.mktemp("cli") / "qs"
     assert main(["run", str(QUICKSTART), "--substrate", "sim", "--out", str(out), "--no-progress"]) == 0
-    return res, out
+    yield res, out
+    import shutil
+
+    shutil.rmtree(res.path)  # out=None wrote to a new temporary directory, which stays for the user
 
 
 def test_import_testbed_is_light():
