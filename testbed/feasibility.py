@@ -34,7 +34,7 @@ if TYPE_CHECKING:  # the scenario's model (a lower layer), for annotations only
 
 # TCP goodput / configured rate with a 1500-byte MTU: 1448 payload bytes (20 IP + 20 TCP + 12
 # timestamp option bytes of header) per 1514-byte Ethernet frame.  Measured on this testbed's
-# shaped links: 95.6-95.9 % (DESIGN.md), i.e. this ideal.
+# shaped links: 95.6-95.9 % (`testbed bench shaping`), i.e. this ideal.
 TCP_EFFICIENCY_MTU1500 = 1448 / 1514
 
 # The paper's fixed transfer-time cut-offs for its classes A/B/C.

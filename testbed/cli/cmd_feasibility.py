@@ -17,7 +17,7 @@ from testbed.feasibility import (MIN_EPSILON, TCP_EFFICIENCY_MTU1500, Correction
 
 # (flag, default, check, message) for every numeric flag; ``None`` default: not given.
 _NUMBERS = (
-    ("--size-gb", None, lambda x: x > 0, "must be > 0"),
+    ("--checkpoint-gb", None, lambda x: x > 0, "must be > 0"),
     ("--bandwidth-gbps", None, lambda x: x > 0, "must be > 0"),
     ("--window-h", "2.5", lambda x: x > 0, "must be > 0"),
     ("--alpha", "0.1", lambda x: 0 < x <= 1, "must be in (0, 1]"),
@@ -33,22 +33,26 @@ _NUMBERS = (
     ("--protocol-efficiency", None, lambda x: 0 < x <= 1, "must be in (0, 1]"),
     ("--rtt-ms", None, lambda x: x >= 0, "must be >= 0"),
 )
+# Older spellings still accepted (the checkpoint size was --size-gb before it got the name every
+# table uses, checkpoint_gb).
+_ALIASES = {"--checkpoint-gb": ("--size-gb",)}
 _FIGURE_SUFFIXES = (".png", ".pdf", ".svg")
 # The model's names of inputs and derived quantities -> the flags that set them (a derived quantity
 # that overflows is blamed on the flags it is computed from).
 _FLAGS_OF = {
-    "size_gb": "--size-gb", "size_bytes": "--size-gb", "bandwidth_gbps": "--bandwidth-gbps",
-    "transfer_s": "--size-gb/--bandwidth-gbps", "time_s": "--size-gb/--bandwidth-gbps",
+    "size_gb": "--checkpoint-gb", "checkpoint_gb": "--checkpoint-gb", "size_bytes": "--checkpoint-gb",
+    "bandwidth_gbps": "--bandwidth-gbps",
+    "transfer_s": "--checkpoint-gb/--bandwidth-gbps", "time_s": "--checkpoint-gb/--bandwidth-gbps",
     "window_s": "--window-h", "window_forecast_s": "--window-h", "alpha": "--alpha", "needed_s": "--alpha",
     "t_load_s": "--t-load-s", "t_load_s_per_gb": "--t-load-s-per-gb", "t_downtime_s": "--t-downtime-s", "p_sys_kw": "--p-sys-kw",
-    "e_cost_kwh": "--p-sys-kw/--size-gb/--bandwidth-gbps", "p_node_kw": "--p-node-kw",
+    "e_cost_kwh": "--p-sys-kw/--checkpoint-gb/--bandwidth-gbps", "p_node_kw": "--p-node-kw",
     "breakeven_min": "--p-node-kw/--p-sys-kw", "robust_degradation_frac": "--robust-degradation-pct",
     "epsilon": "--epsilon", "noise_frac": "--window-noise-pct", "bias_frac": "--window-bias-pct",
     "risk_window_s": "--window-noise-pct/--window-bias-pct", "protocol_efficiency": "--protocol-efficiency",
     "rtt_ms": "--rtt-ms",
 }
 _HELP = {
-    "--size-gb": "checkpoint size S in GB (1e9 bytes)",
+    "--checkpoint-gb": "checkpoint size S in GB (1e9 bytes)",
     "--bandwidth-gbps": "WAN bandwidth B in Gbit/s",
     "--window-h": "remaining renewable window T_energy in hours (default 2.5; the forecast with --epsilon)",
     "--alpha": "acceptable overhead fraction of the window (default 0.1)",
@@ -76,7 +80,7 @@ def register(subparsers) -> None:
         allow_abbrev=False,
     )
     for flag, default, _check, _message in _NUMBERS:
-        p.add_argument(flag, default=default, help=_HELP[flag])
+        p.add_argument(flag, *_ALIASES.get(flag, ()), default=default, help=_HELP[flag])
     p.add_argument("--tcp-efficiency", action="store_true", help=f"protocol efficiency 1448/1514 = {TCP_EFFICIENCY_MTU1500:.4f}")
     p.add_argument("--phase-diagram", metavar="PNG", help="draw the phase diagram into this file")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of aligned lines")
@@ -108,12 +112,12 @@ def _numbers(args: argparse.Namespace) -> dict[str, float | None]:
 def _cross_checks(args: argparse.Namespace, v: dict[str, float | None]) -> None:
     problems = []
     if args.phase_diagram is None:
-        for flag in ("--size-gb", "--bandwidth-gbps"):
+        for flag in ("--checkpoint-gb", "--bandwidth-gbps"):
             if v[flag] is None:
                 problems.append((flag, "required (unless only --phase-diagram is asked for)"))
-    elif (v["--size-gb"] is None) != (v["--bandwidth-gbps"] is None):
-        flag = "--size-gb" if v["--size-gb"] is None else "--bandwidth-gbps"
-        problems.append((flag, "required together with " + ("--bandwidth-gbps" if flag == "--size-gb" else "--size-gb")))
+    elif (v["--checkpoint-gb"] is None) != (v["--bandwidth-gbps"] is None):
+        flag = "--checkpoint-gb" if v["--checkpoint-gb"] is None else "--bandwidth-gbps"
+        problems.append((flag, "required together with " + ("--bandwidth-gbps" if flag == "--checkpoint-gb" else "--checkpoint-gb")))
     if args.tcp_efficiency and v["--protocol-efficiency"] is not None:
         problems.append(("--tcp-efficiency", "cannot be combined with --protocol-efficiency"))
     for flag in ("--window-noise-pct", "--window-bias-pct"):
@@ -151,7 +155,7 @@ def _params(args: argparse.Namespace, v: dict[str, float | None]) -> Feasibility
 def _report(a: Prediction) -> dict:
     """The printed keys, in order (units in the names)."""
     out = {
-        "size_gb": a.size_gb,
+        "checkpoint_gb": a.size_gb,
         "bandwidth_gbps": a.bandwidth_gbps,
         "window_s": a.window_s,
         "alpha": a.alpha,
@@ -198,9 +202,9 @@ def _run(args: argparse.Namespace) -> int:
     if not math.isfinite(window_s):
         raise SpecError([("--window-h", "too large (the window in seconds is not a finite number)")])
     out: dict = {}
-    if v["--size-gb"] is not None:
+    if v["--checkpoint-gb"] is not None:
         a = assess(
-            v["--size-gb"],
+            v["--checkpoint-gb"],
             v["--bandwidth-gbps"],
             window_s,
             params,

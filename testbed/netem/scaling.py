@@ -21,7 +21,7 @@ from testbed.netem.qdisc import MIN_RATE_MBIT
 if TYPE_CHECKING:  # pragma: no cover  (the fabric's modules load without pydantic)
     from testbed.spec.scenario import Scenario
 
-# Wall-clock goodput this machine shapes accurately (DESIGN.md: tbf accurate to 5 Gbit/s; the
+# Wall-clock goodput this machine shapes accurately (measured by `testbed bench shaping`: tbf accurate to 5 Gbit/s; the
 # Python delay relay carries ~730 Mbit/s). Conservative defaults; `testbed bench shaping` measures
 # the relay's (cached: testbed.netem.dataplane_capacity).
 CAPACITY_MBIT_DIRECT = 2000.0

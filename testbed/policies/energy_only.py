@@ -1,4 +1,4 @@
-"""Energy-only: follow renewable surplus, with no feasibility check (the seed's baseline).
+"""Energy-only: follow renewable surplus, with no feasibility check (the migration paper's baseline).
 
 Placement goes to the free site with the largest surplus. At each decision point every job
 running on grid power moves to the free site with the largest surplus that can power it,

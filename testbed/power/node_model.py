@@ -1,7 +1,7 @@
 """One node's power and speed as functions of its GPU cap: a node type plus a power profile.
 
-The node type gives the wall power of an *uncapped* training node (``p_active_kw``, the seed's
-P_node) and of an idle one; the profile gives how the GPU's draw and throughput fall as its cap
+The node type gives the wall power of an *uncapped* training node (``p_active_kw``, the migration
+paper's P_node) and of an idle one; the profile gives how the GPU's draw and throughput fall as its cap
 falls. The rest of the node (host CPU, memory, fans, PSU losses) is constant while training:
 
     host_kw        = p_active_kw - profile.max_draw_w / 1000

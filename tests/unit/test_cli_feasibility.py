@@ -29,7 +29,7 @@ def _lines(stdout: str) -> dict[str, str]:
 
 
 def test_human_output_for_the_seed_example(cli):
-    code, out, err = cli("--size-gb", "40", "--bandwidth-gbps", "10", "--window-h", "2.5")
+    code, out, err = cli("--checkpoint-gb", "40", "--bandwidth-gbps", "10", "--window-h", "2.5")
     assert code == 0 and err == ""
     values = _lines(out)
     assert float(values["transfer_s"]) == 32
@@ -49,7 +49,7 @@ def test_human_output_for_the_seed_example(cli):
 
 
 def test_json_output(cli):
-    code, out, _ = cli("--size-gb", "100", "--bandwidth-gbps", "1", "--json")
+    code, out, _ = cli("--checkpoint-gb", "100", "--bandwidth-gbps", "1", "--json")
     assert code == 0
     d = json.loads(out)
     assert d["transfer_s"] == 800
@@ -60,14 +60,14 @@ def test_json_output(cli):
 
 
 def test_json_and_human_forms_have_the_same_keys(cli):
-    argv = ("--size-gb", "280", "--bandwidth-gbps", "10", "--epsilon", "0.1", "--window-noise-pct", "30")
+    argv = ("--checkpoint-gb", "280", "--bandwidth-gbps", "10", "--epsilon", "0.1", "--window-noise-pct", "30")
     _, human, _ = cli(*argv)
     _, js, _ = cli(*argv, "--json")
     assert list(_lines(human)) == list(json.loads(js))
 
 
 def test_risk_budget(cli):
-    _, out, _ = cli("--size-gb", "100", "--bandwidth-gbps", "1", "--epsilon", "0.1", "--window-noise-pct", "30", "--json")
+    _, out, _ = cli("--checkpoint-gb", "100", "--bandwidth-gbps", "1", "--epsilon", "0.1", "--window-noise-pct", "30", "--json")
     d = json.loads(out)
     assert d["epsilon"] == 0.1
     assert d["risk_window_s"] < 9000
@@ -76,23 +76,23 @@ def test_risk_budget(cli):
 
 
 def test_epsilon_without_noise_is_deterministic(cli):
-    _, plain, _ = cli("--size-gb", "100", "--bandwidth-gbps", "1", "--json")
-    _, risky, _ = cli("--size-gb", "100", "--bandwidth-gbps", "1", "--epsilon", "0.05", "--json")
+    _, plain, _ = cli("--checkpoint-gb", "100", "--bandwidth-gbps", "1", "--json")
+    _, risky, _ = cli("--checkpoint-gb", "100", "--bandwidth-gbps", "1", "--epsilon", "0.05", "--json")
     assert json.loads(risky)["budget_s"] == json.loads(plain)["budget_s"]
     assert json.loads(risky)["feasible"] == json.loads(plain)["feasible"]
 
 
 def test_corrections(cli):
-    _, out, _ = cli("--size-gb", "40", "--bandwidth-gbps", "10", "--tcp-efficiency", "--rtt-ms", "50", "--json")
+    _, out, _ = cli("--checkpoint-gb", "40", "--bandwidth-gbps", "10", "--tcp-efficiency", "--rtt-ms", "50", "--json")
     d = json.loads(out)
     assert d["corrections"] == ["protocol_efficiency", "slow_start"]
     assert d["transfer_s"] > 32 / TCP_EFFICIENCY_MTU1500
-    _, out, _ = cli("--size-gb", "40", "--bandwidth-gbps", "10", "--protocol-efficiency", "0.5", "--json")
+    _, out, _ = cli("--checkpoint-gb", "40", "--bandwidth-gbps", "10", "--protocol-efficiency", "0.5", "--json")
     assert json.loads(out)["transfer_s"] == pytest.approx(64)
 
 
 def test_parameters_are_passed_through(cli):
-    _, out, _ = cli("--size-gb", "40", "--bandwidth-gbps", "10", "--window-h", "1", "--alpha", "0.2",
+    _, out, _ = cli("--checkpoint-gb", "40", "--bandwidth-gbps", "10", "--window-h", "1", "--alpha", "0.2",
                     "--t-load-s", "5", "--t-downtime-s", "1", "--p-sys-kw", "3.6", "--p-node-kw", "1.5", "--json")
     d = json.loads(out)
     assert d["budget_s"] == pytest.approx(720)
@@ -104,31 +104,31 @@ def test_parameters_are_passed_through(cli):
 @pytest.mark.parametrize(
     ("argv", "flag"),
     [
-        (["--size-gb", "0", "--bandwidth-gbps", "10"], "--size-gb"),
-        (["--size-gb", "-5", "--bandwidth-gbps", "10"], "--size-gb"),
-        (["--size-gb", "abc", "--bandwidth-gbps", "10"], "--size-gb"),
-        (["--size-gb", "40", "--bandwidth-gbps", "0"], "--bandwidth-gbps"),
-        (["--size-gb", "40", "--bandwidth-gbps", "nan"], "--bandwidth-gbps"),
-        (["--size-gb", "40", "--bandwidth-gbps", "inf"], "--bandwidth-gbps"),
-        (["--size-gb", "40", "--bandwidth-gbps", "10", "--window-h", "0"], "--window-h"),
-        (["--size-gb", "40", "--bandwidth-gbps", "10", "--alpha", "0"], "--alpha"),
-        (["--size-gb", "40", "--bandwidth-gbps", "10", "--alpha", "1.5"], "--alpha"),
-        (["--size-gb", "40", "--bandwidth-gbps", "10", "--t-load-s", "-1"], "--t-load-s"),
-        (["--size-gb", "40", "--bandwidth-gbps", "10", "--p-sys-kw", "0"], "--p-sys-kw"),
-        (["--size-gb", "40", "--bandwidth-gbps", "10", "--p-node-kw", "-2"], "--p-node-kw"),
-        (["--size-gb", "40", "--bandwidth-gbps", "10", "--epsilon", "0"], "--epsilon"),
-        (["--size-gb", "40", "--bandwidth-gbps", "10", "--epsilon", "0.7"], "--epsilon"),
-        (["--size-gb", "40", "--bandwidth-gbps", "10", "--epsilon", "0.1", "--window-noise-pct", "-1"],
+        (["--checkpoint-gb", "0", "--bandwidth-gbps", "10"], "--checkpoint-gb"),
+        (["--checkpoint-gb", "-5", "--bandwidth-gbps", "10"], "--checkpoint-gb"),
+        (["--checkpoint-gb", "abc", "--bandwidth-gbps", "10"], "--checkpoint-gb"),
+        (["--checkpoint-gb", "40", "--bandwidth-gbps", "0"], "--bandwidth-gbps"),
+        (["--checkpoint-gb", "40", "--bandwidth-gbps", "nan"], "--bandwidth-gbps"),
+        (["--checkpoint-gb", "40", "--bandwidth-gbps", "inf"], "--bandwidth-gbps"),
+        (["--checkpoint-gb", "40", "--bandwidth-gbps", "10", "--window-h", "0"], "--window-h"),
+        (["--checkpoint-gb", "40", "--bandwidth-gbps", "10", "--alpha", "0"], "--alpha"),
+        (["--checkpoint-gb", "40", "--bandwidth-gbps", "10", "--alpha", "1.5"], "--alpha"),
+        (["--checkpoint-gb", "40", "--bandwidth-gbps", "10", "--t-load-s", "-1"], "--t-load-s"),
+        (["--checkpoint-gb", "40", "--bandwidth-gbps", "10", "--p-sys-kw", "0"], "--p-sys-kw"),
+        (["--checkpoint-gb", "40", "--bandwidth-gbps", "10", "--p-node-kw", "-2"], "--p-node-kw"),
+        (["--checkpoint-gb", "40", "--bandwidth-gbps", "10", "--epsilon", "0"], "--epsilon"),
+        (["--checkpoint-gb", "40", "--bandwidth-gbps", "10", "--epsilon", "0.7"], "--epsilon"),
+        (["--checkpoint-gb", "40", "--bandwidth-gbps", "10", "--epsilon", "0.1", "--window-noise-pct", "-1"],
          "--window-noise-pct"),
-        (["--size-gb", "40", "--bandwidth-gbps", "10", "--window-noise-pct", "10"], "--window-noise-pct"),
-        (["--size-gb", "40", "--bandwidth-gbps", "10", "--epsilon", "0.1", "--window-bias-pct", "-100"],
+        (["--checkpoint-gb", "40", "--bandwidth-gbps", "10", "--window-noise-pct", "10"], "--window-noise-pct"),
+        (["--checkpoint-gb", "40", "--bandwidth-gbps", "10", "--epsilon", "0.1", "--window-bias-pct", "-100"],
          "--window-bias-pct"),
-        (["--size-gb", "40", "--bandwidth-gbps", "10", "--protocol-efficiency", "1.2"], "--protocol-efficiency"),
-        (["--size-gb", "40", "--bandwidth-gbps", "10", "--protocol-efficiency", "0.9", "--tcp-efficiency"],
+        (["--checkpoint-gb", "40", "--bandwidth-gbps", "10", "--protocol-efficiency", "1.2"], "--protocol-efficiency"),
+        (["--checkpoint-gb", "40", "--bandwidth-gbps", "10", "--protocol-efficiency", "0.9", "--tcp-efficiency"],
          "--tcp-efficiency"),
-        (["--size-gb", "40", "--bandwidth-gbps", "10", "--rtt-ms", "-3"], "--rtt-ms"),
-        (["--bandwidth-gbps", "10"], "--size-gb"),
-        (["--size-gb", "40", "--phase-diagram", "x.png"], "--bandwidth-gbps"),
+        (["--checkpoint-gb", "40", "--bandwidth-gbps", "10", "--rtt-ms", "-3"], "--rtt-ms"),
+        (["--bandwidth-gbps", "10"], "--checkpoint-gb"),
+        (["--checkpoint-gb", "40", "--phase-diagram", "x.png"], "--bandwidth-gbps"),
     ],
 )
 def test_bad_input_is_one_line_naming_the_flag(cli, argv, flag):
@@ -143,7 +143,7 @@ def test_bad_input_is_one_line_naming_the_flag(cli, argv, flag):
 def test_missing_size_and_bandwidth(cli):
     code, out, err = cli()
     assert code == 2 and out == ""
-    assert [line.split(": ")[1] for line in err.splitlines()] == ["--size-gb", "--bandwidth-gbps"]
+    assert [line.split(": ")[1] for line in err.splitlines()] == ["--checkpoint-gb", "--bandwidth-gbps"]
     assert all(line.startswith("error: ") for line in err.splitlines())
     assert "required" in err
 
@@ -158,7 +158,7 @@ def test_phase_diagram_alone(cli, tmp_path):
 
 def test_phase_diagram_with_assessment(cli, tmp_path):
     path = tmp_path / "phase.png"
-    code, out, _ = cli("--size-gb", "40", "--bandwidth-gbps", "10", "--phase-diagram", str(path), "--json")
+    code, out, _ = cli("--checkpoint-gb", "40", "--bandwidth-gbps", "10", "--phase-diagram", str(path), "--json")
     assert code == 0
     d = json.loads(out)
     assert d["phase_diagram"] == str(path) and d["transfer_s"] == 32
