@@ -36,7 +36,8 @@ TBF_HANDLE = "5:"
 
 @contextmanager
 def _quiet_mininet():
-    """Mininet 2.3 logs through the deprecated ``Logger.warn``; keep that out of our warnings. Its
+    """Mininet 2.3 logs through the deprecated ``Logger.warn`` (and its OVSSwitch uses distutils'
+    deprecated ``StrictVersion``); keep those out of our warnings. Its
     build-time chatter (for example the root namespace's bridge-nf-call-iptables warning, which does
     not concern a bridge in its own namespace) is held back unless the caller asked Mininet for
     more than the default level; errors still print."""
@@ -47,6 +48,9 @@ def _quiet_mininet():
     try:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="The 'warn' method is deprecated", category=DeprecationWarning)
+            # its OVSSwitch compares Open vSwitch versions with distutils' StrictVersion
+            warnings.filterwarnings("ignore", message="distutils Version classes are deprecated",
+                                    category=DeprecationWarning)
             yield
     finally:
         lg.setLevel(level)
