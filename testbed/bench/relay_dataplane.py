@@ -37,6 +37,9 @@ DEFAULT_CASES = ((1000.0, 10.0), (5000.0, 25.0), (10000.0, 25.0), (10000.0, 50.0
 # TCP through a lossy link: at 3 Gbit/s configured (goodput against the most it can be), and at 10 Gbit/s
 # (what the data plane carries with per-packet loss; target: >= LOSSY_TARGET_MBIT)
 LOSSY_RATES_MBIT, LOSSY_TARGET_MBIT = (3000.0, 10000.0), 3000.0
+# TCP through a jittered link (rate Mbit/s, one-way delay ms, jitter ms): the compiled relay in GSO mode (a delay
+# draw per segment) beside the Python relay in frame mode (a draw per frame, the reference)
+JITTER_CASE = (3000.0, 25.0, 5.0)
 # TCP payload per Ethernet frame the tbf counts (1500-byte MTU, timestamps on): 1448 of 1514 bytes
 PAYLOAD_SHARE = 1448 / 1514
 
@@ -211,6 +214,98 @@ def lossy_tcp_row(impl: str, rate_mbit: float = 3000.0, loss_pct: float = 1.0, d
             "load_avg_1m": load}
 
 
+def _ping_rtts_ms(fab, seconds: float, interval_s: float = 0.002) -> list[float]:
+    """RTTs of pings from site a to site b every ``interval_s`` for ``seconds`` (root: any interval)."""
+    exe = shutil.which("ping")
+    if exe is None:
+        return []
+    n = max(1, int(seconds / interval_s))
+    proc = spawn(fab.site_ns("a"), [exe, "-n", "-i", str(interval_s), "-c", str(n), "-W", "1",
+                                    fab.site_addr("b")], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    out, _ = proc.communicate(timeout=seconds + 30)
+    return [float(tok.split("=", 1)[1]) for line in out.decode().splitlines() for tok in line.split()
+            if tok.startswith("time=")]
+
+
+def _quantiles(xs: list[float]) -> dict:
+    if not xs:
+        return {}
+    xs = sorted(xs)
+    q = {f"p{int(p * 100)}": xs[min(len(xs) - 1, int(p * len(xs)))] for p in (0.05, 0.5, 0.95)}
+    mean = sum(xs) / len(xs)
+    return {**q, "mean": mean, "std": (sum((x - mean) ** 2 for x in xs) / len(xs)) ** 0.5, "n": len(xs)}
+
+
+@contextlib.contextmanager
+def _gso_above(mbit: float | None) -> Iterator[None]:
+    """Frame mode up to ``mbit`` for the links made inside (None: the fabric's own threshold)."""
+    from testbed.netem import fabric
+
+    old = fabric.RELAY_GSO_ABOVE_MBIT
+    if mbit is not None:
+        fabric.RELAY_GSO_ABOVE_MBIT = mbit
+    try:
+        yield
+    finally:
+        fabric.RELAY_GSO_ABOVE_MBIT = old
+
+
+def jitter_row(impl: str, rate_mbit: float, delay_ms: float = 25.0, jitter_ms: float = 5.0, seconds: float = 5.0,
+               frame_mode: bool = False) -> dict:
+    """iperf3 TCP through a link with ``jitter_ms`` (std-dev) of jitter each way, pings every 2 ms
+    beside it: goodput, and the spread of the pings' RTTs (each ping a single packet, delayed like the
+    segments around it, never before them). The compiled relay also reports the spread of the delays
+    it scheduled, per packet (each segment of a super-frame counted once). ``frame_mode``: the relay
+    reads single frames (offloads off) whatever the rate."""
+    import threading
+
+    import psutil
+
+    from testbed.link import DirectedLink
+    from testbed.netem.fabric import Fabric, relay_gso
+    from testbed.netem.links import fabric_links
+    from testbed.netem.naming import new_run_id
+    from testbed.netem.plan import plan_fabric
+
+    links = [DirectedLink(s, d, bandwidth_gbps=rate_mbit / 1000, latency_ms=delay_ms, jitter_ms=jitter_ms)
+             for s, d in ("ab", "ba")]
+    pings: list[float] = []
+    relay_delay = None
+    with _relay_impl(impl), _gso_above(1e9 if frame_mode else None), \
+            Fabric(plan_fabric(new_run_id(), ["a", "b"], fabric_links(links), "relay"),
+                   purpose="run") as fab:  # type: ignore[arg-type]
+        mode = "gso" if relay_gso(fab.plan.links[0]) else "frame"
+        omit = startup_omit_s(rtt_ms(delay_ms + 2 * jitter_ms))
+
+        def ping() -> None:
+            time.sleep(omit + 0.5)  # TCP's start-up left out here too
+            pings.extend(_ping_rtts_ms(fab, max(1.0, seconds - 1.0)))
+
+        th = threading.Thread(target=ping)
+        th.start()
+        data = _iperf3(fab, seconds, omit_s=omit)
+        th.join()
+        load = os.getloadavg()[0]
+        if impl == "fast":  # the relay writes its stats when it stops
+            for pid in set(fab.relay_pids().values()):
+                with contextlib.suppress(psutil.Error):
+                    p = psutil.Process(pid)
+                    p.terminate()
+                    p.wait(5)
+            with contextlib.suppress(OSError, ValueError):
+                with open(os.path.join(fab._tmp, f"relay-{fab.plan.links[0].index}.json")) as f:
+                    st = json.load(f)
+                relay_delay = st.get("delay_ms", {}).get("a_to_b")
+                relay_delay = {**relay_delay, "gso_split": st["a_to_b"].get("gso_split")} if relay_delay else None
+    end = (data or {}).get("end", {})
+    goodput = end.get("sum_received", {}).get("bits_per_second", 0) / 1e6 or None
+    sender = end.get("streams", [{}])[0].get("sender", {})
+    return {"implementation": impl, "mode": mode, "configured_mbit": rate_mbit, "configured_delay_ms": delay_ms,
+            "configured_jitter_ms": jitter_ms, "actual_goodput_mbit": goodput,
+            "goodput_ratio": goodput / rate_mbit if goodput else None, "retransmits": sender.get("retransmits"),
+            "actual_ping_rtt_ms": _quantiles(pings), "actual_relay_delay_ab_ms": relay_delay, "load_avg_1m": load}
+
+
 def run(cases=DEFAULT_CASES, seconds: float = 5.0) -> dict:
     """Per case, an unshaped veth right before the relays (the ceiling at that moment: the machine is
     shared, so each relay row's ``ratio_to_unshaped`` compares measurements taken side by side)."""
@@ -227,7 +322,10 @@ def run(cases=DEFAULT_CASES, seconds: float = 5.0) -> dict:
             tcp.append(row)
     loss = [loss_row(impl, seconds=seconds) for impl in impls]
     lossy_tcp = [lossy_tcp_row(impl, rate_mbit=rate, seconds=seconds) for rate in LOSSY_RATES_MBIT for impl in impls]
-    return {"fast_relay_built": fast_available(), "tcp": tcp, "loss": loss, "lossy_tcp": lossy_tcp}
+    rate, delay, jitter = JITTER_CASE
+    jittered = [jitter_row(impl, rate, delay, jitter, seconds=seconds, frame_mode=impl == "python") for impl in impls]
+    return {"fast_relay_built": fast_available(), "tcp": tcp, "loss": loss, "lossy_tcp": lossy_tcp,
+            "jitter": jittered}
 
 
 def targets(r: dict) -> dict:
@@ -285,6 +383,21 @@ def render(r: dict, t: dict | None = None) -> list[str]:
                        f"{f(row['actual_goodput_mbit'], 0)} | {f(row['goodput_ratio'], 3)} | "
                        f"{f(row['actual_retransmitted_pct'], 2)} | {f(row.get('max_goodput_ratio'), 3)} | "
                        f"{f(row.get('load_avg_1m'), 1)} |")
+    if r.get("jitter"):
+        out += ["", "TCP through a jittered link, pings every 2 ms beside it (their RTTs include the shaper's queue); "
+                "the compiled relay's scheduled one-way delay per packet (a to b, each segment of a super-frame "
+                "counted once)", "",
+                "| relay | mode | configured Mbit/s | delay +- jitter ms | TCP goodput Mbit/s | ratio | retransmits | "
+                "ping RTT p5 / p50 / p95 (std) ms | relay delay p1 / p50 / p99 (std) ms | load 1 min |",
+                "|---|---|---|---|---|---|---|---|---|---|"]
+        for row in r["jitter"]:
+            p, d = row.get("actual_ping_rtt_ms") or {}, row.get("actual_relay_delay_ab_ms") or {}
+            ping = (f"{f(p['p5'])} / {f(p['p50'])} / {f(p['p95'])} ({f(p['std'])})" if p else "-")
+            sched = (f"{f(d['p1'])} / {f(d['p50'])} / {f(d['p99'])} ({f(d['std'])})" if d.get("p1") else "-")
+            out.append(f"| {row['implementation']} | {row['mode']} | {f(row['configured_mbit'], 0)} | "
+                       f"{f(row['configured_delay_ms'], 0)} +- {f(row['configured_jitter_ms'], 0)} | "
+                       f"{f(row['actual_goodput_mbit'], 0)} | {f(row['goodput_ratio'], 3)} | {f(row['retransmits'])} | "
+                       f"{ping} | {sched} | {f(row.get('load_avg_1m'), 1)} |")
     if t:
         out += [""] + [f"{k}: {'PASS' if v else 'FAIL'}" for k, v in t.items() if k.startswith("dataplane_")]
     return out + [""]

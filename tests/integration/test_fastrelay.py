@@ -250,10 +250,13 @@ def test_a_fabric_serves_many_links_from_few_processes(binary, monkeypatch):
 
 
 @pytest.mark.skipif(shutil.which("iperf3") is None, reason="no iperf3")
-def test_a_lossy_fast_link_carries_super_frames_and_drops_single_segments(binary, monkeypatch):
-    """3 Gbit/s with 1 % loss: GSO mode (offloads on, super-frames), yet TCP loses ~1 % of its segments
-    (each segment of a super-frame drawn on its own; the runs kept go on with rewritten headers: a bad
-    header or checksum would stall the transfer instead)."""
+def test_a_lossy_jittered_fast_link_carries_super_frames_and_draws_single_segments(binary, monkeypatch):
+    """3 Gbit/s, 2 ms +- 1 ms, 1 % loss: GSO mode (offloads on, super-frames), yet TCP loses ~1 % of its
+    segments and each segment gets its own delay draw (each segment of a super-frame drawn on its own;
+    the runs kept and due together go on with rewritten headers: a bad header or checksum would stall
+    the transfer instead, a reordered segment would show as more retransmits)."""
+    import psutil
+
     from testbed.bench.relay_dataplane import _iperf3
     from testbed.netem.fabric import Fabric, relay_gso
     from testbed.netem.naming import new_run_id
@@ -261,14 +264,27 @@ def test_a_lossy_fast_link_carries_super_frames_and_drops_single_segments(binary
 
     monkeypatch.setattr(fastrelay, "BINARY", binary)
     monkeypatch.setenv(fastrelay.RELAY_ENV, "fast")
-    plan = plan_fabric(new_run_id(), ["a", "b"], [LinkInput("a", "b", 3000.0, 3000.0, delay_ms=2.0, loss_pct=1.0)],
-                       "relay")
+    plan = plan_fabric(new_run_id(), ["a", "b"],
+                       [LinkInput("a", "b", 3000.0, 3000.0, delay_ms=2.0, jitter_ms=1.0, loss_pct=1.0)], "relay")
     assert relay_gso(plan.links[0])
     with Fabric(plan) as fab:
         data = _iperf3(fab, 3)
+        for pid in set(fab.relay_pids().values()):  # it writes its stats when it stops
+            p = psutil.Process(pid)
+            p.terminate()
+            p.wait(5)
+        st = json.loads((Path(fab._tmp) / f"relay-{plan.links[0].index}.json").read_text())
     sender = data["end"]["streams"][0]["sender"]
     lost_pct = 100 * sender["retransmits"] / (sender["bytes"] / 1448)
     goodput = data["end"]["sum_received"]["bits_per_second"] / 1e6
-    print(f"\n3 Gbit/s, 1 % loss, GSO mode: {goodput:.0f} Mbit/s, {lost_pct:.3f} % of segments retransmitted")
+    ab, delay = st["a_to_b"], st["delay_ms"]["a_to_b"]
+    print(f"\n3 Gbit/s, 2 +- 1 ms, 1 % loss, GSO mode: {goodput:.0f} Mbit/s, {lost_pct:.3f} % of segments "
+          f"retransmitted; {ab['gso_split']} super-frames cut, {ab['gso_unsplit']} not; scheduled delay {delay}")
     assert goodput > 50  # loose: congestion control and a shared runner decide the rest
     assert abs(lost_pct - 1.0) <= 0.3
+    assert ab["gso_split"] > 0 and ab["gso_unsplit"] == 0
+    # one delay per segment: as many as the segments that went in (TCP's 1448-byte payloads), spread
+    assert delay["packets"] >= 0.9 * ab["bytes_in"] / 1514 and delay["std"] > 0
+    # many draws kept in order ride their running maximum: hardly a packet leaves before the 2 ms delay (one
+    # draw per super-frame of ~100 segments, a model of it says, would let the lowest 1 % go at ~0.8-1.6 ms)
+    assert delay["p1"] >= 1.8 and delay["p99"] <= 2.0 + 5 * 1.0

@@ -8,8 +8,9 @@
  * with one epoll loop (epoll_pwait2 sleeps until the next frame is due); each direction keeps its
  * held frames in a byte ring (chunks of one MAP_NORESERVE range, reused last-freed first) in arrival
  * order, so the head is always the next frame due. Frames are read with recvmmsg (frame mode) or
- * recv (GSO mode: PACKET_VNET_HDR super-frames of up to 256 KB, IPv4 BIG TCP included; loss drawn per TCP segment) straight into the ring and written
- * with sendmmsg. Random streams: splitmix64 seeded from (seed, direction, purpose) — reproducible
+ * recv (GSO mode: PACKET_VNET_HDR super-frames of up to 256 KB, IPv4 BIG TCP included; TCP and UDP
+ * super-frames cut into their segments where the link has loss or jitter: loss and delay drawn per
+ * segment, see "per-segment loss and jitter" below) straight into the ring and written with sendmmsg. Random streams: splitmix64 seeded from (seed, direction, purpose) — reproducible
  * per seed, but not the same draws as the Python relay.
  *
  * Control: SIGUSR1 re-reads each link's --control JSON file that is new or changed since it was last
@@ -64,11 +65,17 @@ typedef struct { double delay_ms, jitter_ms, loss_pct; } imp_t;
 
 typedef struct {
   uint64_t frames_in, bytes_in, frames_out, bytes_out, dropped_loss, dropped_overflow,
-      dropped_oversize, tx_errors, rx_errors, kernel_drops, max_queue_frames, queued_at_exit;
+      dropped_oversize, tx_errors, rx_errors, kernel_drops, max_queue_frames, queued_at_exit,
+      gso_split, gso_unsplit; /* super-frames drawn per segment / drawn whole (a kind this relay cannot cut) */
 } dstats_t;
 
+/* each packet's scheduled one-way delay (release - arrival; a super-frame's segments each count once) */
+#define DELAY_BIN_NS 100000ull /* 0.1 ms */
+#define DELAY_BINS 8192
 typedef struct {
   int fd_in, fd_out;
+  uint32_t *delay_hist; /* DELAY_BINS bins, the last one open-ended; allocated at the first packet */
+  uint64_t delay_pkts;
   imp_t imp;
   uint64_t loss_rng, jitter_rng;
   uint64_t last_release;
@@ -85,7 +92,8 @@ typedef struct {
   size_t frame_bytes;
   int gso;
   uint64_t head_mask[MAX_SEGS / 64]; /* kept segments of the head entry, once drawn */
-  int head_mask_valid, head_pieces_sent;
+  int head_mask_valid;     /* the head entry was partly released: its draws and progress below */
+  uint32_t head_seg_done;  /* segments of the head entry already sent or dropped */
 } dir_t;
 
 typedef struct {
@@ -160,7 +168,8 @@ static int if_mtu(const char *ifname) {
   return mtu;
 }
 
-/* ---- ring: entries [u64 release][u32 len][u32 pad][data, padded to 8] in arrival order, in a
+/* ---- ring: entries [u64 release][u32 len][u32 nrel][data, padded to 8][nrel x u64: each segment's
+ * release, a super-frame jittered per segment; the entry's release is that of its next segment] in arrival order, in a
  * queue of chunks carved from one MAP_NORESERVE range. A chunk that the head has left goes to a
  * free stack and is the next one the tail takes, so the memory a direction touches stays about the
  * data it holds (a 10 Gbit/s x 25 ms link: ~32 MB) however large the range: touching fresh pages is
@@ -205,11 +214,15 @@ static uint8_t *ring_reserve(dir_t *d, size_t need) {
   return chunk_at(d, d->qhead + d->qcount - 1) + d->tail;
 }
 
-static void ring_push(dir_t *d, uint64_t release, uint32_t len) {
+static size_t entry_bytes(const uint8_t *e) {
+  return HDR_BYTES + pad8(*(const uint32_t *)(e + 8)) + 8 * (size_t)*(const uint32_t *)(e + 12);
+}
+static void ring_push(dir_t *d, uint64_t release, uint32_t len, uint32_t nrel) {
   uint8_t *p = chunk_at(d, d->qhead + d->qcount - 1) + d->tail;
   *(uint64_t *)p = release;
   *(uint32_t *)(p + 8) = len;
-  d->tail += HDR_BYTES + pad8(len);
+  *(uint32_t *)(p + 12) = nrel;
+  d->tail += entry_bytes(p);
   d->queued++;
   if (d->queued > d->st.max_queue_frames) d->st.max_queue_frames = d->queued;
 }
@@ -226,8 +239,8 @@ static uint8_t *cursor_entry(dir_t *d, cursor_t *c) {
   }
   return base + c->off;
 }
-static void cursor_next(cursor_t *c, uint32_t len) {
-  c->off += HDR_BYTES + pad8(len);
+static void cursor_next(cursor_t *c, const uint8_t *e) {
+  c->off += entry_bytes(e);
   c->left--;
 }
 
@@ -242,17 +255,15 @@ static uint8_t *ring_head(dir_t *d) {
   return base + d->head;
 }
 static void ring_pop(dir_t *d) {
-  uint32_t len = *(uint32_t *)(chunk_at(d, d->qhead) + d->head + 8);
-  d->head += HDR_BYTES + pad8(len);
+  d->head += entry_bytes(chunk_at(d, d->qhead) + d->head);
   d->queued--;
 }
 
 /* a frame's delay (and loss, drawn for `segs` segments at once: 0 = none now, its segments are drawn
  * one by one at release; 1 = the frame; n = a super-frame that cannot be split, dropped whole with
  * probability 1 - (1 - p)^n) */
-static int admit(dir_t *d, uint64_t arrival, uint64_t *release, uint32_t segs) {
-  if (segs == 1 && d->imp.loss_pct > 0 && unif(&d->loss_rng) * 100.0 < d->imp.loss_pct) return 0;
-  if (segs > 1 && d->imp.loss_pct > 0 && unif(&d->loss_rng) >= pow(1.0 - d->imp.loss_pct / 100.0, segs)) return 0;
+/* one delay draw: arrival + delay + N(0, jitter) clamped at 0, never before the previous release */
+static uint64_t next_release(dir_t *d, uint64_t arrival) {
   double delay = d->imp.delay_ms * 1e6;
   if (d->imp.jitter_ms > 0) {
     delay += gauss(&d->jitter_rng) * d->imp.jitter_ms * 1e6;
@@ -261,39 +272,69 @@ static int admit(dir_t *d, uint64_t arrival, uint64_t *release, uint32_t segs) {
   uint64_t r = arrival + (uint64_t)llround(delay);
   if (r < d->last_release) r = d->last_release;
   d->last_release = r;
-  *release = r;
+  return r;
+}
+
+static void note_delay(dir_t *d, uint64_t delay_ns, uint32_t pkts) {
+  if (!d->delay_hist && !(d->delay_hist = calloc(DELAY_BINS, sizeof(uint32_t)))) return;
+  uint64_t b = delay_ns / DELAY_BIN_NS;
+  d->delay_hist[b < DELAY_BINS ? b : DELAY_BINS - 1] += pkts;
+  d->delay_pkts += pkts;
+}
+
+static int admit(dir_t *d, uint64_t arrival, uint64_t *release, uint32_t segs) {
+  if (segs == 1 && d->imp.loss_pct > 0 && unif(&d->loss_rng) * 100.0 < d->imp.loss_pct) return 0;
+  if (segs > 1 && d->imp.loss_pct > 0 && unif(&d->loss_rng) >= pow(1.0 - d->imp.loss_pct / 100.0, segs)) return 0;
+  *release = next_release(d, arrival);
   return 1;
 }
 
-/* ---- per-segment loss on GSO super-frames (GSO mode: [virtio_net_hdr][Ethernet][IPv4][TCP][payload]).
- * A TCPv4 super-frame with a partial checksum is cut where the kernel would cut it (gso_size bytes of
- * payload each); each segment is kept or dropped on its own draw, and every run of kept segments goes
- * out as one message: a fresh copy of the headers (IP length, id and checksum, TCP sequence number,
- * CWR only on the first segment, FIN/PSH only on the last, the pseudo-header sum for the new length)
- * followed by that run's payload, in place in the ring (no copy of the payload). ---- */
-typedef struct { uint32_t l3, ihl, thl, p0, paylen, mss, nseg; } tcpseg_t;
+/* ---- per-segment loss and jitter on GSO super-frames (GSO mode: [virtio_net_hdr][Ethernet][IP][L4][payload]).
+ * A TCP (IPv4 or IPv6) or UDP (UDP_L4 GSO, IPv4 or IPv6) super-frame with a partial checksum is cut
+ * where the kernel would cut it (gso_size bytes of payload each); each segment is kept or dropped on
+ * its own draw and, with jitter, gets its own delay draw. Every run of kept segments due together goes
+ * out as one message: a fresh copy of the headers (IPv4 length, id and checksum / IPv6 payload length;
+ * TCP sequence number, CWR only on the first segment, FIN/PSH only on the last / UDP length; the
+ * pseudo-header sum for the new length) followed by that run's payload, in place in the ring (no copy
+ * of the payload). IPv6 with extension headers and VLAN-tagged frames are not split (whole-frame
+ * draws, counted in the stats as gso_unsplit). ---- */
+#ifndef VIRTIO_NET_HDR_GSO_UDP_L4
+#define VIRTIO_NET_HDR_GSO_UDP_L4 5
+#endif
+typedef struct { uint32_t l3, ihl, thl, p0, paylen, mss, nseg, v6, proto; } tcpseg_t;
 static uint32_t get16(const uint8_t *p) { return (uint32_t)p[0] << 8 | p[1]; }
 static void put16(uint8_t *p, uint32_t v) { p[0] = (uint8_t)(v >> 8); p[1] = (uint8_t)v; }
 static uint32_t get32(const uint8_t *p) { return get16(p) << 16 | get16(p + 2); }
 static void put32(uint8_t *p, uint32_t v) { put16(p, v >> 16); put16(p + 2, v & 0xffff); }
 static uint32_t fold(uint32_t s) { while (s >> 16) s = (s & 0xffff) + (s >> 16); return s; }
 
-static int tcp4_gso(const uint8_t *f, uint32_t len, tcpseg_t *t) {
+/* 1: a super-frame this relay can cut into segments (t filled in); 0: not one */
+static int gso_split(const uint8_t *f, uint32_t len, tcpseg_t *t) {
   struct virtio_net_hdr vh;
   const uint32_t vl = sizeof vh, l3 = vl + 14;
-  if (len < l3 + 40) return 0;
+  if (len < l3 + 48) return 0;
   memcpy(&vh, f, vl);
-  if ((vh.gso_type & ~VIRTIO_NET_HDR_GSO_ECN) != VIRTIO_NET_HDR_GSO_TCPV4 || !(vh.flags & VIRTIO_NET_HDR_F_NEEDS_CSUM))
-    return 0;
-  if (get16(f + vl + 12) != ETH_P_IP || (f[l3] >> 4) != 4 || f[l3 + 9] != IPPROTO_TCP) return 0;
-  uint32_t ihl = (f[l3] & 0xfu) * 4, thl;
-  if (ihl < 20 || len < l3 + ihl + 20) return 0;
-  thl = (uint32_t)(f[l3 + ihl + 12] >> 4) * 4;
-  if (thl < 20 || len <= l3 + ihl + thl || l3 + ihl + thl > PIECE_HDR_BYTES) return 0;
-  if (vh.csum_start != 14 + ihl || vh.csum_offset != 16 || !vh.gso_size) return 0;
-  *t = (tcpseg_t){l3, ihl, thl, l3 + ihl + thl, len - (l3 + ihl + thl), vh.gso_size, 0};
+  uint32_t type = vh.gso_type & ~VIRTIO_NET_HDR_GSO_ECN, proto, v6, ihl, thl;
+  if (type == VIRTIO_NET_HDR_GSO_TCPV4) { proto = IPPROTO_TCP; v6 = 0; }
+  else if (type == VIRTIO_NET_HDR_GSO_TCPV6) { proto = IPPROTO_TCP; v6 = 1; }
+  else if (type == VIRTIO_NET_HDR_GSO_UDP_L4) { proto = IPPROTO_UDP; v6 = get16(f + vl + 12) == ETH_P_IPV6; }
+  else return 0;
+  if (!(vh.flags & VIRTIO_NET_HDR_F_NEEDS_CSUM) || !vh.gso_size) return 0;
+  if (!v6) {
+    if (get16(f + vl + 12) != ETH_P_IP || (f[l3] >> 4) != 4 || f[l3 + 9] != proto) return 0;
+    ihl = (f[l3] & 0xfu) * 4;
+    if (ihl < 20) return 0;
+  } else {
+    if (get16(f + vl + 12) != ETH_P_IPV6 || (f[l3] >> 4) != 6 || f[l3 + 6] != proto) return 0;
+    ihl = 40;
+  }
+  if (len < l3 + ihl + 20) return 0;
+  thl = proto == IPPROTO_TCP ? (uint32_t)(f[l3 + ihl + 12] >> 4) * 4 : 8;
+  if (thl < 8 || len <= l3 + ihl + thl || l3 + ihl + thl > PIECE_HDR_BYTES) return 0;
+  if (vh.csum_start != 14 + ihl || vh.csum_offset != (proto == IPPROTO_TCP ? 16 : 6)) return 0;
+  *t = (tcpseg_t){l3, ihl, thl, l3 + ihl + thl, len - (l3 + ihl + thl), vh.gso_size, 0, v6, proto};
   t->nseg = (t->paylen + t->mss - 1) / t->mss;
-  return 1;
+  return t->nseg > 1;
 }
 
 /* the headers of the run of segments [i, j) of super-frame f into h */
@@ -307,19 +348,29 @@ static void piece_header(uint8_t *h, const uint8_t *f, const tcpseg_t *t, uint32
     vh.gso_size = 0;
     memcpy(h, &vh, sizeof vh);
   }
-  uint8_t *ip = h + t->l3, *tcp = ip + t->ihl;
-  uint32_t ip_len = t->ihl + t->thl + plen, l4_len = t->thl + plen;
-  put16(ip + 2, ip_len > 0xffff ? 0 : ip_len); /* 0: an IPv4 BIG TCP super-frame */
-  put16(ip + 4, (get16(ip + 4) + i) & 0xffff);
-  put16(ip + 10, 0);
-  uint32_t sum = 0;
-  for (uint32_t k = 0; k < t->ihl; k += 2) sum += get16(ip + k);
-  put16(ip + 10, ~fold(sum) & 0xffff);
-  put32(tcp + 4, get32(tcp + 4) + off);
-  if (i > 0) tcp[13] &= (uint8_t)~0x80;          /* CWR */
-  if (j < t->nseg) tcp[13] &= (uint8_t)~0x09;    /* FIN, PSH */
-  sum = get16(ip + 12) + get16(ip + 14) + get16(ip + 16) + get16(ip + 18) + IPPROTO_TCP + (l4_len >> 16) + (l4_len & 0xffff);
-  put16(tcp + 16, fold(sum)); /* partial checksum: the pseudo-header sum, completed by the kernel */
+  uint8_t *ip = h + t->l3, *l4 = ip + t->ihl;
+  uint32_t l4_len = t->thl + plen, sum = 0;
+  if (!t->v6) {
+    uint32_t ip_len = t->ihl + l4_len;
+    put16(ip + 2, ip_len > 0xffff ? 0 : ip_len); /* 0: an IPv4 BIG TCP super-frame */
+    put16(ip + 4, (get16(ip + 4) + i) & 0xffff);
+    put16(ip + 10, 0);
+    for (uint32_t k = 0; k < t->ihl; k += 2) sum += get16(ip + k);
+    put16(ip + 10, ~fold(sum) & 0xffff);
+    sum = 0;
+    for (uint32_t k = 12; k < 20; k += 2) sum += get16(ip + k);
+  } else {
+    put16(ip + 4, l4_len > 0xffff ? 0 : l4_len);
+    for (uint32_t k = 8; k < 40; k += 2) sum += get16(ip + k);
+  }
+  if (t->proto == IPPROTO_TCP) {
+    put32(l4 + 4, get32(l4 + 4) + off);
+    if (i > 0) l4[13] &= (uint8_t)~0x80;          /* CWR */
+    if (j < t->nseg) l4[13] &= (uint8_t)~0x09;    /* FIN, PSH */
+  } else put16(l4 + 4, l4_len > 0xffff ? 0 : l4_len);
+  sum += t->proto + (l4_len >> 16) + (l4_len & 0xffff);
+  /* partial checksum: the pseudo-header sum, completed by the kernel */
+  put16(l4 + (t->proto == IPPROTO_TCP ? 16 : 6), fold(sum));
 }
 
 static void draw_segments(dir_t *d, uint32_t nseg, uint64_t *mask) {
@@ -343,11 +394,14 @@ static uint32_t frame_segs(const uint8_t *f, uint32_t len) {
 static uint32_t loss_segs(dir_t *d, const uint8_t *f, uint32_t len) {
   if (!d->gso || d->imp.loss_pct <= 0) return 1;
   tcpseg_t t;
-  if (tcp4_gso(f, len, &t) && t.nseg <= MAX_SEGS) return 0; /* drawn per segment at release */
-  return frame_segs(f, len);
+  if (gso_split(f, len, &t) && t.nseg <= MAX_SEGS) return 0; /* drawn per segment at release */
+  uint32_t n = frame_segs(f, len);
+  if (n > 1) d->st.gso_unsplit++;
+  return n;
 }
 
 static uint8_t scratch[GSO_FRAME_BYTES];
+static uint64_t g_rel[MAX_SEGS];
 
 static void drain(dir_t *d) {
   for (int rounds = 0; rounds < 16; rounds++) {
@@ -356,7 +410,7 @@ static void drain(dir_t *d) {
     struct mmsghdr msgs[BATCH];
     struct iovec iov[BATCH];
     size_t stride = HDR_BYTES + pad8(fb);
-    uint8_t *base = ring_reserve(d, stride * (size_t)batch);
+    uint8_t *base = ring_reserve(d, stride * (size_t)batch + (d->gso ? 8 * MAX_SEGS : 0));
     int overflow = base == NULL;
     if (overflow) { base = scratch; batch = 1; }
     memset(msgs, 0, sizeof(struct mmsghdr) * (size_t)batch);
@@ -380,28 +434,65 @@ static void drain(dir_t *d) {
       if (len >= fb) { d->st.dropped_oversize++; continue; }
       uint64_t rel;
       uint8_t *src = (uint8_t *)iov[i].iov_base;
-      uint32_t segs = loss_segs(d, src, len);
-      if (!admit(d, t, &rel, segs)) { d->st.dropped_loss += segs; continue; }
+      uint32_t segs = loss_segs(d, src, len), nrel = 0;
+      tcpseg_t ts;
+      if (d->gso && d->imp.jitter_ms > 0 && gso_split(src, len, &ts)) {
+        if (ts.nseg <= MAX_SEGS) nrel = ts.nseg; /* each segment its own delay draw, in order */
+        else if (d->imp.loss_pct <= 0) d->st.gso_unsplit++;
+      }
+      if (nrel) {
+        for (uint32_t k = 0; k < nrel; k++) {
+          g_rel[k] = next_release(d, t);
+          note_delay(d, g_rel[k] - t, 1);
+        }
+        rel = g_rel[0];
+      } else if (!admit(d, t, &rel, segs)) { d->st.dropped_loss += segs; continue; }
+      else note_delay(d, rel - t, d->gso ? frame_segs(src, len) : 1);
       uint8_t *dst = chunk_at(d, d->qhead + d->qcount - 1) + d->tail + HDR_BYTES;
       if (dst != src) memmove(dst, src, len); /* compact: previous entries were shorter than the stride */
-      ring_push(d, rel, len);
+      if (nrel) memcpy(dst + pad8(len), g_rel, 8 * (size_t)nrel);
+      if (segs == 0 || nrel) d->st.gso_split++;
+      ring_push(d, rel, len, nrel);
     }
     if (n < batch) return;
   }
 }
 
 /* send every due frame; returns the next due time (0 if empty) */
-typedef struct { int first, nmsgs, split; uint32_t dropped; } gathered_t;
+typedef struct { int first, nmsgs, split; uint32_t start, upto, nseg; uint64_t *rel; } gathered_t;
 static struct mmsghdr g_msgs[BATCH + MAX_PIECES];
 static struct iovec g_iov[2 * (BATCH + MAX_PIECES)];
 static uint8_t g_hdr[BATCH + MAX_PIECES][PIECE_HDR_BYTES];
+static uint32_t g_seg_end[BATCH + MAX_PIECES]; /* a split message: the segment after its run */
 static uint64_t g_masks[BATCH][MAX_SEGS / 64];
 
 static void pop_head(dir_t *d) {
   ring_head(d);
   ring_pop(d);
   d->head_mask_valid = 0;
-  d->head_pieces_sent = 0;
+  d->head_seg_done = 0;
+}
+
+static uint32_t lost_in(const uint64_t *mask, uint32_t i, uint32_t j) {
+  uint32_t n = 0;
+  for (; i < j; i++) n += !seg_kept(mask, i);
+  return n;
+}
+
+static void count_sent(dir_t *d, int m0, int m1) {
+  for (int m = m0; m < m1; m++) {
+    d->st.frames_out++;
+    d->st.bytes_out += g_iov[2 * m].iov_len + (g_msgs[m].msg_hdr.msg_iovlen > 1 ? g_iov[2 * m + 1].iov_len : 0);
+  }
+}
+
+/* the head entry (gathered as g, its draws in mask) handled up to segment `done`: the rest waits */
+static void head_progress(dir_t *d, const gathered_t *g, const uint64_t *mask, uint32_t done) {
+  d->st.dropped_loss += lost_in(mask, g->start, done);
+  if (mask != d->head_mask) memcpy(d->head_mask, mask, sizeof d->head_mask);
+  d->head_mask_valid = 1;
+  d->head_seg_done = done;
+  if (g->rel && done < g->nseg) *(uint64_t *)ring_head(d) = g->rel[done]; /* due with its next segment */
 }
 
 static uint64_t release_due(dir_t *d, uint64_t t) {
@@ -409,46 +500,48 @@ static uint64_t release_due(dir_t *d, uint64_t t) {
     gathered_t ents[BATCH];
     int n = 0, ne = 0;
     uint8_t *e;
-    /* gather due entries (a super-frame with lost segments: one message per run kept) without popping */
+    /* gather due entries without popping: a super-frame with lost segments, or whose segments are due at
+     * different times (jitter per segment), goes out as one message per run of kept segments due now */
     cursor_t c = {d->qhead, d->head, d->queued};
     while (n < BATCH && (e = cursor_entry(d, &c)) != NULL && *(uint64_t *)e <= t) {
-      uint32_t len = *(uint32_t *)(e + 8);
+      uint32_t len = *(uint32_t *)(e + 8), nrel = *(uint32_t *)(e + 12);
       uint8_t *f = e + HDR_BYTES;
       tcpseg_t ts;
       gathered_t *g = &ents[ne];
-      *g = (gathered_t){n, 0, 0, 0};
-      if (d->gso && d->imp.loss_pct > 0 && tcp4_gso(f, len, &ts) && ts.nseg <= MAX_SEGS) {
+      *g = (gathered_t){n, 0, 0, 0, 0, 0, NULL};
+      if (d->gso && (d->imp.loss_pct > 0 || nrel || (ne == 0 && d->head_mask_valid)) && gso_split(f, len, &ts) &&
+          ts.nseg <= MAX_SEGS) {
         uint64_t *mask = g_masks[ne];
-        int skip = 0;
-        if (ne == 0 && d->head_mask_valid) { /* the head, partly sent before: same draws, the rest of its runs */
+        uint32_t start = 0;
+        if (ne == 0 && d->head_mask_valid) { /* the head, partly sent before: same draws, from where it stopped */
           memcpy(mask, d->head_mask, sizeof d->head_mask);
-          skip = d->head_pieces_sent;
-        } else draw_segments(d, ts.nseg, mask);
-        g->split = 1;
-        int all = 1;
-        for (uint32_t k = 0; k < ts.nseg; k++)
-          if (!seg_kept(mask, k)) { all = 0; g->dropped++; }
-        if (all) goto whole;
-        int run = 0;
-        for (uint32_t i = 0; i < ts.nseg;) {
+          start = d->head_seg_done;
+        } else if (d->imp.loss_pct > 0) draw_segments(d, ts.nseg, mask);
+        else memset(mask, 0xff, sizeof d->head_mask);
+        uint64_t *rel = nrel == ts.nseg ? (uint64_t *)(f + pad8(len)) : NULL;
+        uint32_t upto = ts.nseg;
+        if (rel) for (upto = start + 1; upto < ts.nseg && rel[upto] <= t; upto++) {}
+        *g = (gathered_t){n, 0, 1, start, upto, ts.nseg, rel};
+        if (start == 0 && upto == ts.nseg && !lost_in(mask, 0, ts.nseg)) { g->split = 0; goto whole; }
+        for (uint32_t i = start; i < upto;) {
           if (!seg_kept(mask, i)) { i++; continue; }
           uint32_t j = i;
-          while (j < ts.nseg && seg_kept(mask, j)) j++;
-          if (run++ >= skip) {
-            piece_header(g_hdr[n], f, &ts, i, j);
-            uint32_t end = j * ts.mss < ts.paylen ? j * ts.mss : ts.paylen;
-            g_iov[2 * n] = (struct iovec){g_hdr[n], ts.p0};
-            g_iov[2 * n + 1] = (struct iovec){f + ts.p0 + i * ts.mss, end - i * ts.mss};
-            memset(&g_msgs[n], 0, sizeof g_msgs[n]);
-            g_msgs[n].msg_hdr.msg_iov = &g_iov[2 * n];
-            g_msgs[n].msg_hdr.msg_iovlen = 2;
-            n++;
-            g->nmsgs++;
-          }
+          while (j < upto && seg_kept(mask, j)) j++;
+          piece_header(g_hdr[n], f, &ts, i, j);
+          uint32_t end = j * ts.mss < ts.paylen ? j * ts.mss : ts.paylen;
+          g_iov[2 * n] = (struct iovec){g_hdr[n], ts.p0};
+          g_iov[2 * n + 1] = (struct iovec){f + ts.p0 + i * ts.mss, end - i * ts.mss};
+          memset(&g_msgs[n], 0, sizeof g_msgs[n]);
+          g_msgs[n].msg_hdr.msg_iov = &g_iov[2 * n];
+          g_msgs[n].msg_hdr.msg_iovlen = 2;
+          g_seg_end[n] = j;
+          n++;
+          g->nmsgs++;
           i = j;
         }
         ne++;
-        cursor_next(&c, len);
+        cursor_next(&c, e);
+        if (upto < ts.nseg) break; /* its other segments are due later, and so is every entry after it */
         continue;
       }
     whole:
@@ -459,7 +552,7 @@ static uint64_t release_due(dir_t *d, uint64_t t) {
       n++;
       g->nmsgs = 1;
       ne++;
-      cursor_next(&c, len);
+      cursor_next(&c, e);
     }
     if (ne == 0) {
       e = ring_head(d);
@@ -476,26 +569,21 @@ static uint64_t release_due(dir_t *d, uint64_t t) {
     }
     int k = 0;
     for (; k < ne && ents[k].first + ents[k].nmsgs <= sent; k++) {
-      for (int m = ents[k].first; m < ents[k].first + ents[k].nmsgs; m++) {
-        d->st.frames_out++;
-        d->st.bytes_out += g_iov[2 * m].iov_len + (g_msgs[m].msg_hdr.msg_iovlen > 1 ? g_iov[2 * m + 1].iov_len : 0);
+      gathered_t *g = &ents[k];
+      count_sent(d, g->first, g->first + g->nmsgs);
+      if (g->split && g->upto < g->nseg) { /* all due now sent; the rest of it is due later */
+        head_progress(d, g, g_masks[k], g->upto);
+        break;
       }
-      d->st.dropped_loss += ents[k].dropped;
+      if (g->split) d->st.dropped_loss += lost_in(g_masks[k], g->start, g->nseg);
       pop_head(d);
     }
-    if (k == ne) continue; /* all sent: more may be due */
+    if (k == ne || (k < ne && ents[k].first + ents[k].nmsgs <= sent)) continue; /* more may be due */
     /* transmit queue full: the first entry not wholly sent is the head now; keep its draws */
-    if (ents[k].split) {
-      int done = sent > ents[k].first ? sent - ents[k].first : 0;
-      for (int m = ents[k].first; m < ents[k].first + done; m++) {
-        d->st.frames_out++;
-        d->st.bytes_out += g_iov[2 * m].iov_len + g_iov[2 * m + 1].iov_len;
-      }
-      if (k > 0 || !d->head_mask_valid) d->head_pieces_sent = 0;
-      memcpy(d->head_mask, g_masks[k], sizeof d->head_mask);
-      d->head_mask_valid = 1;
-      d->head_pieces_sent += done;
-    }
+    gathered_t *g = &ents[k];
+    int done = sent > g->first ? sent - g->first : 0;
+    count_sent(d, g->first, g->first + done);
+    if (g->split) head_progress(d, g, g_masks[k], done ? g_seg_end[g->first + done - 1] : g->start);
     return t + 200000;
   }
 }
@@ -538,15 +626,69 @@ static int read_control(const char *path, imp_t out[2], char *err, size_t errlen
   return 0;
 }
 
+/* the delay histogram's quantile q in ms (bin midpoints) */
+static double delay_quantile(const dir_t *d, double q) {
+  uint64_t want = (uint64_t)ceil(q * (double)d->delay_pkts), acc = 0;
+  if (want < 1) want = 1;
+  for (int b = 0; b < DELAY_BINS; b++)
+    if ((acc += d->delay_hist[b]) >= want) return (b + 0.5) * DELAY_BIN_NS / 1e6;
+  return DELAY_BINS * DELAY_BIN_NS / 1e6;
+}
+static void write_delays(FILE *f, const char *name, const dir_t *d, int last) {
+  fprintf(f, "    \"%s\": {\"packets\": %llu", name, (unsigned long long)d->delay_pkts);
+  if (d->delay_pkts && d->delay_hist) {
+    double sum = 0, sq = 0;
+    for (int b = 0; b < DELAY_BINS; b++) {
+      double v = (b + 0.5) * DELAY_BIN_NS / 1e6;
+      sum += v * d->delay_hist[b];
+      sq += v * v * d->delay_hist[b];
+    }
+    double mean = sum / (double)d->delay_pkts, var = sq / (double)d->delay_pkts - mean * mean;
+    fprintf(f, ", \"mean\": %.3f, \"std\": %.3f", mean, var > 0 ? sqrt(var) : 0.0);
+    const double qs[] = {0.01, 0.05, 0.5, 0.95, 0.99};
+    const char *qn[] = {"p1", "p5", "p50", "p95", "p99"};
+    for (int i = 0; i < 5; i++) fprintf(f, ", \"%s\": %.2f", qn[i], delay_quantile(d, qs[i]));
+  }
+  fprintf(f, "}%s\n", last ? "" : ",");
+}
+
 static void write_dstats(FILE *f, const char *name, const dstats_t *s, int last) {
   fprintf(f, "  \"%s\": {\"frames_in\": %llu, \"bytes_in\": %llu, \"frames_out\": %llu, \"bytes_out\": %llu, "
              "\"dropped_loss\": %llu, \"dropped_overflow\": %llu, \"dropped_oversize\": %llu, \"tx_errors\": %llu, "
-             "\"rx_errors\": %llu, \"kernel_drops\": %llu, \"max_queue_frames\": %llu, \"queued_at_exit\": %llu}%s\n",
+             "\"rx_errors\": %llu, \"kernel_drops\": %llu, \"max_queue_frames\": %llu, \"queued_at_exit\": %llu, "
+             "\"gso_split\": %llu, \"gso_unsplit\": %llu}%s\n",
           name, (unsigned long long)s->frames_in, (unsigned long long)s->bytes_in, (unsigned long long)s->frames_out,
           (unsigned long long)s->bytes_out, (unsigned long long)s->dropped_loss, (unsigned long long)s->dropped_overflow,
           (unsigned long long)s->dropped_oversize, (unsigned long long)s->tx_errors, (unsigned long long)s->rx_errors,
           (unsigned long long)s->kernel_drops, (unsigned long long)s->max_queue_frames,
-          (unsigned long long)s->queued_at_exit, last ? "" : ",");
+          (unsigned long long)s->queued_at_exit, (unsigned long long)s->gso_split,
+          (unsigned long long)s->gso_unsplit, last ? "" : ",");
+}
+
+/* --split-test KEPT: cut the super-frame on stdin ([virtio_net_hdr][Ethernet]...) as the relay would
+ * with the segments marked '1' in KEPT kept and write each message as [u32 length][headers][payload]
+ * to stdout (exit 3: a frame this relay does not cut); for tests without privileges */
+static int split_test(const char *kept) {
+  static uint8_t f[GSO_FRAME_BYTES];
+  size_t len = fread(f, 1, sizeof f, stdin);
+  tcpseg_t t;
+  if (!gso_split(f, (uint32_t)len, &t) || t.nseg > MAX_SEGS) return 3;
+  uint64_t mask[MAX_SEGS / 64] = {0};
+  for (uint32_t k = 0; k < t.nseg && kept[k]; k++)
+    if (kept[k] == '1') mask[k / 64] |= 1ull << (k % 64);
+  static uint8_t h[PIECE_HDR_BYTES];
+  for (uint32_t i = 0; i < t.nseg;) {
+    if (!seg_kept(mask, i)) { i++; continue; }
+    uint32_t j = i;
+    while (j < t.nseg && seg_kept(mask, j)) j++;
+    piece_header(h, f, &t, i, j);
+    uint32_t end = j * t.mss < t.paylen ? j * t.mss : t.paylen, n = t.p0 + end - i * t.mss;
+    fwrite(&n, 4, 1, stdout);
+    fwrite(h, 1, t.p0, stdout);
+    fwrite(f + t.p0 + i * t.mss, 1, end - i * t.mss, stdout);
+    i = j;
+  }
+  return 0;
 }
 
 static int g_rt_prio = 0; /* the SCHED_FIFO priority in effect (0: normal scheduling) */
@@ -565,6 +707,11 @@ static void write_stats(link_t *l, double dur_s, double cpu_s) {
           l->d[1].imp.jitter_ms, l->d[1].imp.loss_pct);
   write_dstats(f, "a_to_b", &l->d[0].st, 0);
   write_dstats(f, "b_to_a", &l->d[1].st, 0);
+  /* scheduled one-way delay of each packet, ms (0.1 ms bins; a super-frame's segments each count once) */
+  fprintf(f, "  \"delay_ms\": {\n");
+  write_delays(f, "a_to_b", &l->d[0], 0);
+  write_delays(f, "b_to_a", &l->d[1], 1);
+  fprintf(f, "  },\n");
   fprintf(f, "  \"duration_s\": %.6f,\n  \"cpu_s\": %.6f,\n  \"rt_prio\": %d\n}\n", dur_s, cpu_s, g_rt_prio);
   fclose(f);
   rename(tmp, l->stats_path);
@@ -673,6 +820,7 @@ int main(int argc, char **argv) {
   int nlinks = 0;
   link_t *links = calloc((size_t)argc, sizeof(link_t));
   if (!links) die("out of memory");
+  if (argc == 3 && !strcmp(argv[1], "--split-test")) return split_test(argv[2]);
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--netns") && i + 1 < argc) netns = argv[++i];
     else if (!strcmp(argv[i], "--ready-file") && i + 1 < argc) ready = argv[++i];
