@@ -51,6 +51,37 @@ def test_bw_above_1000_is_applied_and_changed_in_place():
     assert not [p for p in pids if psutil.pid_exists(p)]  # Mininet's host shells (and the switch's) ended
 
 
+def test_ovs_switch_in_process_carries_tcp_and_leaves_nothing():
+    """The ovs switch built in this process (as ``testbed run`` builds it): the management ports on
+    the OVS bridge, TCP between a site and the controller over it, a private Open vSwitch (where
+    the system's does not answer) listed in the state file while up and ended with the network."""
+    import os
+    import subprocess
+
+    from mininet.log import setLogLevel
+
+    from testbed.netem import state
+    from testbed.substrate.mininet.fabric import MininetFabric
+    from testbed.substrate.mininet.ovs import which
+    from testbed.substrate.mininet.switches import switch_unavailable
+
+    if why := switch_unavailable("ovs"):
+        pytest.skip(why)
+    setLogLevel("error")
+    rundir = os.environ.get("OVS_RUNDIR")
+    plan = plan_fabric(new_run_id(), ["a", "b"], [LinkInput("a", "b", 50, 50)], "none")
+    with MininetFabric(plan, switch="ovs") as fab:
+        ports = subprocess.run([which("ovs-vsctl"), "list-ports", plan.mgmt_bridge], capture_output=True, text=True,
+                               check=True, timeout=30).stdout.split()
+        assert sorted(ports) == sorted([s.mgmt_peer_if for s in plan.sites] + [plan.ctl_peer_if])
+        g = goodput_mbit(fab._ns(plan.ctl_ns), fab._ns(plan.sites[1].ns), plan.sites[1].mgmt_addr, 4_000_000)
+        assert g > 0
+        daemons = fab._ovs.pids if fab._ovs else []
+        assert set(daemons) <= set(state.read(plan.run_id)["pids"])
+    assert not [p for p in daemons if psutil.pid_exists(p)] and os.environ.get("OVS_RUNDIR") == rundir
+    assert _root_links_of(plan.run_id) == [] and state.read(plan.run_id) is None
+
+
 def test_refuses_what_it_cannot_apply(monkeypatch):
     from mininet.log import setLogLevel
 

@@ -133,4 +133,11 @@ class PrivateOvs:
             self._env_set = False
         for p in reversed(self.procs):
             terminate([p], timeout_s=5)
+            if p.returncode is None:
+                # a multi-threaded daemon shows as a zombie while its other threads still exit: the
+                # stop counts it as ended before it can be reaped; reap it here, once it has exited
+                try:
+                    p.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    pass
         self.procs.clear()
