@@ -1,15 +1,17 @@
 """The compiled relay on real links: one process serving two links (RTT each), per-packet loss,
-jitter without reordering, live changes (SIGUSR1 + control file), and iperf3 through a fabric that
-uses it. Links are built by the Python relay's tests' helper (fresh namespaces, removed on exit)."""
+jitter without reordering, live changes (SIGUSR1 + control file), iperf3 through a fabric that
+uses it, and GSO super-frames (TCP over IPv4 and IPv6, UDP GSO) cut into segments for loss and jitter. Links are built by the Python relay's tests' helper (fresh namespaces, removed on exit)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import signal
 import socket
 import statistics
+import struct
 import subprocess
 import time
 from contextlib import ExitStack, contextmanager
@@ -113,7 +115,7 @@ def test_one_process_serves_links_in_several_namespaces(binary, tmp_path):
 
 def test_loss_jitter_and_live_change(binary, tmp_path):
     control = tmp_path / "control.json"
-    stats = tmp_path / "stats.json"
+    stats = {kind: tmp_path / f"stats-{kind}.json" for kind in ("udp", "tcp")}
     with relayed_link() as lk, fast(binary, lk.ns_r, [_arg(lk, 2, jitter_ms=1.0, loss_pct=10, seed=3,
                                                             stats=str(stats), control=str(control))], tmp_path) as proc:
         with udp_echo(lk.ns_b, ADDR_B) as port:
@@ -288,3 +290,83 @@ def test_a_lossy_jittered_fast_link_carries_super_frames_and_draws_single_segmen
     # many draws kept in order ride their running maximum: hardly a packet leaves before the 2 ms delay (one
     # draw per super-frame of ~100 segments, a model of it says, would let the lowest 1 % go at ~0.8-1.6 ms)
     assert delay["p1"] >= 1.8 and delay["p99"] <= 2.0 + 5 * 1.0
+
+
+def test_lossy_gso_link_cuts_ipv6_tcp_and_udp_gso_super_frames(binary, tmp_path):
+    """1 % loss a -> b on a GSO-mode link (offloads on): TCP over IPv6 and UDP GSO (UDP_SEGMENT) over IPv4
+    and IPv6 go through as super-frames, cut into segments with 1 % of them dropped, and what arrives is
+    intact (UDP: each datagram's own bytes, none altered; TCP: iperf3 retransmits about 1 %)."""
+    from pyroute2 import IPRoute
+
+    from testbed.netem.nsexec import in_netns
+
+    stats = {kind: tmp_path / f"stats-{kind}.json" for kind in ("udp", "tcp")}
+    a6, b6 = "fd00:7b::1", "fd00:7b::2"
+    with relayed_link(offloads_off=False) as lk:
+        for ns, ifn, addr in ((lk.ns_a, lk.if_a, a6), (lk.ns_b, lk.if_b, b6)):
+            with in_netns(ns), IPRoute() as ip:
+                ip.addr("add", index=ip.link_lookup(ifname=ifn)[0], address=addr, prefixlen=64, flags=0x02)  # nodad
+        def arg(kind):
+            return fastrelay.LinkArg(lk.if_ra, lk.if_rb, 1.0, 0.0, 1.0, 1.0, 0.0, 0.0, seed=5, gso=True,
+                                     stats_path=str(stats[kind]))
+
+        with fast(binary, lk.ns_r, [arg("udp")], tmp_path):
+            udp = {fam: _udp_gso_through(lk, fam, dst)
+                   for fam, dst in ((socket.AF_INET, ADDR_B), (socket.AF_INET6, b6))}
+        with fast(binary, lk.ns_r, [arg("tcp")], tmp_path):
+            tcp6 = _iperf3_v6(lk, b6)
+    st_udp, st = (json.loads(stats[kind].read_text())["a_to_b"] for kind in ("udp", "tcp"))
+    sender = tcp6["end"]["streams"][0]["sender"]
+    retr_pct = 100 * sender["retransmits"] / (sender["bytes"] / 1428)
+    print(f"\nGSO mode, 1 % loss: UDP GSO received {udp}, TCP over IPv6 {sender['bytes'] / 1e6:.0f} MB, "
+          f"{retr_pct:.2f} % retransmitted; relay: {st['gso_split']} super-frames cut, {st['gso_unsplit']} not, "
+          f"{st['dropped_loss']} segments dropped; UDP: {st_udp['frames_in']} frames in, {st_udp['gso_split']} cut")
+    assert st["gso_split"] > 0 and st["gso_unsplit"] == 0
+    sent = sum(n for _, n in udp.values())
+    # UDP came as super-frames (far fewer frames than datagrams), each cut: 1 % of the datagrams dropped
+    assert st_udp["gso_split"] > 0 and st_udp["gso_unsplit"] == 0 and st_udp["frames_in"] < sent / 4
+    assert abs(100 * st_udp["dropped_loss"] / sent - 1.0) <= 0.6
+    for fam, (got, sent) in udp.items():
+        assert abs(100 * (1 - got / sent) - 1.0) <= 0.6, (fam, got, sent)
+    assert 0.5 <= retr_pct <= 2.0
+
+
+def _udp_gso_through(lk, family, dst: str, buffers: int = 300, seg: int = 1200, segs: int = 40) -> tuple[int, int]:
+    """(datagrams received intact, sent) of ``buffers`` UDP_SEGMENT sends of ``segs`` datagrams each."""
+    from testbed.netem.nsexec import in_netns
+
+    with in_netns(lk.ns_b):
+        rx = socket.socket(family, socket.SOCK_DGRAM)
+    with in_netns(lk.ns_a):
+        tx = socket.socket(family, socket.SOCK_DGRAM)
+    with rx, tx:
+        rx.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 << 20)
+        rx.bind((dst, 0))
+        rx.settimeout(1.0)
+        tx.setsockopt(socket.IPPROTO_UDP, 103, seg)  # UDP_SEGMENT: the kernel sends super-frames
+        got = 0
+        for b in range(buffers):
+            tx.sendto(b"".join(struct.pack("!II", b, k) * (seg // 8) for k in range(segs)), rx.getsockname()[:2])
+            time.sleep(0.0005)
+        with contextlib.suppress(TimeoutError, socket.timeout):
+            while True:
+                d = rx.recv(65536)
+                b, k = struct.unpack("!II", d[:8])
+                got += d == struct.pack("!II", b, k) * (seg // 8)
+    return got, buffers * segs
+
+
+def _iperf3_v6(lk, b6: str) -> dict:
+    exe = shutil.which("iperf3")
+    server = spawn(lk.ns_b, [exe, "-s", "-1", "-B", b6, "-p", "5302"], stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(0.3)
+        client = spawn(lk.ns_a, [exe, "-6", "-c", b6, "-p", "5302", "-t", "2", "-J"], stdout=subprocess.PIPE,
+                       stderr=subprocess.DEVNULL)
+        out, _ = client.communicate(timeout=30)
+        return json.loads(out)
+    finally:
+        if server.poll() is None:
+            server.terminate()
+        server.wait(timeout=5)
