@@ -56,6 +56,13 @@ def _quiet_mininet():
         lg.setLevel(level)
 
 
+def _root_link_exists(ifname: str) -> bool:
+    from pyroute2 import IPRoute
+
+    with IPRoute() as ipr:
+        return bool(ipr.link_lookup(ifname=ifname))
+
+
 def _intf_class():
     from mininet.link import TCIntf
 
@@ -152,6 +159,9 @@ class MininetFabric(Fabric):
 
         if not ovs.system_ovs_answers():
             self._ovs = ovs.PrivateOvs(f"{self._tmp}/ovs")
+            # its userspace datapath's own device (persistent, not named by the run): removed by
+            # ovs-vswitchd with the last bridge, else by the teardown if it was made for this network
+            self._ovs.owns_netdev = ovs.datapath() == "user" and not _root_link_exists(ovs.NETDEV_IF)
             self._ovs.start(on_started=lambda pid: state.add(self.plan.run_id, pids=[pid]))
         return ovs.datapath()
 

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 SCHEMA = Path("/usr/share/openvswitch/vswitch.ovsschema")
+NETDEV_IF = "ovs-netdev"  # the userspace datapath's own device (made by ovs-vswitchd)
 TUN = Path("/dev/net/tun")  # the userspace datapath's bridge port is a tap device
 DAEMONS = ("ovsdb-tool", "ovsdb-server", "ovs-vswitchd")
 _SBIN = "/usr/sbin:/sbin:/usr/bin:/bin"
@@ -77,6 +78,7 @@ class PrivateOvs:
         self.folder = Path(folder)
         self.procs: list[subprocess.Popen] = []
         self._saved_rundir: str | None = None
+        self.owns_netdev = False  # ``ovs-netdev`` is this instance's (it did not exist before)
         self._env_set = False
 
     @property
@@ -141,3 +143,9 @@ class PrivateOvs:
                 except subprocess.TimeoutExpired:
                     pass
         self.procs.clear()
+        if self.owns_netdev:  # removed by ovs-vswitchd with its last bridge; a daemon cut short leaves it
+            from pyroute2 import IPRoute
+
+            with IPRoute() as ipr:
+                for index in ipr.link_lookup(ifname=NETDEV_IF):
+                    ipr.link("del", index=index)
