@@ -90,17 +90,21 @@ class AgentClient:
             s.close()
             raise
 
-    def call(self, cmd: str, **args: Any) -> dict[str, Any]:
+    def call(self, cmd: str, *, timeout_s: float | None = None, **args: Any) -> dict[str, Any]:
+        """Send ``cmd`` and wait for its answer: ``timeout_s`` (default: the client's) for a command
+        whose work grows with its input, such as a transfer."""
         req = frame(json.dumps({"cmd": cmd, "args": args}).encode())
+        wait_s = self._timeout if timeout_s is None else max(self._timeout, timeout_s)
         with self._lock:
             if self._sock is None:
                 self._connect()
             try:
+                self._sock.settimeout(wait_s)  # type: ignore[union-attr]
                 self._sock.sendall(req)  # type: ignore[union-attr]
                 body = read_frame(self._sock, MAX_RESPONSE_BYTES)  # type: ignore[arg-type]
             except TimeoutError:
                 self.close()
-                raise AgentError(f"{self._where}: no answer to {cmd} within {self._timeout:g} s") from None
+                raise AgentError(f"{self._where}: no answer to {cmd} within {wait_s:g} s") from None
             except (OSError, WireError) as e:
                 self.close()
                 raise AgentError(f"{self._where}: connection lost during {cmd}: {e}") from None
@@ -113,9 +117,10 @@ class AgentClient:
         return resp.get("result", {})
 
     # -- the commands, typed ------------------------------------------------------------------------
-    def _ask(self, parse: Callable[[dict[str, Any]], T], cmd: str, **args: Any) -> T:
+    def _ask(self, parse: Callable[[dict[str, Any]], T], cmd: str, *, timeout_s: float | None = None,
+             **args: Any) -> T:
         """``cmd`` with the arguments given (None: the agent's default), its answer parsed."""
-        answer = self.call(cmd, **{k: v for k, v in args.items() if v is not None})
+        answer = self.call(cmd, timeout_s=timeout_s, **{k: v for k, v in args.items() if v is not None})
         try:
             return parse(answer)
         except MissingField as e:
@@ -143,10 +148,13 @@ class AgentClient:
         return self._ask(Checkpoint.parse, "checkpoint_and_pause", job_id=job_id)
 
     def send_checkpoint(self, job_id: str, *, dst_addr: str, dst_port: int, transfer_id: str,
-                        ballast_bytes: int | None = None, deadline_s: float | None = None) -> CheckpointSent:
-        return self._ask(CheckpointSent.parse, "send_checkpoint", job_id=job_id, dst_addr=dst_addr,
-                         dst_port=dst_port, ballast_bytes=ballast_bytes, transfer_id=transfer_id,
-                         deadline_s=deadline_s)
+                        ballast_bytes: int | None = None, deadline_s: float | None = None,
+                        timeout_s: float | None = None) -> CheckpointSent:
+        """``timeout_s``: how long to wait for the transfer's report (at least the client's timeout);
+        the caller sizes it from the bytes and the link's rate."""
+        return self._ask(CheckpointSent.parse, "send_checkpoint", timeout_s=timeout_s, job_id=job_id,
+                         dst_addr=dst_addr, dst_port=dst_port, ballast_bytes=ballast_bytes,
+                         transfer_id=transfer_id, deadline_s=deadline_s)
 
     def load_and_resume(self, job_id: str, *, transfer_id: str, sha256: str, steps_per_s: float | None = None,
                         max_steps: int | None = None, checkpoint_bytes: int | None = None,

@@ -106,6 +106,10 @@ class Fabric:
             raise
         self.up_s = time.perf_counter() - t0
 
+    def describe(self) -> dict:
+        """What the run's manifest says of this fabric beyond the plan (a subclass adds its own)."""
+        return {}
+
     def down(self) -> None:
         """Idempotent, and not cut short by Ctrl-C/SIGTERM (deferred until it is done): stop relays
         (by PID, ours), remove every namespace of the plan that exists, the temp folder, and what the

@@ -36,7 +36,7 @@ ANSWERS = {
 def test_every_command_has_one_method_with_the_protocols_arguments():
     for cmd, model in COMMANDS.items():
         method = getattr(AgentClient, cmd)
-        params = [p for p in inspect.signature(method).parameters if p != "self"]
+        params = [p for p in inspect.signature(method).parameters if p not in ("self", "timeout_s")]  # client-side
         assert sorted(params) == sorted(model.model_fields), cmd
 
 
@@ -131,3 +131,51 @@ def test_the_parsers_read_a_real_agents_answers(tmp_path):
         c.close()
         srv.stop()
         agent.shutdown()
+
+
+def test_a_long_command_waits_as_long_as_its_caller_sized_it():
+    import time
+
+    def slow(args):
+        time.sleep(0.6)
+        return ANSWERS["send_checkpoint"]
+
+    srv = ControlServer("127.0.0.1", 0, TOKEN, {c: slow for c in COMMANDS})
+    th = threading.Thread(target=srv.serve_forever, daemon=True)
+    th.start()
+    client = AgentClient("127.0.0.1", srv.port, TOKEN, timeout_s=0.2)
+    try:
+        with pytest.raises(AgentError, match=r"no answer to send_checkpoint within 0.2 s"):
+            client.send_checkpoint("j1", dst_addr="10.0.0.2", dst_port=1, transfer_id="x")
+        sent = client.send_checkpoint("j1", dst_addr="10.0.0.2", dst_port=1, transfer_id="x", timeout_s=5.0)
+        assert sent.ballast_bytes == 5
+        with pytest.raises(AgentError, match="within 0.2 s"):  # the longer wait was for that call only
+            client.status("j1")
+    finally:
+        client.close()
+        srv.stop()
+
+
+def test_the_wait_for_a_transfer_grows_with_its_bytes_and_the_links_slowness():
+    from types import SimpleNamespace
+
+    from testbed.substrate.emulated.agent_mover import SEND_FIXED_S, send_wait_s
+
+    fast = SimpleNamespace(a="x", b="y", rate_ab_mbit=1000.0, rate_ba_mbit=10.0)
+    other = SimpleNamespace(a="y", b="z", rate_ab_mbit=5.0, rate_ba_mbit=5.0)
+
+    class Plan:
+        links = [fast, other]
+
+        def link(self, a, b):
+            for lk in self.links:
+                if {lk.a, lk.b} == {a, b}:
+                    return lk
+            raise KeyError(f"{a}-{b}")
+
+    plan = Plan()
+    small, big = send_wait_s(1e6, plan, "x", "y"), send_wait_s(1e9, plan, "x", "y")
+    assert SEND_FIXED_S < small < big
+    assert big > 10 * 8.0  # 1 GB at 1000 Mbit/s is 8 s on the wire: ten times that, at least
+    assert send_wait_s(1e9, plan, "y", "x") > 10 * 800.0  # the other direction runs at 10 Mbit/s
+    assert send_wait_s(1e8, plan, "x", "z") > 10 * 160.0  # no direct link: the slowest one bounds it

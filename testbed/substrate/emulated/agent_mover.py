@@ -15,6 +15,23 @@ from testbed.substrate.emulated.checkpoint_io import scaled_back_s
 from testbed.substrate.emulated.mover import Emulation, Mover, order_lag, register_mover, transfer_id
 from testbed.transfer.disk_io import IoTiming
 
+SEND_FIXED_S = 60.0          # connecting, hashing, the manifest, and a busy host's delays
+SEND_RATE_HEADROOM = 10.0    # the link may be degraded to a tenth of its configured rate mid-transfer
+BALLAST_WRITE_FLOOR_BPS = 20e6  # the ballast is written and fsynced first, at no less than this
+
+
+def send_wait_s(wire_bytes: float, plan, src: str, dst: str) -> float:
+    """How long the controller waits for an agent's transfer report: the fixed costs, plus the wire
+    time at the src->dst link's configured (wall-clock) rate with headroom, plus writing the bytes.
+    Sized from the work, so a large checkpoint on a slow link is not cut off at a fixed limit."""
+    try:
+        link = plan.link(src, dst)
+        rate_mbit = link.rate_ab_mbit if src == link.a else link.rate_ba_mbit
+    except KeyError:  # routed over other sites: the slowest link bounds it
+        rate_mbit = min(min(lk.rate_ab_mbit, lk.rate_ba_mbit) for lk in plan.links)
+    wire_s = wire_bytes * 8 / (max(rate_mbit, 1e-3) * 1e6)
+    return SEND_FIXED_S + SEND_RATE_HEADROOM * wire_s + wire_bytes / BALLAST_WRITE_FLOOR_BPS
+
 
 @register_mover
 class AgentMover(Mover):
@@ -126,7 +143,9 @@ class AgentMover(Mover):
         try:
             w1 = time.perf_counter()
             sent = src.send_checkpoint(jid, dst_addr=em.fabric.site_addr(order.dst), dst_port=AGENT_TRANSFER_PORT,
-                                       ballast_bytes=ballast, transfer_id=transfer_id(order))
+                                       ballast_bytes=ballast, transfer_id=transfer_id(order),
+                                       timeout_s=send_wait_s(ck.size_bytes + ballast, em.fabric.plan,
+                                                             order.src, order.dst))
             rep = sent.report
             save = save + IoTiming(sent.ballast_bytes, sent.t_ballast_save_s)
             t_transfer = rep["t_connect_s"] + rep["t_transfer_s"] + rep["t_verify_s"]

@@ -176,6 +176,7 @@ class EmulatedSubstrate(Substrate):
             "impairment": self.fabric.plan.impairment if self.fabric else None,
             **(s.to_dict() if s else {}),
             "fabric_up_s": self.fabric.up_s if self.fabric else None,
+            **(self.fabric.describe() if self.fabric else {}),
             "skipped_scenario_s": self.clock.skipped_s if self.clock else None,
             "rate_changes": len(applied),
             "rate_change_max_lag_wall_ms": max((a["lag_wall_ms"] for a in live), default=None),

@@ -93,6 +93,9 @@ class MininetFabric(Fabric):
         self._host_pids: list[int] = []
         self._ovs = None  # a private Open vSwitch started for this network (switch ovs, none answering)
 
+    def describe(self) -> dict:
+        return {"switch": self.switch}
+
     def _owned_pids(self) -> list[int]:
         return super()._owned_pids() + self._host_pids + (self._ovs.pids if self._ovs else [])
 

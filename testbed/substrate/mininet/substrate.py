@@ -14,6 +14,3 @@ class MininetSubstrate(EmulatedSubstrate):
 
     def make_fabric(self, plan: FabricPlan) -> MininetFabric:
         return MininetFabric(plan, switch=substrate_switch())
-
-    def describe(self) -> dict:
-        return {**super().describe(), "switch": self.fabric.switch if self.fabric else substrate_switch()}
