@@ -16,6 +16,7 @@ reaches a different process that reused the PID.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 from collections.abc import Iterable
@@ -50,10 +51,20 @@ def ended(proc: psutil.Process) -> bool:
     return True
 
 
+# How long to wait for our own child that shows as a zombie but cannot be reaped yet: a multi-threaded
+# process is a zombie once its main thread exits, and waitpid collects it only after its other threads.
+OWN_ZOMBIE_REAP_S = 5.0
+
+
 def _reap(proc: psutil.Process) -> None:
     """Collect an exited process's status if it is our child; nothing to do for others."""
     try:
-        proc.returncode = proc.wait(timeout=0)  # our child: waitpid reaps it, gives its exit code
+        ours = proc.ppid() == os.getpid()
+    except psutil.Error:
+        ours = False
+    try:
+        # our child: waitpid reaps it, gives its exit code
+        proc.returncode = proc.wait(timeout=OWN_ZOMBIE_REAP_S if ours else 0)
     except psutil.TimeoutExpired:  # a zombie of another parent: only that parent can reap it
         proc.returncode = None
     except psutil.NoSuchProcess:

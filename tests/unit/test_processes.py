@@ -158,3 +158,25 @@ def test_owned_processes_checks_the_command_line_and_skips_zombies():
     finally:
         rep = terminate([mine, other, done])
     assert sorted(rep.terminated) == sorted([mine.pid, other.pid])
+
+
+def test_our_child_that_is_a_zombie_while_its_threads_exit_is_reaped():
+    import ctypes.util  # noqa: F401  (the child uses it)
+    import sys
+
+    from testbed.netem.processes import ended
+
+    # the child's main thread exits first (pthread_exit): the process shows as a zombie while its
+    # other thread still runs, and waitpid can collect it only once that thread is gone too
+    code = ("import ctypes, ctypes.util, threading, time\n"
+            "threading.Thread(target=time.sleep, args=(0.8,)).start()\n"
+            "ctypes.CDLL(ctypes.util.find_library('c')).pthread_exit(None)\n")
+    child = subprocess.Popen([sys.executable, "-c", code])
+    proc = psutil.Process(child.pid)
+    deadline = time.monotonic() + 5
+    while proc.status() != psutil.STATUS_ZOMBIE and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert proc.status() == psutil.STATUS_ZOMBIE
+    assert ended(proc) and proc.returncode is not None  # reaped, not left a zombie
+    assert not psutil.pid_exists(child.pid) or psutil.Process(child.pid).create_time() != proc.create_time()
+    child.returncode = proc.returncode  # reaped here: Popen must not wait on it again
