@@ -12,6 +12,9 @@ the run id matching the file name), and each listed name must also carry the run
   private engine's ``tb-<run>`` cgroup, its containers' processes, are ended);
 - temp folders: real directories (not links) directly under the system temp dir named ``tb-<run>-...``;
 - partial results: real directories named ``.NAME.partial-PID`` (the results writer's working name);
+- the userspace Open vSwitch device (``ovs-netdev``) a run's private Open vSwitch made, once no
+  ``ovs-vswitchd`` runs on the host any more (the state file says the run made it; it is not named
+  after the run);
 - a private Docker engine's run directory ``<TESTBED_DOCKER_DIR>/docker-<run>`` (mounts under it
   detached first), after its daemon was ended.
 
@@ -141,6 +144,27 @@ def _remove_interfaces(names: list[str], run_id: str, rep: CleanReport) -> None:
                         rep.errors.append(f"interface {name}: {e}")
     except Exception as e:  # noqa: BLE001
         rep.errors.append(f"interfaces: {e}")
+
+
+OVS_NETDEV_IF = "ovs-netdev"
+
+
+def _remove_ovs_netdev(name: str | None, rep: CleanReport) -> None:
+    """The device a run's private Open vSwitch made (its state says so), when no ovs-vswitchd is left
+    that could be using it (another one may have adopted it: then it stays)."""
+    if name != OVS_NETDEV_IF:
+        return
+    import psutil
+    from pyroute2 import IPRoute
+
+    for proc in psutil.process_iter(["name"]):
+        if proc.info["name"] == "ovs-vswitchd":
+            rep.refused.append(f"{name}: left in place, an ovs-vswitchd (PID {proc.pid}) is running")
+            return
+    with IPRoute() as ipr:
+        for index in ipr.link_lookup(ifname=name):
+            ipr.link("del", index=index)
+            rep.interfaces.append(name)
 
 
 def _remove_cgroups(names: list[str], run_id: str, rep: CleanReport) -> None:
@@ -302,6 +326,7 @@ def clean_run(run_id: str, *, force: bool = False) -> CleanReport:
     _guarded(rep, "processes in the run's folders", _stop_dir_users, st, run_id, rep)
     _guarded(rep, "namespaces", _remove_namespaces, st.get("namespaces", []), run_id, rep)
     _guarded(rep, "interfaces", _remove_interfaces, st.get("interfaces", []), run_id, rep)
+    _guarded(rep, "ovs userspace device", _remove_ovs_netdev, st.get("ovs_netdev"), rep)
     _guarded(rep, "cgroups", _remove_cgroups, st.get("cgroups", []), run_id, rep)  # after the processes
     _guarded(rep, "temp folders", _remove_tmp_dirs, st.get("tmp_dirs", []), run_id, rep)
     _guarded(rep, "partial results", _remove_partial_dirs, st.get("partial_dirs", []), rep)

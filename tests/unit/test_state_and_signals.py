@@ -223,3 +223,37 @@ def test_in_process_callers_get_their_handlers_back_after_a_signal(restore_signa
         with pytest.raises(KeyboardInterrupt):
             os.kill(os.getpid(), signal.SIGINT)
     assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+
+
+def test_the_ovs_device_a_run_made_goes_only_when_no_ovs_vswitchd_is_left(monkeypatch):
+    import sys
+    from types import SimpleNamespace
+
+    deleted: list[int] = []
+
+    class FakeIPRoute:
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *a):
+            return False
+
+        def link_lookup(self, ifname):
+            return [7] if ifname == "ovs-netdev" else []
+
+        def link(self, op, index):
+            deleted.append(index)
+
+    monkeypatch.setitem(sys.modules, "pyroute2", SimpleNamespace(IPRoute=FakeIPRoute))
+    procs = [SimpleNamespace(pid=11, info={"name": "ovs-vswitchd"})]
+    monkeypatch.setattr("psutil.process_iter", lambda attrs: iter(procs))
+    rep = clean.CleanReport("abc123")
+    clean._remove_ovs_netdev("ovs-netdev", rep)  # another ovs-vswitchd may use it: left alone
+    assert deleted == [] and rep.refused and "PID 11" in rep.refused[0]
+    procs.clear()
+    rep = clean.CleanReport("abc123")
+    clean._remove_ovs_netdev("ovs-netdev", rep)
+    assert deleted == [7] and rep.interfaces == ["ovs-netdev"] and not rep.refused
+    clean._remove_ovs_netdev(None, rep)  # the run made none (or the state names something else)
+    clean._remove_ovs_netdev("eth0", rep)
+    assert deleted == [7]

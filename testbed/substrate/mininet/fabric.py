@@ -165,6 +165,8 @@ class MininetFabric(Fabric):
             # its userspace datapath's own device (persistent, not named by the run): removed by
             # ovs-vswitchd with the last bridge, else by the teardown if it was made for this network
             self._ovs.owns_netdev = ovs.datapath() == "user" and not _root_link_exists(ovs.NETDEV_IF)
+            if self._ovs.owns_netdev:  # so that `testbed clean` removes it if this process is killed
+                state.add(self.plan.run_id, info={"ovs_netdev": ovs.NETDEV_IF})
             self._ovs.start(on_started=lambda pid: state.add(self.plan.run_id, pids=[pid]))
         return ovs.datapath()
 
