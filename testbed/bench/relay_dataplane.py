@@ -215,12 +215,12 @@ def lossy_tcp_row(impl: str, rate_mbit: float = 3000.0, loss_pct: float = 1.0, d
 
 
 def _ping_rtts_ms(fab, seconds: float, interval_s: float = 0.002) -> list[float]:
-    """RTTs of pings from site a to site b every ``interval_s`` for ``seconds`` (root: any interval)."""
+    """RTTs of pings from site a to site b every ``interval_s`` (root: any interval) for ``seconds`` (a
+    deadline, not a count: on a busy machine ping sends more slowly than asked and would outlast the load)."""
     exe = shutil.which("ping")
     if exe is None:
         return []
-    n = max(1, int(seconds / interval_s))
-    proc = spawn(fab.site_ns("a"), [exe, "-n", "-i", str(interval_s), "-c", str(n), "-W", "1",
+    proc = spawn(fab.site_ns("a"), [exe, "-n", "-i", str(interval_s), "-w", str(max(1, int(seconds))), "-W", "1",
                                     fab.site_addr("b")], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     out, _ = proc.communicate(timeout=seconds + 30)
     return [float(tok.split("=", 1)[1]) for line in out.decode().splitlines() for tok in line.split()
@@ -277,9 +277,9 @@ def jitter_row(impl: str, rate_mbit: float, delay_ms: float = 25.0, jitter_ms: f
         mode = "gso" if relay_gso(fab.plan.links[0]) else "frame"
         omit = startup_omit_s(rtt_ms(delay_ms + 2 * jitter_ms))
 
-        def ping() -> None:
-            time.sleep(omit + 0.5)  # TCP's start-up left out here too
-            pings.extend(_ping_rtts_ms(fab, max(1.0, seconds - 1.0)))
+        def ping() -> None:  # while TCP is in its steady state (start-up left out), and stopped before it ends
+            time.sleep(omit + 0.5)
+            pings.extend(_ping_rtts_ms(fab, max(1.0, seconds - 1.5)))
 
         th = threading.Thread(target=ping)
         th.start()
