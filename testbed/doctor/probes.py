@@ -188,7 +188,8 @@ SPECS.append(ProbeSpec("ovs", tool_probe("ovs-vsctl"), "Open vSwitch switches ca
 
 
 @probe("ovs_kernel_datapath", yes="OVS switches forward in the kernel at full speed",
-       no="OVS only with its userspace datapath (slow, ~1.2 Gbit/s with retransmits): the mininet substrate uses Linux bridges")
+       no="OVS only with its userspace datapath (slow, ~1.2 Gbit/s with retransmits): the mininet substrate "
+          "uses Linux bridges unless a scenario sets emulation.switch: ovs")
 def probe_ovs_kernel_datapath(ctx: ProbeContext) -> Result:
     loaded = Path("/sys/module/openvswitch").is_dir() or _in_proc_modules("openvswitch")
     config = ctx.kconfig().get("CONFIG_OPENVSWITCH")

@@ -63,18 +63,22 @@ def test_ovs_switch_refused_with_its_reason(monkeypatch, tmp_path):
     assert "no datapath" in switches.switch_unavailable("ovs")
 
 
-def test_mininet_substrate_switch_comes_from_the_environment(monkeypatch, capsys, tmp_path):
+def test_mininet_substrate_switch_comes_from_the_scenario(monkeypatch, capsys, tmp_path):
     pytest.importorskip("mininet.net")
+    from testbed.spec.load import load_scenario
     from testbed.substrate.mininet import switches
 
-    monkeypatch.setenv(switches.SWITCH_ENV, "p4")
     out = tmp_path / "r"
-    rc = main(["run", "scenarios/quickstart.yaml", "--substrate", "mininet", "--out", str(out), "--no-progress"])
+    rc = main(["run", "scenarios/quickstart.yaml", "--substrate", "mininet", "--set", "emulation.switch=p4",
+               "--out", str(out), "--no-progress"])
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("error:") or "emulation.switch" in ln]
+    assert rc == 2 and err and "emulation.switch" in "\n".join(err) and not out.exists()  # refused as a field
+    monkeypatch.setattr(switches, "switch_unavailable", lambda s: None if s == "lxbr" else f"no {s} here")
+    rc = main(["run", "scenarios/quickstart.yaml", "--substrate", "mininet", "--set", "emulation.switch=ovs",
+               "--out", str(out), "--no-progress"])
     err = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("error:")]
-    assert rc == 1 and len(err) == 1 and not out.exists()
-    assert "TESTBED_MININET_SWITCH=p4: switch 'p4': choose one of lxbr, ovs" in err[0]
-    monkeypatch.delenv(switches.SWITCH_ENV)
-    assert switches.substrate_switch() == "lxbr"
+    assert rc == 1 and len(err) == 1 and "emulation.switch ovs: no ovs here" in err[0] and not out.exists()
+    assert switches.substrate_switch(load_scenario("scenarios/quickstart.yaml").scenario) == "lxbr"
 
 
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-
 from testbed.substrate.registry import SubstrateKind, register_substrate
 
 
@@ -15,11 +13,12 @@ def _make(inputs, run_id):
 
 def _unavailable(scenario):
     from testbed.substrate.emulated.preflight import live_unavailable
-    from testbed.substrate.mininet.switches import SWITCH_ENV, substrate_switch, switch_unavailable
+    from testbed.substrate.mininet.switches import substrate_switch, switch_unavailable
 
-    why = switch_unavailable(substrate_switch())
-    if why and os.environ.get(SWITCH_ENV):  # say where the switch was chosen
-        why = f"{SWITCH_ENV}={os.environ[SWITCH_ENV]}: {why}"
+    switch = substrate_switch(scenario)
+    why = switch_unavailable(switch)
+    if why and switch != "lxbr":  # say where a switch other than the default was chosen
+        why = f"emulation.switch {switch}: {why}"
     return why or live_unavailable(scenario)
 
 

@@ -13,4 +13,4 @@ class MininetSubstrate(EmulatedSubstrate):
     name = "mininet"
 
     def make_fabric(self, plan: FabricPlan) -> MininetFabric:
-        return MininetFabric(plan, switch=substrate_switch())
+        return MininetFabric(plan, switch=substrate_switch(self._in.scenario))

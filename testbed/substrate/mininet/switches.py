@@ -15,11 +15,9 @@ when a switch's tool is missing, which must never happen half-way through a run.
 
 from __future__ import annotations
 
-import os
 import shutil
 
 SWITCHES = ("lxbr", "ovs")
-SWITCH_ENV = "TESTBED_MININET_SWITCH"  # the mininet substrate's switch (``testbed run``); default lxbr
 _SBIN = "/usr/sbin:/sbin:/usr/bin:/bin"
 
 
@@ -32,15 +30,15 @@ def mininet_unavailable() -> str | None:
     try:
         import mininet.net  # noqa: F401
     except ImportError:
-        return "mininet is not installed (scripts/setup.sh installs it: pip mininet==2.3.0.dev6)"
+        return "mininet is not installed (scripts/setup.sh installs Debian's mininet package and links it into .venv)"
     if _which("mnexec") is None:
         return "mininet's mnexec is not on PATH (scripts/setup.sh installs Mininet's tools)"
     return None
 
 
-def substrate_switch() -> str:
-    """The management switch of ``--substrate mininet`` runs: ``$TESTBED_MININET_SWITCH``, else lxbr."""
-    return os.environ.get(SWITCH_ENV) or "lxbr"
+def substrate_switch(scenario) -> str:
+    """The management switch of a ``--substrate mininet`` run: the scenario's ``emulation.switch``."""
+    return scenario.emulation.switch
 
 
 def switch_unavailable(switch: str) -> str | None:
