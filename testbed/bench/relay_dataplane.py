@@ -281,9 +281,12 @@ def jitter_row(impl: str, rate_mbit: float, delay_ms: float = 25.0, jitter_ms: f
             time.sleep(omit + 0.5)
             pings.extend(_ping_rtts_ms(fab, max(1.0, seconds - 1.5)))
 
+        pids = set(fab.relay_pids().values()) if impl == "fast" else set()
         th = threading.Thread(target=ping)
         th.start()
+        s0, t0 = _schedstat(pids), time.monotonic()
         data = _iperf3(fab, seconds, omit_s=omit)
+        ran, waited = relay_sched_shares(s0, _schedstat(pids), time.monotonic() - t0)
         th.join()
         load = os.getloadavg()[0]
         if impl == "fast":  # the relay writes its stats when it stops
@@ -303,7 +306,8 @@ def jitter_row(impl: str, rate_mbit: float, delay_ms: float = 25.0, jitter_ms: f
     return {"implementation": impl, "mode": mode, "configured_mbit": rate_mbit, "configured_delay_ms": delay_ms,
             "configured_jitter_ms": jitter_ms, "actual_goodput_mbit": goodput,
             "goodput_ratio": goodput / rate_mbit if goodput else None, "retransmits": sender.get("retransmits"),
-            "actual_ping_rtt_ms": _quantiles(pings), "actual_relay_delay_ab_ms": relay_delay, "load_avg_1m": load}
+            "actual_ping_rtt_ms": _quantiles(pings), "actual_relay_delay_ab_ms": relay_delay, "load_avg_1m": load,
+            "actual_relay_ran_share": ran, "actual_relay_runqueue_wait_share": waited}
 
 
 def run(cases=DEFAULT_CASES, seconds: float = 5.0) -> dict:
