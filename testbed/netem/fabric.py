@@ -44,8 +44,9 @@ RELAY_GSO_ABOVE_MBIT = 400.0
 def relay_gso(link: LinkPlan) -> bool:
     """The relay's GSO mode (super-frames: ~3x the throughput of frame mode, but delay applies per
     super-frame, measured 88.7 % instead of 95.6 % of a 100 Mbit/s tbf) only where frame mode
-    cannot keep up (> 400 Mbit/s). With loss only for the compiled relay, which draws loss per
-    segment of a TCP super-frame (the Python relay cannot: loss must drop single frames)."""
+    cannot keep up (> 400 Mbit/s). With loss or jitter only for the compiled relay, which cuts a
+    TCP or UDP super-frame (IPv4 or IPv6) into its segments and draws loss and delay for each (the
+    Python relay cannot: it would drop or delay whole super-frames)."""
     from testbed.netem import fastrelay
 
     if max(link.rate_ab_mbit, link.rate_ba_mbit) <= RELAY_GSO_ABOVE_MBIT:
