@@ -50,12 +50,12 @@ def choose_substrate(requested: str, sc) -> tuple[str, str]:
     return "netns", "root and network namespaces available: sites are namespaces, links are shaped, bytes are real"
 
 
-def _say_wall_time(loaded: LoadedScenario, inputs) -> None:
+def _say_wall_time(loaded: LoadedScenario, inputs, substrate: str) -> None:
     """Before an emulation starts: its estimated wall time, and a warning naming
     ``emulation.time_scale`` when it is long (testbed/studies/wall_time.py)."""
     from testbed.studies.wall_time import estimate
 
-    est = estimate(loaded, inputs)
+    est = estimate(loaded, inputs, substrate)
     print(est.line(), file=sys.stderr)
     if est.warning():
         print(est.warning(), file=sys.stderr)
@@ -94,7 +94,7 @@ def run_scenario(loaded: LoadedScenario, *, out_dir: Path | None = None, substra
         require_root(f"--substrate {substrate}")  # before the state file (root's /run/testbed) is written
         run_id = new_run_id()
         if progress:
-            _say_wall_time(loaded, inputs)
+            _say_wall_time(loaded, inputs, substrate)
     summaries: dict[str, dict] = {}
     wall: dict[str, float] = {}
     with contextlib.ExitStack() as stack, state.listed(run_id, partial_dirs=[str(partial_dir(checked.path))]), \

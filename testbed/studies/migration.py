@@ -9,6 +9,7 @@ Per policy ``<label>/``: the run log's tables (``*.parquet``), ``summary.json``,
 from __future__ import annotations
 
 import contextlib
+import math
 from pathlib import Path
 
 import pandas as pd
@@ -94,6 +95,8 @@ class MigrationStudy(Study):
             write_table(folder / f"{name}.parquet", df)
         summary = summarize(tables, policy=run.spec.name, label=run.label)
         write_json(folder / "summary.json", summary)
+        if self.live(self.inputs):  # the control loop's measured pace, for the next run's estimate
+            self._record_pace(tables["migrations"], wall_s)
         self._jobs[run.label] = tables["jobs"]
         if self.plots:
             sc, seed = self.sc, self.inputs.seed
@@ -104,6 +107,14 @@ class MigrationStudy(Study):
         by_site = with_policy(energy_by_site(tables["timeseries"]), run.spec.name, run.label)
         by_site.to_csv(folder / "energy_by_site.csv", index=False, float_format="%.6f")
         return summary
+
+    def _record_pace(self, migrations, wall_s: float) -> None:
+        from testbed.studies import pace
+
+        em = self.sc.emulation
+        transfer_s = float(migrations["actual_transfer_s"].fillna(0.0).sum()) if "actual_transfer_s" in migrations else 0.0
+        pace.record(self.substrate, em.nodes, steps=math.ceil(self.sc.duration_s / self.sc.step_s), wall_s=wall_s,
+                    transfer_wall_s=transfer_s / em.time_scale)
 
     def compare(self, summaries: dict[str, dict], out: Path) -> tuple[dict, str]:
         self._bar.close()

@@ -5,8 +5,10 @@ while a transfer is in flight and skips idle time (``skip_idle``), so the wall t
 scenario time spent on transfers divided by ``time_scale``, plus the control loop's own time:
 
 - **migration study**: the analytic substrate runs the same inputs first (seconds) and predicts
-  the migrations; the estimate is its wall time plus their transfer time / ``time_scale``. When it
-  cannot run, the bound is every policy's whole scenario at ``time_scale``.
+  the migrations; the estimate is its wall time plus their transfer time / ``time_scale``, plus
+  every policy's control steps at the pace measured by earlier emulated runs on this machine
+  (:mod:`testbed.studies.pace`; until one has run, the line says the pace is not in it). When the
+  analytic run cannot run, the bound is every policy's whole scenario at ``time_scale``.
 - **federated (PowerTrip) study**: an upper bound, every round exchanging the update over the
   slowest participant's link (down and up), for at most ``max_rounds`` rounds and ``max_hours``;
   real FedAvg training comes on top.
@@ -52,11 +54,11 @@ class WallEstimate:
                 f"{self.time_scale * factor:g}) to shorten it")
 
 
-def estimate(loaded: LoadedScenario, inputs: Inputs) -> WallEstimate:
+def estimate(loaded: LoadedScenario, inputs: Inputs, substrate: str = "netns") -> WallEstimate:
     sc = inputs.scenario
     if sc.federated is not None:
         return _federated(sc)
-    return _migration(loaded, inputs)
+    return _migration(loaded, inputs, substrate)
 
 
 def _upper_bound(sc) -> WallEstimate:
@@ -66,7 +68,7 @@ def _upper_bound(sc) -> WallEstimate:
                         bound=True)
 
 
-def _migration(loaded: LoadedScenario, inputs: Inputs) -> WallEstimate:
+def _migration(loaded: LoadedScenario, inputs: Inputs, substrate: str = "netns") -> WallEstimate:
     from testbed.studies.migration import MigrationStudy
 
     sc = inputs.scenario
@@ -85,9 +87,20 @@ def _migration(loaded: LoadedScenario, inputs: Inputs) -> WallEstimate:
     except TestbedError:
         return _upper_bound(sc)
     control_s = time.perf_counter() - t0
-    return WallEstimate(control_s + transfer_s / t, n, t,
+    from testbed.studies import pace
+
+    steps = len(sc.policies) * math.ceil(sc.duration_s / sc.step_s)
+    measured = pace.step_wall_s(substrate, sc.emulation.nodes)
+    if measured is None:
+        pace_s, pace_txt = 0.0, (f"{steps} control steps not included: their pace on {substrate} with "
+                                 f"{sc.emulation.nodes} nodes is measured by the first such run here")
+    else:
+        pace_s = steps * measured[0]
+        pace_txt = (f"{steps} control steps at {measured[0]:.3g} s each, measured by the last "
+                    f"{measured[1]} {substrate} run{'s' if measured[1] != 1 else ''} with {sc.emulation.nodes} nodes")
+    return WallEstimate(control_s + transfer_s / t + pace_s, n, t,
                         f"the sim substrate predicts {n} migration{'s' if n != 1 else ''} over {len(sc.policies)} policies, "
-                        f"{fmt_duration(transfer_s)} of scenario time in transfers")
+                        f"{fmt_duration(transfer_s)} of scenario time in transfers; {pace_txt}")
 
 
 def _federated(sc) -> WallEstimate:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+import pytest
+
 import testbed.progress as progress
 from testbed.progress import LineProgress, eta_s, fmt_duration
 from testbed.studies.wall_time import WallEstimate, estimate
@@ -88,3 +90,32 @@ def test_federated_estimate_is_a_bound_from_rounds_and_the_slowest_link():
     est = estimate(loaded, build_inputs(loaded.scenario))
     # 6 runs (static_k with k [1, 3] is two); slowest participant link 1 Gbit/s: 2 x 16 s per round
     assert est.bound and est.seconds == 6 * 10 * 2 * 2.0 * 8 / 1.0 / loaded.scenario.emulation.time_scale
+
+
+def test_the_control_loops_measured_pace_is_recorded_and_goes_into_the_next_estimate(tmp_path, monkeypatch):
+    from testbed.api import prepare
+    from testbed.inputs import build_inputs
+    from testbed.studies import pace
+
+    monkeypatch.setenv(pace.CACHE_ENV, str(tmp_path / "pace.json"))
+    loaded = prepare(QUICKSTART, {"duration_h": 24}).loaded
+    sc = loaded.scenario
+    inputs = build_inputs(sc)
+    before = estimate(loaded, inputs, "netns")
+    assert "control steps not included" in before.line()
+    assert pace.step_wall_s("netns", sc.emulation.nodes) is None
+    # two runs of 288 steps: 60 s and 90 s of wall time, 12 s of it in transfers each
+    assert pace.record("netns", sc.emulation.nodes, steps=288, wall_s=60.0, transfer_wall_s=12.0) == 48.0 / 288
+    pace.record("netns", sc.emulation.nodes, steps=288, wall_s=90.0, transfer_wall_s=12.0)
+    assert pace.step_wall_s("mininet", sc.emulation.nodes) is None  # per substrate
+    step_s, runs = pace.step_wall_s("netns", sc.emulation.nodes)
+    assert runs == 2 and step_s == (48.0 + 78.0) / 2 / 288
+    after = estimate(loaded, inputs, "netns")
+    steps = len(sc.policies) * 288
+    assert after.seconds - before.seconds == pytest.approx(steps * step_s, rel=0.05, abs=2.0)
+    assert f"{steps} control steps at" in after.line() and "measured by the last 2 netns runs" in after.line()
+    for _ in range(pace.KEEP + 3):
+        pace.record("netns", sc.emulation.nodes, steps=288, wall_s=288.0, transfer_wall_s=0.0)
+    assert pace.step_wall_s("netns", sc.emulation.nodes) == (1.0, pace.KEEP)  # only the last runs count
+    (tmp_path / "pace.json").write_text("not json")
+    assert pace.step_wall_s("netns", sc.emulation.nodes) is None  # an unreadable cache is ignored
