@@ -153,13 +153,16 @@ def root() -> Path:
     return ROOT
 
 
+PACE_CACHE_ENV = "TESTBED_PACE_CACHE"
+
+
 @pytest.fixture(autouse=True)
 def _no_machine_dataplane_capacity(tmp_path_factory, monkeypatch):
     """Tests never read the relay capacity `testbed bench shaping` cached for this machine: the
     defaults apply unless a test writes its own cache (testbed.netem.dataplane_capacity)."""
     from testbed.netem.dataplane_capacity import CACHE_ENV
-    from testbed.studies.pace import CACHE_ENV as PACE_ENV
 
     monkeypatch.setenv(CACHE_ENV, str(tmp_path_factory.getbasetemp() / "no-dataplane-capacity.json"))
-    # nor write or read the machine's measured emulation pace (testbed.studies.pace)
-    monkeypatch.setenv(PACE_ENV, str(tmp_path_factory.getbasetemp() / "emulation-pace.json"))
+    # nor write or read the machine's measured emulation pace (testbed.studies.pace.CACHE_ENV; named
+    # here, not imported: the studies package needs numpy, which the qemu guest's tests do without)
+    monkeypatch.setenv(PACE_CACHE_ENV, str(tmp_path_factory.getbasetemp() / "emulation-pace.json"))

@@ -97,6 +97,9 @@ def test_the_control_loops_measured_pace_is_recorded_and_goes_into_the_next_esti
     from testbed.inputs import build_inputs
     from testbed.studies import pace
 
+    from tests.conftest import PACE_CACHE_ENV
+
+    assert PACE_CACHE_ENV == pace.CACHE_ENV  # the name the test fixture keeps every test's pace apart by
     monkeypatch.setenv(pace.CACHE_ENV, str(tmp_path / "pace.json"))
     loaded = prepare(QUICKSTART, {"duration_h": 24}).loaded
     sc = loaded.scenario
