@@ -9,7 +9,6 @@ Per policy ``<label>/``: the run log's tables (``*.parquet``), ``summary.json``,
 from __future__ import annotations
 
 import contextlib
-import math
 from pathlib import Path
 
 import pandas as pd
@@ -73,7 +72,7 @@ class MigrationStudy(Study):
         self.inputs, self.run_id = inputs, run_id
         self._jobs: dict[str, pd.DataFrame] = {}
         self._desc: dict = {}
-        n_steps = int(-(-self.sc.duration_s // self.sc.step_s))
+        n_steps = self._steps()
         # a bar on a terminal, a line every 30 s with an ETA elsewhere (a log, CI, a notebook)
         self._bar = progress_bar(n_steps * len(self.sc.policies), self.sc.name, enabled=self.progress)
         stack.callback(self._bar.close)
@@ -108,12 +107,16 @@ class MigrationStudy(Study):
         by_site.to_csv(folder / "energy_by_site.csv", index=False, float_format="%.6f")
         return summary
 
+    def _steps(self) -> int:
+        """Control steps of one policy's run."""
+        return int(-(-self.sc.duration_s // self.sc.step_s))
+
     def _record_pace(self, migrations, wall_s: float) -> None:
         from testbed.studies import pace
 
         em = self.sc.emulation
         transfer_s = float(migrations["actual_transfer_s"].fillna(0.0).sum()) if "actual_transfer_s" in migrations else 0.0
-        pace.record(self.substrate, em.nodes, steps=math.ceil(self.sc.duration_s / self.sc.step_s), wall_s=wall_s,
+        pace.record(self.substrate, em.nodes, steps=self._steps(), wall_s=wall_s,
                     transfer_wall_s=transfer_s / em.time_scale)
 
     def compare(self, summaries: dict[str, dict], out: Path) -> tuple[dict, str]:

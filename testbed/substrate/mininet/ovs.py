@@ -20,8 +20,9 @@ import subprocess
 import time
 from pathlib import Path
 
+from testbed.netem.clean import OVS_NETDEV_IF as NETDEV_IF  # the userspace datapath's own device (made by ovs-vswitchd)
+
 SCHEMA = Path("/usr/share/openvswitch/vswitch.ovsschema")
-NETDEV_IF = "ovs-netdev"  # the userspace datapath's own device (made by ovs-vswitchd)
 TUN = Path("/dev/net/tun")  # the userspace datapath's bridge port is a tap device
 DAEMONS = ("ovsdb-tool", "ovsdb-server", "ovs-vswitchd")
 _SBIN = "/usr/sbin:/sbin:/usr/bin:/bin"
