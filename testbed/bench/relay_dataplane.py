@@ -29,11 +29,16 @@ from testbed.bench.shaping import UNSHAPED_MBIT, _pair, handshake_rtt_ms
 from testbed.link import rtt_ms
 from testbed.netem.fastrelay import RELAY_ENV
 from testbed.netem.fastrelay import available as fast_available
+from testbed.netem import tcp_cc
 from testbed.netem.nsexec import in_netns, spawn
+from testbed.netem.tcp_cc import DEFAULT as DEFAULT_TCP_CC
 
 IMPLEMENTATIONS = ("fast", "python")
 RTT_TOL_MS, RTT_TOL_FRAC, LOSS_TOL_POINTS, GOODPUT_TARGET = 1.0, 0.05, 0.3, 0.94
 DEFAULT_CASES = ((1000.0, 10.0), (5000.0, 25.0), (10000.0, 25.0), (10000.0, 50.0), (1000.0, 100.0))
+# seconds measured (after the start-up) at 10 Gbit/s and above: a user's iperf3 -t 10 (bbr enters ProbeRTT
+# every 10 s, so a shorter run could miss its cost); and the case run again with the sites on bbr
+LONG_TCP_S, BBR_CASE = 10.0, (10000.0, 25.0)
 # TCP through a lossy link: at 3 Gbit/s configured (goodput against the most it can be), and at 10 Gbit/s
 # (what the data plane carries with per-packet loss; target: >= LOSSY_TARGET_MBIT)
 LOSSY_RATES_MBIT, LOSSY_TARGET_MBIT = (3000.0, 10000.0), 3000.0
@@ -122,15 +127,16 @@ def goodput_with_startup_mbit(data: dict | None) -> float | None:
     return sum(x.get("bytes", 0) for x in iv) * 8 / secs / 1e6 if secs > 0 else None
 
 
-def tcp_row(impl: str, rate_mbit: float, delay_ms: float, seconds: float = 5.0) -> dict:
+def tcp_row(impl: str, rate_mbit: float, delay_ms: float, seconds: float = 5.0, *,
+            tcp_congestion: str = DEFAULT_TCP_CC) -> dict:
     """iperf3 TCP goodput (steady state, start-up left out) and RTTs through one link built by
-    ``impl`` ("fast", "python" or "unshaped")."""
+    ``impl`` ("fast", "python" or "unshaped"), the sites' TCP congestion control ``tcp_congestion``."""
     unshaped = impl == "unshaped"
     rtt = rtt_ms(delay_ms)
     omit = startup_omit_s(0.0 if unshaped else rtt)
     with _relay_impl("python" if impl == "python" else "fast"):
         with _pair(UNSHAPED_MBIT if unshaped else rate_mbit, 0.0 if unshaped else delay_ms,
-                   "none" if unshaped else "relay") as fab:
+                   "none" if unshaped else "relay", tcp_congestion=tcp_congestion) as fab:
             idle_rtt = handshake_rtt_ms(fab, n=20)
             gso_bytes = gso_max_bytes(fab)
             pids = set(fab.relay_pids().values()) if impl == "fast" else set()
@@ -140,7 +146,8 @@ def tcp_row(impl: str, rate_mbit: float, delay_ms: float, seconds: float = 5.0) 
             load = os.getloadavg()[0]
     goodput = data["end"]["sum_received"]["bits_per_second"] / 1e6 if data else None
     stream = (data or {}).get("end", {}).get("streams", [{}])[0].get("sender", {})
-    row = {"implementation": impl, "configured_mbit": None if unshaped else rate_mbit,
+    row = {"implementation": impl, "tcp_congestion": tcp_cc.effective(tcp_congestion),
+           "configured_mbit": None if unshaped else rate_mbit,
            "configured_rtt_ms": None if unshaped else rtt, "actual_goodput_mbit": goodput,
            "goodput_ratio": goodput / rate_mbit if (goodput and not unshaped) else None,
            "startup_omitted_s": omit, "actual_goodput_with_startup_mbit": goodput_with_startup_mbit(data),
@@ -312,18 +319,24 @@ def jitter_row(impl: str, rate_mbit: float, delay_ms: float = 25.0, jitter_ms: f
 
 def run(cases=DEFAULT_CASES, seconds: float = 5.0) -> dict:
     """Per case, an unshaped veth right before the relays (the ceiling at that moment: the machine is
-    shared, so each relay row's ``ratio_to_unshaped`` compares measurements taken side by side)."""
+    shared, so each relay row's ``ratio_to_unshaped`` compares measurements taken side by side).
+    Rows at 10 Gbit/s and above run ``LONG_TCP_S`` (a user's iperf3 -t 10; bbr's ProbeRTT comes every
+    10 s); the last row is the 10 Gbit/s, 25 ms link with the sites on bbr instead of cubic."""
     impls = [i for i in IMPLEMENTATIONS if i != "fast" or fast_available()]
     tcp = []
     for rate, delay in cases:
+        secs = max(seconds, LONG_TCP_S) if rate >= 10000.0 else seconds
         ceiling = tcp_row("unshaped", 0.0, 0.0, seconds)
         tcp.append(ceiling)
         for impl in impls:
-            row = tcp_row(impl, rate, delay, seconds)
+            row = tcp_row(impl, rate, delay, secs)
             u, g = ceiling["actual_goodput_mbit"], row["actual_goodput_mbit"]
             row["unshaped_goodput_mbit"] = u
             row["ratio_to_unshaped"] = g / u if (g and u) else None
             tcp.append(row)
+    if "bbr" in tcp_cc.available():
+        rate, delay = BBR_CASE
+        tcp.append(tcp_row(impls[0], rate, delay, max(seconds, LONG_TCP_S), tcp_congestion="bbr"))
     loss = [loss_row(impl, seconds=seconds) for impl in impls]
     lossy_tcp = [lossy_tcp_row(impl, rate_mbit=rate, seconds=seconds) for rate in LOSSY_RATES_MBIT for impl in impls]
     rate, delay, jitter = JITTER_CASE
@@ -338,7 +351,9 @@ def targets(r: dict) -> dict:
     link with 1 % loss carries >= 3 Gbit/s). Without the compiled relay the Python relay's rows are judged."""
     impl = "fast" if r["fast_relay_built"] else "python"
     tcp = [x for x in r["tcp"] if x["implementation"] == impl]
-    ten = [x for x in tcp if x["configured_mbit"] == 10000.0 and x["configured_rtt_ms"] == 50.0]
+    # goodput judged with the sites' default congestion control (bbr's own pauses are the sender's, not the link's)
+    ten = [x for x in tcp if x["configured_mbit"] == 10000.0 and x["configured_rtt_ms"] == 50.0
+           and x.get("tcp_congestion", DEFAULT_TCP_CC) == DEFAULT_TCP_CC]
     return {"dataplane_10g_goodput_pass": bool(ten) and all((x["goodput_ratio"] or 0) >= GOODPUT_TARGET for x in ten),
             "dataplane_rtt_pass": all(x["rtt_within_target"] for x in tcp),
             "dataplane_loss_pass": all(x["loss_within_target"] for x in r["loss"] if x["implementation"] == impl),
@@ -358,13 +373,16 @@ def render(r: dict, t: dict | None = None) -> list[str]:
               + ", ".join(f"{k} {v}" for k, v in sorted(gso.items())) if gso else ""), "",
            "goodput: steady state (the first seconds, TCP's start-up, left out); with start-up: the sender's "
            "mean over the whole run; relay ran / waited: share of the run the compiled relay processes ran and "
-           "waited on a run queue", "",
-           "| relay | configured Mbit/s | RTT ms | goodput Mbit/s | ratio | vs unshaped just before | idle RTT ms | "
-           "loaded RTT ms | RTT in target | retransmits | with start-up Mbit/s (omitted s) | load 1 min | "
-           "relay ran / waited |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+           "waited on a run queue; TCP cc: the sites' congestion control (bbr, v1, drops its window to 4 packets "
+           "for 200 ms whenever it has not seen its minimum RTT again for 10 s: about 2.5 % of a long fat link's "
+           "goodput, a pause of the sender, not of the link)", "",
+           "| relay | TCP cc | configured Mbit/s | RTT ms | goodput Mbit/s | ratio | vs unshaped just before | "
+           "idle RTT ms | loaded RTT ms | RTT in target | retransmits | with start-up Mbit/s (omitted s) | load 1 min | "
+           "relay ran / waited |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for row in r["tcp"]:
         ran, waited = row.get("actual_relay_ran_share"), row.get("actual_relay_runqueue_wait_share")
-        out.append(f"| {row['implementation']} | {f(row['configured_mbit'], 0)} | {f(row['configured_rtt_ms'], 0)} | "
+        out.append(f"| {row['implementation']} | {row.get('tcp_congestion') or '-'} | {f(row['configured_mbit'], 0)} | "
+                   f"{f(row['configured_rtt_ms'], 0)} | "
                    f"{f(row['actual_goodput_mbit'], 0)} | {f(row['goodput_ratio'], 3)} | "
                    f"{f(row.get('ratio_to_unshaped'), 3)} | "
                    f"{f(row['actual_idle_rtt_ms'], 2)} | {f(row['actual_loaded_mean_rtt_ms'], 1)} | "

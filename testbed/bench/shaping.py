@@ -32,6 +32,7 @@ from testbed.netem.naming import new_run_id
 from testbed.netem.nsexec import in_netns, socket_factory, spawn
 from testbed.netem.links import fabric_links
 from testbed.netem.plan import plan_fabric
+from testbed.netem.tcp_cc import DEFAULT as DEFAULT_TCP_CC
 from testbed.link import DirectedLink
 
 IDEAL = 1448 / 1514
@@ -42,11 +43,12 @@ UNSHAPED_MBIT = 30_000.0  # tbf at 30 Gbit/s: above what a veth carries here, i.
 _ROOT = Path(__file__).resolve().parents[2]
 
 
-def _pair(rate_mbit: float, delay_ms: float = 0.0, impairment: str = "none") -> Fabric:
+def _pair(rate_mbit: float, delay_ms: float = 0.0, impairment: str = "none", *,
+          tcp_congestion: str = DEFAULT_TCP_CC) -> Fabric:
     """Two sites joined by one symmetric link of ``rate_mbit`` and one-way ``delay_ms`` (wall clock)."""
     links = [DirectedLink(src, dst, bandwidth_gbps=rate_mbit / 1000, latency_ms=delay_ms) for src, dst in ("ab", "ba")]
-    return Fabric(plan_fabric(new_run_id(), ["a", "b"], fabric_links(links), impairment),  # type: ignore[arg-type]
-                  purpose="run")
+    return Fabric(plan_fabric(new_run_id(), ["a", "b"], fabric_links(links), impairment,  # type: ignore[arg-type]
+                              tcp_congestion=tcp_congestion), purpose="run")
 
 
 def _transfer_goodput(fab: Fabric, n_bytes: int) -> float:

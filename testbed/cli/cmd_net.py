@@ -23,6 +23,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     up.add_argument("--replay", action="store_true",
                     help="replay the scenario's bandwidth traces and degradation events on the links, in real time "
                          "x its emulation.time_scale, at the scaling an emulated run uses (a scenario file only)")
+    up.add_argument("--tcp-congestion", default=None, metavar="NAME",
+                    help="the sites' TCP congestion control: cubic, bbr, reno, ... or host (this machine's default); "
+                         "default: the scenario's emulation.tcp_congestion, else cubic")
     up.set_defaults(func=_up)
     ch = nsub.add_parser("set", help="change a link while it is up, in place (no flow is reset)")
     ch.add_argument("link", help="link key as `testbed net status` shows it (a-b, either order)")
@@ -73,7 +76,10 @@ def _up(args: argparse.Namespace) -> int:
 
     from testbed.netem.links import file_links
 
+    from testbed.net.held import tcp_congestion_of
+
     sites, links = file_links(Path(args.file))
+    cc = tcp_congestion_of(Path(args.file), args.tcp_congestion)
     impairment = args.impairment
     if impairment == "auto":
         from testbed.doctor.qdisc import detect_impairment
@@ -94,10 +100,10 @@ def _up(args: argparse.Namespace) -> int:
             raise SpecError([("--replay", "not with --switch (Mininet's CLI holds that network in the foreground)")])
         from testbed.net.held import plan_held
 
-        held = plan_held(Path(args.file), new_run_id(), impairment, replay=True)
+        held = plan_held(Path(args.file), new_run_id(), impairment, replay=True, tcp_congestion=cc)
         plan = held.plan
     else:
-        plan = plan_fabric(new_run_id(), sites, links, impairment)
+        plan = plan_fabric(new_run_id(), sites, links, impairment, tcp_congestion=cc)
     if args.switch:  # a Mininet network lives as long as this process: held with Mininet's CLI
         from testbed.netem.fabric import FabricError
         from testbed.substrate.mininet.switches import switch_unavailable
@@ -116,7 +122,10 @@ def _up(args: argparse.Namespace) -> int:
     except BaseException:
         fab.down()
         raise
-    print(f"network {plan.run_id} up in {fab.up_s:.2f} s ({len(sites)} sites, {len(links)} links, impairment {impairment})")
+    from testbed.netem.tcp_cc import effective
+
+    print(f"network {plan.run_id} up in {fab.up_s:.2f} s ({len(sites)} sites, {len(links)} links, impairment "
+          f"{impairment}, TCP congestion control {effective(cc)})")
     if held is not None:
         sc = held.scaling
         print(f"  replaying {len(held.changes)} rate changes over {held.duration_s / sc.time_scale:.0f} s "

@@ -23,8 +23,10 @@ from typing import Sequence
 class Wan:
     """A held network owned by this process (see :func:`up`)."""
 
-    def __init__(self, path: str | Path, *, impairment: str = "auto", replay: bool = False):
+    def __init__(self, path: str | Path, *, impairment: str = "auto", replay: bool = False,
+                 tcp_congestion: str | None = None):
         self.path = Path(path)
+        self._tcp_congestion = tcp_congestion
         self._impairment = impairment
         self._replay = replay
         self._fab = None
@@ -45,7 +47,8 @@ class Wan:
         from testbed.netem.naming import new_run_id
 
         require_root("testbed.net.up")
-        held = plan_held(self.path, new_run_id(), resolve(self._impairment), replay=self._replay)
+        held = plan_held(self.path, new_run_id(), resolve(self._impairment), replay=self._replay,
+                         tcp_congestion=self._tcp_congestion)
         self._fab = Fabric(held.plan, purpose="net")
         self._fab.up()
         try:
@@ -143,9 +146,11 @@ def terminate_one(proc: subprocess.Popen) -> None:
     terminate([proc], timeout_s=3)
 
 
-def up(path: str | Path, *, impairment: str = "auto", replay: bool = False) -> Wan:
+def up(path: str | Path, *, impairment: str = "auto", replay: bool = False, tcp_congestion: str | None = None) -> Wan:
     """A live WAN of a scenario or topology file, for a ``with`` block (see the module doc).
     ``replay=True``: the scenario's bandwidth traces and degradation events play out in real time x
     its ``emulation.time_scale`` (at the scaling an emulated run uses); without it, the links hold
-    the file's real rates. ``impairment``: auto | relay | netem | none, as ``testbed net up``."""
-    return Wan(path, impairment=impairment, replay=replay)
+    the file's real rates. ``impairment``: auto | relay | netem | none, as ``testbed net up``.
+    ``tcp_congestion``: the sites' TCP congestion control (cubic, bbr, ..., host), as
+    ``--tcp-congestion``; default: the scenario's ``emulation.tcp_congestion``, else cubic."""
+    return Wan(path, impairment=impairment, replay=replay, tcp_congestion=tcp_congestion)

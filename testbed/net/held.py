@@ -19,7 +19,26 @@ class HeldPlan:
     scaling: object = None  # testbed.netem.scaling.Scaling of a replayed scenario
 
 
-def plan_held(path: Path, run_id: str, impairment: str, *, replay: bool) -> HeldPlan:
+def tcp_congestion_of(path: Path, given: str | None) -> str:
+    """The sites' TCP congestion control: ``given`` (the --tcp-congestion flag), else the scenario's
+    ``emulation.tcp_congestion``, else the default; checked against this kernel."""
+    from testbed.netem import tcp_cc
+
+    if given is not None:
+        return tcp_cc.check(given, "--tcp-congestion")
+    from testbed.spec.load import read_yaml
+
+    doc = read_yaml(Path(path), "file") or {}
+    emulation = doc.get("emulation") if isinstance(doc, dict) else None
+    value = emulation.get("tcp_congestion", tcp_cc.DEFAULT) if isinstance(emulation, dict) else tcp_cc.DEFAULT
+    if not isinstance(value, str):
+        from testbed.errors import SpecError
+
+        raise SpecError([("emulation.tcp_congestion", "must be a string")])
+    return tcp_cc.check(value, "emulation.tcp_congestion")
+
+
+def plan_held(path: Path, run_id: str, impairment: str, *, replay: bool, tcp_congestion: str | None = None) -> HeldPlan:
     """Without replay: the file's links at real (unscaled) rates. With replay: the scenario's WAN as an
     emulated run builds it (rates from the bandwidth traces at t = 0, at the run's scaling) and the
     change points of its traces. ``impairment`` is resolved (netem, relay or none)."""
@@ -28,7 +47,8 @@ def plan_held(path: Path, run_id: str, impairment: str, *, replay: bool) -> Held
         from testbed.netem.plan import plan_fabric
 
         sites, links = file_links(Path(path))
-        return HeldPlan(plan_fabric(run_id, sites, links, impairment))
+        cc = tcp_congestion_of(Path(path), tcp_congestion)
+        return HeldPlan(plan_fabric(run_id, sites, links, impairment, tcp_congestion=cc))
     from testbed.api import load
     from testbed.errors import SpecError
     from testbed.inputs import build_inputs
@@ -39,7 +59,7 @@ def plan_held(path: Path, run_id: str, impairment: str, *, replay: bool) -> Held
     if "traces" not in (read_yaml(Path(path), "file") or {}):
         raise SpecError([("--replay", f"{path} is a topology file: replay needs a scenario (its bandwidth traces)")])
     inputs = build_inputs(load(path))
-    scaling, plan = plan_wan(inputs, run_id, impairment=impairment)
+    scaling, plan = plan_wan(inputs, run_id, impairment=impairment, tcp_congestion=tcp_congestion)
     return HeldPlan(plan, scenario_changes(inputs, scaling), True, scaling.time_scale,
                     inputs.scenario.duration_s, scaling)
 

@@ -27,6 +27,8 @@ file stays (so a later ``clean`` retries) until everything it lists is gone.
 
 from __future__ import annotations
 
+import contextlib
+
 import os
 import re
 import shutil
@@ -331,6 +333,7 @@ def clean_run(run_id: str, *, force: bool = False) -> CleanReport:
     _guarded(rep, "temp folders", _remove_tmp_dirs, st.get("tmp_dirs", []), run_id, rep)
     _guarded(rep, "partial results", _remove_partial_dirs, st.get("partial_dirs", []), rep)
     _guarded(rep, "engine directories", _remove_engine_dirs, st.get("engine_dirs", []), run_id, rep)
+    _guarded(rep, "tcp_allowed_congestion_control", _release_tcp_cc, run_id, rep)
     _remove_state_temps(run_id, rep)
     if not rep.errors:
         try:
@@ -339,6 +342,13 @@ def clean_run(run_id: str, *, force: bool = False) -> CleanReport:
         except OSError as e:
             rep.errors.append(f"state file: {e.strerror or e}")
     return rep
+
+
+def _release_tcp_cc(run_id: str, rep: CleanReport) -> None:
+    from testbed.netem import tcp_cc
+
+    for name in tcp_cc.release(run_id):
+        rep.paths.append(f"{tcp_cc.PROC_IPV4 / 'tcp_allowed_congestion_control'}: {name} (added for the run)")
 
 
 def _remove_state_temps(run_id: str, rep: CleanReport) -> None:
@@ -355,7 +365,13 @@ def _remove_state_temps(run_id: str, rep: CleanReport) -> None:
 def clean(run_id: str | None = None, *, force: bool = False) -> list[CleanReport]:
     """``run_id``: that run only; else every run with a valid state file."""
     targets = [run_id] if run_id else runs_present()
-    return [clean_run(r, force=force) for r in targets]
+    reports = [clean_run(r, force=force) for r in targets]
+    if run_id is None:  # settings noted for runs whose state files are gone
+        from testbed.netem import tcp_cc
+
+        with contextlib.suppress(OSError):
+            tcp_cc.release("")
+    return reports
 
 
 def strays() -> list[state.Stray]:

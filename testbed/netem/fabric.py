@@ -20,7 +20,7 @@ from pathlib import Path
 
 from testbed.errors import TestbedError
 from testbed.lifecycle import critical
-from testbed.netem import state
+from testbed.netem import state, tcp_cc
 from testbed.netem.nsmake import create_netns, remove_netns
 from testbed.netem.nsexec import in_netns, ipr_in, terminate
 from testbed.netem.plan import MGMT_PREFIX, FabricPlan, LinkPlan
@@ -96,6 +96,8 @@ class Fabric:
         require_root("network emulation")
         t0 = time.perf_counter()
         self._relay_processes()  # a bad TESTBED_RELAY_PROCS is refused before anything is made
+        if why := tcp_cc.problem(self.plan.tcp_congestion):
+            raise FabricError(f"tcp_congestion: {why}")
         self._refuse_clash()  # before anything is listed: down() removes every namespace the plan names
         try:
             with critical():
@@ -132,6 +134,10 @@ class Fabric:
                     failed.append(f"{ns}: {e}")
             self._namespaces.clear()
             shutil.rmtree(self._tmp, ignore_errors=True)
+            try:
+                tcp_cc.release(self.plan.run_id)  # the namespaces that needed it are gone
+            except OSError as e:
+                failed.append(f"tcp_allowed_congestion_control: {e}")
             if not failed and not os.path.lexists(self._tmp):
                 state.discard(self.plan.run_id, **recorded)
             else:
@@ -155,7 +161,7 @@ class Fabric:
                 "links": [{"key": lk.key, "rate_ab_mbit": lk.rate_ab_mbit, "rate_ba_mbit": lk.rate_ba_mbit,
                            "delay_ms": lk.delay_ms, "jitter_ms": lk.jitter_ms, "loss_pct": lk.loss_pct,
                            "relay_ns": lk.relay_ns} for lk in self.plan.links],
-                "impairment": self.plan.impairment}
+                "impairment": self.plan.impairment, "tcp_congestion": self.plan.tcp_congestion}
 
     def _relay_procs(self) -> list:
         """Each relay process once (a compiled relay serves several links)."""
@@ -244,7 +250,12 @@ class Fabric:
         with ipr_in(self._ns(p.ctl_ns)) as n:
             self._lo_up(n)
             self._addr_up(n, p.ctl_ns, p.ctl_if, p.ctl_addr, MGMT_PREFIX)
+        cc = p.tcp_congestion
+        if cc != tcp_cc.HOST:
+            tcp_cc.acquire(p.run_id, cc)  # a namespace may default only to what the machine allows
         for s in p.sites:
+            if cc != tcp_cc.HOST:
+                _sysctl(self._ns(s.ns), "net.ipv4.tcp_congestion_control", cc)
             _sysctl(self._ns(s.ns), "net.ipv4.ip_forward", "1")
             _sysctl(self._ns(s.ns), "net.ipv4.conf.all.rp_filter", "0")
             # let one TCP flow fill a long fat pipe (a new namespace caps buffers at 16 MiB)

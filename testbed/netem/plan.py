@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from testbed.netem.naming import check_run_id, if_name, ns_name
+from testbed.netem.tcp_cc import DEFAULT as DEFAULT_TCP_CC, NAME_RE
 from testbed.link import rtt_ms
 
 SITE_NET = ipaddress.IPv4Address("10.200.0.0")
@@ -82,6 +83,8 @@ class FabricPlan:
     ctl_addr: str
     routes: dict[str, tuple[tuple[str, str, str], ...]] = field(default_factory=dict)
     """site -> ((destination site address, next-hop address, out interface), ...)"""
+    tcp_congestion: str = DEFAULT_TCP_CC
+    """the sites' TCP congestion control (:mod:`testbed.netem.tcp_cc`; ``host``: the machine's default)"""
 
     def site(self, name: str) -> SitePlan:
         for s in self.sites:
@@ -139,8 +142,11 @@ def _shortest_paths(sites: list[str], links: list[LinkPlan]) -> dict[str, dict[s
     return first_hop
 
 
-def plan_fabric(run_id: str, sites: list[str], links: list[LinkInput], impairment: Impairment) -> FabricPlan:
+def plan_fabric(run_id: str, sites: list[str], links: list[LinkInput], impairment: Impairment, *,
+                tcp_congestion: str = DEFAULT_TCP_CC) -> FabricPlan:
     check_run_id(run_id)
+    if not NAME_RE.match(tcp_congestion):
+        raise ValueError(f"tcp_congestion {tcp_congestion!r} is not a congestion control name")
     if not 0 < len(sites) <= MAX_SITES:
         raise ValueError(f"between 1 and {MAX_SITES} sites, got {len(sites)}")
     if len(links) > MAX_LINKS:
@@ -182,7 +188,7 @@ def plan_fabric(run_id: str, sites: list[str], links: list[LinkInput], impairmen
         run_id=run_id, sites=site_plans, links=tuple(link_plans), impairment=impairment,
         mgmt_ns=ns_name(run_id, "mgmt"), ctl_ns=ns_name(run_id, "ctl"), mgmt_bridge=if_name(run_id, "br"),
         ctl_if=if_name(run_id, "mcs"), ctl_peer_if=if_name(run_id, "mcb"), ctl_addr=str(MGMT_NET + 1),
-        routes=routes,
+        routes=routes, tcp_congestion=tcp_congestion,
     )
 
 

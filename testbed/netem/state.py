@@ -40,6 +40,9 @@ FORMAT = "testbed-state/1"
 PURPOSES = ("run", "net", "federated", "doctor")
 RESOURCE_KEYS = ("namespaces", "interfaces", "pids", "cgroups", "tmp_dirs", "partial_dirs", "engine_dirs")
 MAX_STATE_BYTES = 16 << 20
+# the ledger of machine-wide settings testbed changed for its runs (testbed.netem.tcp_cc), kept beside the runs'
+# files: not a run's state file, never reported as a stray
+TCP_ALLOWED_LEDGER = ".host-tcp-allowed.json"
 _lock = threading.RLock()  # read-modify-write from several threads of one process
 
 
@@ -237,7 +240,7 @@ def scan() -> tuple[dict[str, dict], list[Stray]]:
         return runs, [Stray(STATE_DIR, f"cannot be listed: {e.strerror}")]
     for entry in entries:
         path = Path(entry.path)
-        if _is_temp_name(entry.name):
+        if _is_temp_name(entry.name) or entry.name.startswith(TCP_ALLOWED_LEDGER):
             continue  # a write in progress (or cut short: `clean --run` removes it)
         try:
             data = _read_checked(path)

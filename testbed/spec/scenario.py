@@ -32,6 +32,10 @@ class Emulation(Strict):
     image: ImageSource | None = Field(None, description="Your own container image for every site (runtime docker): {dockerfile: PATH} built locally, or {tar: PATH} loaded; paths relative to the scenario file (README, Your own container per site).")
     site_images: dict[str, ImageSource] = Field(default_factory=dict, description="Per-site images by site name, replacing 'image' at those sites.")
     switch: Literal["lxbr", "ovs"] = Field("lxbr", description="The management switch of the mininet substrate (ignored by netns): lxbr (a Linux bridge) or ovs (Open vSwitch: the system's where its database answers, else a private one for the run; its userspace datapath where the kernel has no openvswitch module).")
+    tcp_congestion: str = Field("cubic", pattern=r"^[a-z0-9_]{1,15}$", description=(
+        "The TCP congestion control of every site's stack (each site namespace's default; the sender's decides): "
+        "cubic (Linux's default), bbr, reno, any other this kernel has loaded, or host (this machine's default, "
+        "which differs between machines). Recorded in the manifest."))
     require_latency: bool = Field(True, description="Fail when link latency, jitter or loss cannot be emulated (no netem and no delay relay) instead of running without it.")
     nodes: str = Field(
         "ballast", json_schema_extra=node_kinds.schema_choices,

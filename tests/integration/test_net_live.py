@@ -278,3 +278,34 @@ def test_net_set_changes_netem_delay_in_place(tmp_path):
             s.close()
     print(f"netem: RTT {before:.1f} ms -> {after:.1f} ms (one way 15 -> 40 ms)")
     assert abs((after - before) - 25.0) <= 1.0 + 0.05 * 25.0
+
+
+def test_sites_use_the_chosen_tcp_congestion_control_and_the_machine_gets_its_list_back(tmp_path):
+    """Every site's stack defaults to the network's congestion control (cubic unless chosen), whatever
+    the machine's default; a name the machine-wide allowed list lacks is added while a network needs
+    it (two at once share it) and taken off after the last; a name the kernel lacks is refused before
+    anything is made."""
+    import testbed
+    from testbed.errors import SpecError
+    from testbed.netem import tcp_cc
+
+    f = tmp_path / "two.yaml"
+    f.write_text(TOPO)
+    before = tcp_cc.allowed()
+    cat = ["cat", "/proc/sys/net/ipv4/tcp_congestion_control"]
+    with testbed.net.up(f) as one, testbed.net.up(f, tcp_congestion="host") as two:
+        assert {one.exec(s, cat).stdout.strip() for s in one.sites} == {"cubic"}
+        assert {two.exec(s, cat).stdout.strip() for s in two.sites} == {tcp_cc.host_default()}
+        assert one.status()["tcp_congestion"] == "cubic"
+        with testbed.net.up(f) as three:
+            assert three.exec("left", cat).stdout.strip() == "cubic"
+            runs = {one.run_id, two.run_id, three.run_id}
+        assert "cubic" in tcp_cc.allowed()  # `one` still needs it
+    assert tcp_cc.allowed() == before
+    assert all(our_namespaces(r) == [] for r in runs)
+    with pytest.raises(SpecError, match="--tcp-congestion: 'nosuchcc' is not available in this kernel"):
+        with testbed.net.up(f, tcp_congestion="nosuchcc"):
+            pass
+    r = _tb("net", "up", str(f), "--tcp-congestion", "nosuchcc", check=False)
+    assert r.returncode == 2 and "--tcp-congestion: 'nosuchcc'" in r.stderr and "Traceback" not in r.stderr
+    assert tcp_cc.allowed() == before

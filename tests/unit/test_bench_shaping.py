@@ -97,7 +97,7 @@ def test_dataplane_render_compares_each_relay_with_the_unshaped_veth_just_before
              "ratio_to_unshaped": 0.75, "actual_idle_rtt_ms": 50.5, "actual_loaded_mean_rtt_ms": 90.0,
              "retransmits": 0, "rtt_within_target": True}]
     md = "\n".join(render({"fast_relay_built": True, "tcp": rows, "loss": []}))
-    assert "| fast | 10000 | 50 | 4500 | 0.450 | 0.750 | 50.50 |" in md
+    assert "| fast | - | 10000 | 50 | 4500 | 0.450 | 0.750 | 50.50 |" in md
     assert "vs unshaped just before" in md
 
 
@@ -147,7 +147,25 @@ def test_dataplane_leaves_tcp_start_up_out_and_reports_it_beside():
            "rtt_within_target": True, "actual_goodput_with_startup_mbit": 8100.0, "startup_omitted_s": 1,
            "load_avg_1m": 4.25, "actual_relay_ran_share": 0.5, "actual_relay_runqueue_wait_share": 0.0}
     md = "\n".join(render({"fast_relay_built": True, "tcp": [row], "loss": []}))
-    assert "| fast | 10000 | 50 | 9500 | 0.950 | 0.970 | 50.50 | 51.0 | True | 0 | 8100 (1) | 4.2 | 0.50 / 0.00 |" in md
+    assert "| fast | - | 10000 | 50 | 9500 | 0.950 | 0.970 | 50.50 | 51.0 | True | 0 | 8100 (1) | 4.2 | 0.50 / 0.00 |" in md
+    md = "\n".join(render({"fast_relay_built": True, "tcp": [dict(row, tcp_congestion="bbr")], "loss": []}))
+    assert "| fast | bbr | 10000 | 50 | 9500 |" in md and "TCP cc: the sites' congestion control" in md
+
+
+def test_dataplane_goodput_target_is_judged_with_the_default_congestion_control():
+    from testbed.bench.relay_dataplane import targets
+
+    def row(ratio, cc):
+        return {"implementation": "fast", "tcp_congestion": cc, "configured_mbit": 10000.0, "configured_rtt_ms": 50.0,
+                "goodput_ratio": ratio, "rtt_within_target": True}
+
+    loss = [{"implementation": "fast", "loss_within_target": True}]
+    ok = targets({"fast_relay_built": True, "tcp": [row(0.955, "cubic"), row(0.93, "bbr")], "loss": loss})
+    assert ok["dataplane_10g_goodput_pass"] is True  # bbr's ProbeRTT pauses are its sender's
+    bad = targets({"fast_relay_built": True, "tcp": [row(0.93, "cubic"), row(0.96, "bbr")], "loss": loss})
+    assert bad["dataplane_10g_goodput_pass"] is False
+    none = targets({"fast_relay_built": True, "tcp": [row(0.96, "bbr")], "loss": loss})
+    assert none["dataplane_10g_goodput_pass"] is False  # no row judged: not a pass
 
 
 def test_relay_scheduling_shares_come_from_schedstat_deltas():

@@ -209,7 +209,10 @@ def test_garbage_before_and_after_authentication(server, ckpt, store):
     s = _authenticated(srv.port)  # a valid HELLO, then garbage instead of a chunk
     s.sendall(_hello("garbled", 3 * CHUNK + 123, store=3 * CHUNK + 123).encode())
     assert _read_msg(s) == {"ok": True, "resume_from": 0}
-    s.sendall(os.urandom(1 << 20))
+    try:
+        s.sendall(os.urandom(1 << 20))
+    except (BrokenPipeError, ConnectionResetError):
+        pass  # the server refused the first bad chunk and closed while the rest was still being sent
     assert _closed(s)
     s.close()
     assert srv.stats()["auth_failed"] == 2 and srv.stats()["loop_errors"] == 0

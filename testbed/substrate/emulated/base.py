@@ -21,6 +21,7 @@ import threading
 from testbed.errors import SpecError, TestbedError
 from testbed.inputs import Inputs
 from testbed.lifecycle import critical
+from testbed.netem import tcp_cc
 from testbed.netem.fabric import Fabric
 from testbed.netem.naming import new_run_id
 from testbed.netem.plan import FabricPlan
@@ -174,6 +175,7 @@ class EmulatedSubstrate(Substrate):
             "clock": "wall x time_scale while transfers are in flight; idle time skipped" if self._skip_idle
             else "wall x time_scale",
             "impairment": self.fabric.plan.impairment if self.fabric else None,
+            "tcp_congestion": tcp_cc.effective(self.fabric.plan.tcp_congestion) if self.fabric else None,
             **(s.to_dict() if s else {}),
             "fabric_up_s": self.fabric.up_s if self.fabric else None,
             **(self.fabric.describe() if self.fabric else {}),

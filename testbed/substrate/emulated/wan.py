@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from testbed.errors import SpecError
 from testbed.inputs import Inputs
+from testbed.netem import tcp_cc
 from testbed.netem.links import scaled_links
 from testbed.netem.plan import FabricPlan, plan_fabric, unreachable
 from testbed.netem.scaling import CAPACITY_MBIT_DIRECT, CAPACITY_MBIT_RELAY, Scaling
@@ -41,8 +42,8 @@ def default_capacity_mbit(impairment: str) -> float:
     return default_capacity(impairment)[0]
 
 
-def plan_wan(inputs: Inputs, run_id: str, *, impairment: str,
-             capacity_mbit: float | None = None) -> tuple[Scaling, FabricPlan]:
+def plan_wan(inputs: Inputs, run_id: str, *, impairment: str, capacity_mbit: float | None = None,
+             tcp_congestion: str | None = None) -> tuple[Scaling, FabricPlan]:
     """The scaling and fabric plan of the scenario's WAN. ``impairment`` is resolved
     (:func:`resolve_impairment`); ``capacity_mbit`` defaults to :func:`default_capacity_mbit`.
     :class:`SpecError` when the scenario needs latency and ``none`` was asked, or a site is unreachable."""
@@ -54,7 +55,10 @@ def plan_wan(inputs: Inputs, run_id: str, *, impairment: str,
     capacity, source = (capacity_mbit, "given") if capacity_mbit else default_capacity(impairment)
     scaling, links = scaled_links(inputs, capacity_mbit=capacity, impaired=impairment != "none",
                                   capacity_source=source)
-    plan = plan_fabric(run_id, [s.name for s in sc.sites], links, impairment)  # type: ignore[arg-type]
+    cc = (tcp_cc.check(tcp_congestion, "--tcp-congestion") if tcp_congestion is not None
+          else tcp_cc.check(sc.emulation.tcp_congestion, "emulation.tcp_congestion"))
+    plan = plan_fabric(run_id, [s.name for s in sc.sites], links, impairment,  # type: ignore[arg-type]
+                       tcp_congestion=cc)
     missing = unreachable(plan)
     if missing:
         raise SpecError([("links", f"site {missing[0][1]} is unreachable from {missing[0][0]}")])
