@@ -23,6 +23,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from testbed.netem import tcp_cc
+
 CACHE_ENV = "TESTBED_DATAPLANE_CACHE"
 DEFAULT_CACHE = Path("/var/cache/testbed/dataplane-capacity.json")
 ACCURATE_RATIO = 0.94  # goodput / configured: what "carried accurately" means (bench shaping's target)
@@ -60,6 +62,8 @@ def capacity_from_rows(tcp_rows: list[dict], implementation: str) -> float | Non
     best = None
     for row in tcp_rows:
         if row.get("implementation") != implementation or not row.get("rtt_within_target"):
+            continue
+        if row.get("tcp_congestion", tcp_cc.DEFAULT) != tcp_cc.DEFAULT:  # runs use the default
             continue
         configured, got = row.get("configured_mbit"), row.get("actual_goodput_mbit")
         if not configured or not got:

@@ -268,8 +268,12 @@ def test_a_lossy_jittered_fast_link_carries_super_frames_and_draws_single_segmen
 
     monkeypatch.setattr(fastrelay, "BINARY", binary)
     monkeypatch.setenv(fastrelay.RELAY_ENV, "fast")
+    from testbed.bench.relay_dataplane import loss_blind_congestion_control
+
+    cc = loss_blind_congestion_control()  # bbr: TCP keeps sending super-frames through 1 % loss (cubic backs off)
     plan = plan_fabric(new_run_id(), ["a", "b"],
-                       [LinkInput("a", "b", 3000.0, 3000.0, delay_ms=2.0, jitter_ms=1.0, loss_pct=1.0)], "relay")
+                       [LinkInput("a", "b", 3000.0, 3000.0, delay_ms=2.0, jitter_ms=1.0, loss_pct=1.0)], "relay",
+                       tcp_congestion=cc)
     assert relay_gso(plan.links[0])
     with Fabric(plan) as fab:
         data = _iperf3(fab, 3)
@@ -284,7 +288,9 @@ def test_a_lossy_jittered_fast_link_carries_super_frames_and_draws_single_segmen
     ab, delay = st["a_to_b"], st["delay_ms"]["a_to_b"]
     print(f"\n3 Gbit/s, 2 +- 1 ms, 1 % loss, GSO mode: {goodput:.0f} Mbit/s, {lost_pct:.3f} % of segments "
           f"retransmitted; {ab['gso_split']} super-frames cut, {ab['gso_unsplit']} not; scheduled delay {delay}")
-    assert goodput > 50  # loose: congestion control and a shared runner decide the rest
+    # loose (a shared runner decides the rest); a bad header or checksum stalls the transfer: ~0. cubic is held to
+    # ~35 Mbit/s by the loss itself (MSS/RTT x 1.22/sqrt(p))
+    assert goodput > (50 if cc == "bbr" else 5)
     assert abs(lost_pct - 1.0) <= 0.3
     assert ab["gso_split"] > 0 and ab["gso_unsplit"] == 0
     # one delay per segment: as many as the segments that went in (TCP's 1448-byte payloads), spread

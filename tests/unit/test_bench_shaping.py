@@ -123,13 +123,13 @@ def test_dataplane_render_shows_tcp_through_a_lossy_link():
            "configured_rtt_ms": 10.0, "actual_goodput_mbit": 2600.0, "goodput_ratio": 0.8667,
            "actual_retransmitted_pct": 1.02}
     md = "\n".join(render({"fast_relay_built": True, "tcp": [], "loss": [], "lossy_tcp": [row]}))
-    assert "| fast | gso | 3000 | 1.0 | 10 | 2600 | 0.867 | 1.02 | - | - |" in md
+    assert "| fast | gso | - | 3000 | 1.0 | 10 | 2600 | 0.867 | 1.02 | - | - |" in md
     from testbed.bench.relay_dataplane import max_lossy_goodput_ratio
 
     assert round(max_lossy_goodput_ratio(1.0), 4) == round(1448 / 1514 * 0.99, 4) == 0.9468
-    row.update(max_goodput_ratio=max_lossy_goodput_ratio(1.0), load_avg_1m=3.0)
+    row.update(max_goodput_ratio=max_lossy_goodput_ratio(1.0), load_avg_1m=3.0, tcp_congestion="bbr")
     md = "\n".join(render({"fast_relay_built": True, "tcp": [], "loss": [], "lossy_tcp": [row]}))
-    assert "| fast | gso | 3000 | 1.0 | 10 | 2600 | 0.867 | 1.02 | 0.947 | 3.0 |" in md
+    assert "| fast | gso | bbr | 3000 | 1.0 | 10 | 2600 | 0.867 | 1.02 | 0.947 | 3.0 |" in md
     assert "segments retransmitted %" not in "\n".join(render({"fast_relay_built": True, "tcp": [], "loss": []}))
 
 

@@ -28,6 +28,8 @@ def test_capacity_is_the_largest_rate_carried_accurately_else_a_margin_below_the
     assert dc.capacity_from_rows(ROWS[:2] + [_row("fast", 5000.0, 4800.0, rtt_ok=False)], "fast") == 1000.0
     assert dc.capacity_from_rows([ROWS[0], _row("fast", 10000.0, 9500.0)], "fast") == 8000.0  # <= unshaped
     assert dc.capacity_from_rows(ROWS, "nosuch") is None
+    bbr = dict(_row("fast", 20000.0, 19500.0), tcp_congestion="bbr")  # runs use the default: a bbr row is not theirs
+    assert dc.capacity_from_rows(ROWS[:3] + [bbr], "fast") == 5000.0
 
 
 @pytest.fixture
