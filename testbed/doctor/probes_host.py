@@ -169,6 +169,21 @@ def probe_kvm(ctx: ProbeContext) -> Result:
     return True, "/dev/kvm accessible", facts
 
 
+@probe("tcp_congestion", yes="the sites' TCP runs the congestion control a scenario names (emulation.tcp_congestion)",
+       no="set emulation.tcp_congestion (or net up --tcp-congestion) to one this kernel has, or host")
+def probe_tcp_congestion(ctx: ProbeContext) -> Result:
+    from testbed.netem import tcp_cc
+
+    have, allowed, host = tcp_cc.available(), tcp_cc.allowed(), tcp_cc.host_default()
+    facts = {"available": have, "allowed": allowed, "host_default": host, "sites_default": tcp_cc.DEFAULT}
+    where = (f"this machine's default {host}; available: {' '.join(have)}; a namespace may default to: "
+             f"{' '.join(allowed)}")
+    if tcp_cc.problem(tcp_cc.DEFAULT):
+        return False, f"the sites' default {tcp_cc.DEFAULT} is not available ({where})", facts
+    added = "" if tcp_cc.DEFAULT in allowed else f" (testbed adds {tcp_cc.DEFAULT} there while a network needs it)"
+    return True, f"sites default to {tcp_cc.DEFAULT}; {where}{added}", facts
+
+
 SPECS.append(ProbeSpec("iperf3", tool_probe("iperf3"), "link goodput can be cross-checked with iperf3",
                        "no iperf3 cross-checks of link goodput (the testbed's own transfers still measure it)"))
 SPECS.append(ProbeSpec("ethtool", tool_probe("ethtool"), "the ethtool command Mininet expects is present",

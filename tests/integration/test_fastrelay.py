@@ -268,9 +268,9 @@ def test_a_lossy_jittered_fast_link_carries_super_frames_and_draws_single_segmen
 
     monkeypatch.setattr(fastrelay, "BINARY", binary)
     monkeypatch.setenv(fastrelay.RELAY_ENV, "fast")
-    from testbed.bench.relay_dataplane import loss_blind_congestion_control
+    from testbed.bench.relay_dataplane import impaired_link_congestion_control
 
-    cc = loss_blind_congestion_control()  # bbr: TCP keeps sending super-frames through 1 % loss (cubic backs off)
+    cc = impaired_link_congestion_control()  # bbr: TCP keeps sending super-frames through 1 % loss (cubic backs off)
     plan = plan_fabric(new_run_id(), ["a", "b"],
                        [LinkInput("a", "b", 3000.0, 3000.0, delay_ms=2.0, jitter_ms=1.0, loss_pct=1.0)], "relay",
                        tcp_congestion=cc)

@@ -24,7 +24,7 @@ NAMES = (
     "root", "netns", "veth", "qdisc_tbf", "qdisc_htb", "qdisc_netem", "qdisc_fq", "qdisc_clsact",
     "qdisc_ingress", "qdisc_tbf_change", "af_packet", "mininet", "mnexec", "linux_bridge", "brctl", "ovs",
     "ovs_kernel_datapath", "docker_client", "docker_engine", "dockerd", "cgroup_v1_cpu", "cgroup_v2_cpu",
-    "nvml", "torch", "qemu", "kvm", "iperf3", "ethtool",
+    "nvml", "torch", "qemu", "kvm", "tcp_congestion", "iperf3", "ethtool",
 )
 ROOT_PROBES = [name for name, spec in doctor.all_specs().items() if spec.needs_root]
 

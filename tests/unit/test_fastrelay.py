@@ -148,7 +148,8 @@ def test_dataplane_render_shows_tcp_through_a_jittered_link():
 
     ping = _quantiles([50.0, 52.0, 60.0, 48.0])
     assert ping["p50"] == 52.0 and ping["n"] == 4 and ping["std"] > 0
-    rows = [{"implementation": "fast", "mode": "gso", "configured_mbit": 3000.0, "configured_delay_ms": 25.0,
+    rows = [{"implementation": "fast", "mode": "gso", "tcp_congestion": "bbr", "configured_mbit": 3000.0,
+             "configured_delay_ms": 25.0,
              "configured_jitter_ms": 5.0, "actual_goodput_mbit": 2817.0, "goodput_ratio": 0.939, "retransmits": 0,
              "actual_ping_rtt_ms": ping, "load_avg_1m": 2.0,
              "actual_relay_delay_ab_ms": {"packets": 9, "p1": 36.25, "p50": 39.55, "p99": 44.85, "std": 1.89}},
@@ -156,7 +157,7 @@ def test_dataplane_render_shows_tcp_through_a_jittered_link():
              "configured_jitter_ms": 5.0, "actual_goodput_mbit": None, "goodput_ratio": None, "retransmits": None,
              "actual_ping_rtt_ms": {}, "actual_relay_delay_ab_ms": None, "load_avg_1m": 2.0}]
     md = "\n".join(render({"fast_relay_built": True, "tcp": [], "loss": [], "jitter": rows}))
-    assert ("| fast | gso | 3000 | 25 +- 5 | 2817 | 0.939 | 0 | 48.0 / 52.0 / 60.0 (4.6) | "
+    assert ("| fast | gso | bbr | 3000 | 25 +- 5 | 2817 | 0.939 | 0 | 48.0 / 52.0 / 60.0 (4.6) | "
             "36.2 / 39.5 / 44.9 (1.9) |") in md
-    assert "| python | frame | 3000 | 25 +- 5 | - | - | - | - | - |" in md
+    assert "| python | frame | - | 3000 | 25 +- 5 | - | - | - | - | - |" in md
     assert _quantiles([]) == {}
