@@ -65,9 +65,11 @@ def compiler() -> str | None:
     return shutil.which("cc") or shutil.which("gcc")
 
 
-def available(binary: Path = BINARY, source: Path = SOURCE) -> bool:
+def available(binary: Path | None = None, source: Path | None = None) -> bool:
     """True when the compiled relay is built, executable and not older than its source, and the
-    environment does not ask for the Python relay."""
+    environment does not ask for the Python relay. Defaults: :data:`BINARY`, :data:`SOURCE`, read at
+    call time (a test that sets them is obeyed)."""
+    binary, source = binary or BINARY, source or SOURCE
     if os.environ.get(RELAY_ENV, "").lower() == "python":
         return False
     try:
@@ -76,8 +78,9 @@ def available(binary: Path = BINARY, source: Path = SOURCE) -> bool:
         return False
 
 
-def build(binary: Path = BINARY, source: Path = SOURCE) -> Path:
+def build(binary: Path | None = None, source: Path | None = None) -> Path:
     """Compile ``source`` into ``binary`` (atomically: a failed build leaves no binary behind)."""
+    binary, source = binary or BINARY, source or SOURCE
     cc = compiler()
     if cc is None:
         raise FastRelayBuildError("no C compiler (cc/gcc) on PATH: install build-essential")
@@ -95,7 +98,7 @@ def build(binary: Path = BINARY, source: Path = SOURCE) -> Path:
 
 
 def fastrelay_argv(links: list[LinkArg], *, netns: str | None = None, ready_file: str | None = None,
-                   ring_mb: int | None = None, rt_prio: int | None = None, binary: Path = BINARY) -> list[str]:
+                   ring_mb: int | None = None, rt_prio: int | None = None, binary: Path | None = None) -> list[str]:
     """argv of one compiled relay serving ``links`` (all in one namespace: ``netns``, a name or a
     ``/proc/PID/ns/net`` path, entered by the relay itself). ``ring_mb``: bytes held per direction
     (default 256 MB of address space, touched only as far as frames are held; beyond it frames are
@@ -109,7 +112,7 @@ def fastrelay_argv(links: list[LinkArg], *, netns: str | None = None, ready_file
         rt_prio = rt_priority()
     if isinstance(rt_prio, bool) or not isinstance(rt_prio, int) or not 0 <= rt_prio <= 99:
         raise ValueError(f"fastrelay_argv: rt_prio must be a whole number 0-99, got {rt_prio!r}")
-    argv = [str(binary)]
+    argv = [str(binary or BINARY)]
     if ring_mb is not None:
         if isinstance(ring_mb, bool) or not isinstance(ring_mb, int) or ring_mb < 1:
             raise ValueError(f"fastrelay_argv: ring_mb must be a whole number >= 1, got {ring_mb!r}")
