@@ -20,6 +20,23 @@ PAPER = {
 }
 
 
+SIGNAL_COLUMNS = ("co2_kg", "grid_cost")  # where the scenario has carbon / price traces
+
+# The numeric columns a federated run's ``summary.json`` can hold (what a sweep's ``metrics:`` may name):
+# :func:`summarize_rounds`'s, :func:`energy_summary`'s and those the study adds (testbed/studies/federated.py:
+# wall_s, samples_per_s; k for a static_k run; comm_measured_over_modelled where exchanges were measured).
+# Not: label, policy, round_time (text), reached (boolean), tta_h_at and energy_kwh_by_site (objects).
+# tests/unit/test_summary_metrics.py checks them against docs/outputs.md and a run's summary.json.
+SUMMARY_METRICS: tuple[str, ...] = (
+    "target_accuracy", "time_to_accuracy_s", "time_to_accuracy_h", "rounds_to_accuracy",
+    "epoch_equivalents_to_accuracy", "energy_to_accuracy_kwh", "accuracy_per_kwh", "rounds", "rounds_trained",
+    "final_accuracy", "best_accuracy", "end_time_h", "mean_k", "mean_round_s", "projected_vs_measured_mae",
+    "formula_vs_measured_mae", "projected_vs_measured_corr",
+    "energy_kwh", "renewable_kwh", "grid_kwh",
+    "wall_s", "samples_per_s", "k", "comm_measured_over_modelled",
+) + SIGNAL_COLUMNS
+
+
 def _crossing(rounds: pd.DataFrame, target: float) -> tuple[int, float] | None:
     """(row position, fraction of that round) where the accuracy first reaches ``target``, linearly
     interpolated between the accuracy before and after the round; None if never."""
@@ -57,7 +74,7 @@ def energy_summary(sites: pd.DataFrame) -> dict:
     if not len(sites) or "energy_kwh" not in sites:
         return {"energy_kwh": 0.0, "renewable_kwh": 0.0, "grid_kwh": 0.0, "energy_kwh_by_site": {}}
     per = sites.groupby("site", sort=False)[list(cols)].sum()
-    signals = {k: float(sites[k].sum(skipna=True)) for k in ("co2_kg", "grid_cost")  # where the scenario has
+    signals = {k: float(sites[k].sum(skipna=True)) for k in SIGNAL_COLUMNS            # where the scenario has
                if k in sites.columns and sites[k].notna().any()}                      # carbon / price traces
     return {**{c: float(sites[c].sum()) for c in cols}, **signals,
             "energy_kwh_by_site": {str(site): {"total": float(r["energy_kwh"]),

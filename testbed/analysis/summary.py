@@ -23,6 +23,20 @@ def _capped_node_h(ts: pd.DataFrame) -> float:
 
 ENERGY_PARTS = ("compute", "transfer", "idle")
 BATTERY_COLUMNS = ("battery_charge_kwh", "battery_discharge_kwh", "battery_loss_kwh", "curtailed_kwh")
+SIGNAL_COLUMNS = ("co2_kg", "grid_cost")  # where the scenario has carbon / price traces
+
+# The numeric columns a migration run's ``summary.json`` can hold (what a sweep's ``metrics:`` may name):
+# those :func:`summarize` always writes, then the grid-signal and battery ones it adds where they apply.
+# tests/unit/test_summary_metrics.py checks them against docs/outputs.md and a run's summary.json.
+SUMMARY_METRICS: tuple[str, ...] = (
+    "grid_kwh", "pooled_bound_grid_kwh", "renewable_kwh", "total_kwh", "renewable_available_kwh",
+    "compute_kwh", "transfer_kwh", "idle_kwh", "compute_renewable_kwh", "transfer_renewable_kwh",
+    "idle_renewable_kwh", "overdraw_kwh", "capped_node_h", "renewable_fraction", "work_done_gpu_h",
+    "grid_kwh_per_gpu_h", "jobs_total", "jobs_completed", "mean_jct_h", "median_jct_h", "p95_jct_h",
+    "mean_queue_wait_h", "migrations", "migrations_completed", "migrations_unfinished",
+    "migrations_predicted_feasible", "migrations_overran", "migrations_outside_window",
+    "migration_overhead_frac", "max_breakeven_min",
+) + SIGNAL_COLUMNS + BATTERY_COLUMNS
 
 
 def _signal_total(ts: pd.DataFrame, column: str) -> float | None:
@@ -36,7 +50,7 @@ def grid_signal_metrics(ts: pd.DataFrame) -> dict:
     """``co2_kg`` and ``grid_cost`` of the grid energy where the scenario has carbon / price traces,
     and the battery's energy where a site has one; absent keys: no such trace or battery."""
     out: dict = {}
-    for key in ("co2_kg", "grid_cost"):
+    for key in SIGNAL_COLUMNS:
         total = _signal_total(ts, key)
         if total is not None:
             out[key] = total

@@ -12,10 +12,20 @@ from testbed.studies.migration import MigrationStudy
 STUDIES: tuple[type[Study], ...] = (FederatedStudy, MigrationStudy)
 
 
+def study_class(scenario) -> type[Study]:
+    """The study of ``scenario``: the first of :data:`STUDIES` that applies."""
+    return next(c for c in STUDIES if c.applies(scenario))
+
+
 def study_for(loaded: LoadedScenario, *, substrate: str, progress: bool = False, plots: bool = True) -> Study:
     """The study that runs this scenario on ``substrate``: the first of :data:`STUDIES` that applies."""
-    cls = next(c for c in STUDIES if c.applies(loaded.scenario))
-    return cls(loaded, substrate=substrate, progress=progress, plots=plots)
+    return study_class(loaded.scenario)(loaded, substrate=substrate, progress=progress, plots=plots)
 
 
-__all__ = ["STUDIES", "FederatedStudy", "MigrationStudy", "PolicyRun", "Study", "study_for"]
+def summary_metrics_for(scenario) -> tuple[str, ...] | None:
+    """The numeric ``summary.json`` columns of the study that runs ``scenario`` (None: not declared)."""
+    return study_class(scenario).summary_metrics()
+
+
+__all__ = ["STUDIES", "FederatedStudy", "MigrationStudy", "PolicyRun", "Study", "study_class", "study_for",
+           "summary_metrics_for"]

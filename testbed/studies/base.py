@@ -51,6 +51,13 @@ class Study(ABC):
     def applies(cls, scenario) -> bool:
         """Whether this study runs ``scenario``."""
 
+    @classmethod
+    def summary_metrics(cls) -> tuple[str, ...] | None:
+        """The numeric columns this study's ``<policy>/summary.json`` can hold (what a sweep's
+        ``metrics:`` may name, checked before any trial runs); None: not declared, so a sweep checks
+        its metric names only against the summaries of the trials that ran."""
+        return None
+
     @abstractmethod
     def validate(self) -> None:
         """Up front, before anything is built: refuse (``SpecError``) a substrate or power backend

@@ -20,7 +20,7 @@ from pathlib import Path
 import pandas as pd
 
 from testbed.analysis.federated_summary import (
-    claims, comparison_markdown, energy_summary, sensitivity_targets, summarize_rounds, tta_at,
+    SUMMARY_METRICS, claims, comparison_markdown, energy_summary, sensitivity_targets, summarize_rounds, tta_at,
 )
 from testbed.errors import SpecError
 from testbed.federated.controller import FederatedController, FlRecord
@@ -73,6 +73,10 @@ class FederatedStudy(Study):
     @classmethod
     def applies(cls, scenario) -> bool:
         return scenario.federated is not None
+
+    @classmethod
+    def summary_metrics(cls) -> tuple[str, ...]:
+        return SUMMARY_METRICS
 
     def validate(self) -> None:
         if self.substrate not in SUBSTRATES:

@@ -16,7 +16,7 @@ import pandas as pd
 from testbed.analysis.compare import compare, comparison_markdown
 from testbed.analysis.paper_setup import paper_setup
 from testbed.analysis.plots import energy_by_policy, energy_mix, jct_cdf, power_caps
-from testbed.analysis.summary import energy_by_site, summarize
+from testbed.analysis.summary import SUMMARY_METRICS, energy_by_site, summarize
 from testbed.controller.controller import Controller
 from testbed.inputs import Inputs, require_jobs
 from testbed.policies import make_policy
@@ -53,6 +53,10 @@ class MigrationStudy(Study):
     @classmethod
     def applies(cls, scenario) -> bool:
         return scenario.federated is None
+
+    @classmethod
+    def summary_metrics(cls) -> tuple[str, ...]:
+        return SUMMARY_METRICS
 
     def validate(self) -> None:
         """Refuse a power backend that cannot cap this run's nodes."""

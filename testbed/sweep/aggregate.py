@@ -22,10 +22,10 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from testbed.analysis.names import RENAMED, current
-from testbed.suggest import did_you_mean
+from testbed.analysis.names import current
 from testbed.errors import SpecError
 from testbed.spec.policies import policy_label
+from testbed.sweep.metrics import metric_problems
 from testbed.sweep.plan import SweepPlan, Trial
 
 STAT_COLUMNS = ("n", "mean", "std", "ci95")
@@ -63,15 +63,8 @@ def _metric_names(summaries: list[dict], wanted: list[str] | None, sweep_file: s
         return [k for k, ok in numeric.items() if ok]
     if not summaries:  # no trial done: nothing to check the names against
         return list(wanted)
-    problems = []
-    for i, m in enumerate(wanted):
-        if m not in numeric and m in RENAMED:
-            problems.append((f"{sweep_file}: metrics[{i}]", f"{m!r} is now called {RENAMED[m]!r}"))
-        elif m not in numeric:
-            problems.append((f"{sweep_file}: metrics[{i}]", f"no summary column {m!r}{did_you_mean(m, numeric)} "
-                                                             f"(known: {', '.join(sorted(numeric))})"))
-        elif not numeric[m]:
-            problems.append((f"{sweep_file}: metrics[{i}]", f"summary column {m!r} is not numeric"))
+    # plan_sweep checked the names against the study's columns; this catches what the runs lack
+    problems = metric_problems(wanted, numeric, str(sweep_file))
     if problems:
         raise SpecError(problems)
     return list(wanted)

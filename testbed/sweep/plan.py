@@ -1,7 +1,8 @@
 """Expand a sweep into cells (variant x grid point) and trials (cell x seed), and check every cell.
 
 Every cell's scenario is built and validated (``scenario_from_dict``) before any trial runs, so a
-bad path or value fails up front, naming the sweep file, the cell and the scenario field.
+bad path or value fails up front, naming the sweep file, the cell and the scenario field; so do
+``metrics:`` names the base scenario's study cannot write (``metrics[i]``: renamed or unknown).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import yaml
 from testbed.errors import SpecError
 from testbed.spec.load import LoadedScenario, read_yaml, resolve_file, scenario_from_dict
 from testbed.spec.topology import read_topology
+from testbed.sweep.metrics import metric_problems
 from testbed.sweep.override import OverrideError, set_path, substitute
 from testbed.sweep.spec import SweepFile, canonical
 
@@ -178,8 +180,19 @@ def _trial_key(cell: Cell, seed: int, substrate: str) -> str:
     return hashlib.sha256(body.encode("utf-8")).hexdigest()[:16]
 
 
+def _metric_problems(sweep: SweepFile, scenario) -> list[tuple[str, str]]:
+    """``metrics:`` names the base scenario's study cannot write (renamed, misspelt), before any trial runs."""
+    from testbed.studies import summary_metrics_for
+
+    known = summary_metrics_for(scenario)
+    if not sweep.spec.metrics or known is None:  # a study that does not declare its columns: checked after the trials
+        return []
+    return metric_problems(sweep.spec.metrics, dict.fromkeys(known, True), sweep.where or str(sweep.path))
+
+
 def plan_sweep(sweep: SweepFile, substrate: str | None = None) -> SweepPlan:
-    """Every cell and trial of a sweep; all problems of all cells in one SpecError (one line each)."""
+    """Every cell and trial of a sweep; all problems of all cells and of the metric names in one
+    SpecError (one line each)."""
     from testbed.runner import choose_substrate
     from testbed.spec.load import load_scenario
 
@@ -187,6 +200,7 @@ def plan_sweep(sweep: SweepFile, substrate: str | None = None) -> SweepPlan:
         base = load_scenario(sweep.scenario_path)
     except SpecError as e:
         raise SpecError([(sweep.problem(f"scenario {sweep.spec.scenario}: {w}"), m) for w, m in e.problems]) from e
+    bad_metrics = _metric_problems(sweep, base.scenario)
     base_data = read_yaml(sweep.scenario_path, "scenario file")
     variants = list(sweep.spec.variants) or [None]
     points = list(itertools.product(*(ax.values for ax in sweep.axes)))
@@ -198,8 +212,8 @@ def plan_sweep(sweep: SweepFile, substrate: str | None = None) -> SweepPlan:
             cells.append(_build_cell(sweep, base_data, index, variant, point))
         except CellError as e:
             errors.append(e)
-    if errors:
-        raise SpecError(_cell_problems(sweep, errors, len(combos)))
+    if errors or bad_metrics:
+        raise SpecError(bad_metrics + _cell_problems(sweep, errors, len(combos)))
     _check_distinct(sweep, cells)
     substrate, why = choose_substrate(substrate or sweep.spec.substrate, base.scenario)
     seeds = sweep.seeds(base.scenario.seed)

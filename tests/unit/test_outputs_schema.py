@@ -12,6 +12,9 @@ import pandas as pd
 import pytest
 
 import testbed
+from testbed.analysis.federated_summary import energy_summary
+from testbed.analysis.summary import BATTERY_COLUMNS, SIGNAL_COLUMNS, grid_signal_metrics
+from testbed.studies import FederatedStudy, MigrationStudy
 from tests.conftest import ROOT
 from tests.unit import outputs_schema as schema
 
@@ -154,3 +157,54 @@ def test_every_file_of_a_sweep_matches_the_document(doc, sweep_run):
         problems += schema.problems(trial / "trial.json", "trials/<cell>/seed-<s>/trial.json", None, files)
         problems += _check_run(trial, "migration", files)
     assert not problems, "\n".join(problems)
+
+
+# -- the numeric summary columns a study declares (what a sweep's metrics: may name) ----------------
+
+STUDY_OF = {"migration": MigrationStudy, "federated": FederatedStudy}
+NUMERIC = {"number", "integer"}
+
+
+def _documented_numeric(fields: dict[str, schema.Field]) -> set[str]:
+    """Keys typed number or integer (or null): what a sweep can average."""
+    return {n for n, f in fields.items() if {t.strip() for t in f.dtype.split(" or ")} - {"null"} <= NUMERIC}
+
+
+@pytest.mark.parametrize("study", sorted(STUDY_OF))
+def test_a_studys_summary_metrics_are_its_documented_numeric_keys(doc, study):
+    _, files = doc
+    declared = STUDY_OF[study].summary_metrics()
+    assert len(set(declared)) == len(declared)
+    assert sorted(declared) == sorted(_documented_numeric(files[schema.key("<policy>/summary.json", study)]))
+
+
+def _numeric_keys(run: Path) -> tuple[set[str], set[str]]:
+    """(numeric keys of any of the run's summary.json, those in every one); null counts as numeric."""
+    keys = [{k for k, v in json.loads(p.read_text()).items()
+             if v is None or isinstance(v, (int, float)) and not isinstance(v, bool)}
+            for p in sorted(run.glob("*/summary.json"))]
+    assert keys, run
+    return set().union(*keys), set.intersection(*keys)
+
+
+def test_a_runs_numeric_summary_keys_are_its_studys_metrics(migration_run, federated_run):
+    """Every numeric key a real run wrote is declared; every declared key a run without batteries,
+    carbon / price traces or measured exchanges always has is written."""
+    any_, every = _numeric_keys(migration_run)
+    declared = set(MigrationStudy.summary_metrics())
+    assert any_ <= declared and every == declared - set(SIGNAL_COLUMNS) - set(BATTERY_COLUMNS)
+    any_, every = _numeric_keys(federated_run)
+    declared = set(FederatedStudy.summary_metrics())
+    assert any_ <= declared and "k" in any_
+    assert every == declared - {"k", "comm_measured_over_modelled", *SIGNAL_COLUMNS}
+
+
+def test_signal_and_battery_columns_are_declared():
+    ts = pd.DataFrame({"co2_kg": [1.0], "grid_cost": [2.0], "battery_soc_kwh": [3.0],
+                       **{c: [1.0] for c in BATTERY_COLUMNS}})
+    assert set(grid_signal_metrics(ts)) == set(SIGNAL_COLUMNS + BATTERY_COLUMNS) <= set(MigrationStudy.summary_metrics())
+    sites = pd.DataFrame({"site": ["a"], "energy_kwh": [1.0], "renewable_kwh": [0.5], "grid_kwh": [0.5],
+                          "co2_kg": [1.0], "grid_cost": [2.0]})
+    numeric = {k for k, v in energy_summary(sites).items() if isinstance(v, float)}
+    assert numeric == {"energy_kwh", "renewable_kwh", "grid_kwh", "co2_kg", "grid_cost"}
+    assert numeric <= set(FederatedStudy.summary_metrics())

@@ -1,0 +1,85 @@
+"""A sweep's ``metrics:`` are checked against the base scenario's study before any trial runs: a
+misspelt or renamed name fails at plan time (exit 2, the field named, nothing created); a real one plans."""
+
+from __future__ import annotations
+
+import pytest
+
+import testbed
+from testbed.cli import main
+from testbed.errors import SpecError
+from testbed.studies import FederatedStudy, MigrationStudy, summary_metrics_for
+from testbed.sweep import load_sweep_file, plan_sweep
+from tests.conftest import ROOT
+
+MIGRATION = ROOT / "scenarios" / "quickstart.yaml"
+FEDERATED = ROOT / "scenarios" / "powertrip-us100.yaml"
+
+
+def _sweep(tmp_path, scenario, metrics: list[str]):
+    path = tmp_path / "s.yaml"
+    path.write_text(f"scenario: {scenario}\nseeds: [1]\ngrid:\n  duration_h: [24, 48]\nmetrics: [{', '.join(metrics)}]\n",
+                    encoding="utf-8")
+    return path
+
+
+@pytest.fixture()
+def no_trials(monkeypatch):
+    """A trial that starts fails the test: the check must come before."""
+    def refuse(*a, **k):
+        raise AssertionError("a trial ran")
+
+    monkeypatch.setattr("testbed.sweep.api.run_sweep", refuse)
+
+
+def test_the_study_of_the_scenario_says_its_columns():
+    assert summary_metrics_for(testbed.load(MIGRATION)) == MigrationStudy.summary_metrics()
+    assert summary_metrics_for(testbed.load(FEDERATED)) == FederatedStudy.summary_metrics()
+    assert "grid_kwh" in MigrationStudy.summary_metrics() and "time_to_accuracy_h" in FederatedStudy.summary_metrics()
+    assert "time_to_accuracy_h" not in MigrationStudy.summary_metrics()
+
+
+def test_a_misspelt_metric_fails_at_plan_time_from_the_cli(tmp_path, capsys, no_trials):
+    path = _sweep(tmp_path, MIGRATION, ["grid_kwh", "grid_kwhh"])
+    out = tmp_path / "out"
+    assert main(["sweep", str(path), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(
+        f"error: {path}: metrics[1]: no summary column 'grid_kwhh' (did you mean grid_kwh") and "(known: " in err[0]
+    assert not out.exists()
+
+
+def test_a_renamed_metric_fails_at_plan_time_from_python(tmp_path, no_trials):
+    path = _sweep(tmp_path, MIGRATION, ["non_renewable_kwh", "mean_jct_h", "time_to_accuracy_h"])
+    out = tmp_path / "out"
+    with pytest.raises(SpecError) as e:
+        testbed.sweep(path, out)
+    assert e.value.lines()[0] == f"{path}: metrics[0]: 'non_renewable_kwh' is now called 'grid_kwh'"
+    assert e.value.lines()[1].startswith(f"{path}: metrics[2]: no summary column 'time_to_accuracy_h' (")  # federated's
+    assert len(e.value.lines()) == 2 and not out.exists()
+
+
+def test_metric_problems_come_with_the_cells_problems(tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_text(f"scenario: {MIGRATION}\nseeds: [1]\ngrid:\n  feasibility.alpha: [0.1, 2]\nmetrics: [grid_kw]\n",
+                    encoding="utf-8")
+    with pytest.raises(SpecError) as e:
+        plan_sweep(load_sweep_file(path))
+    lines = e.value.lines()
+    assert lines[0].startswith(f"{path}: metrics[0]: no summary column 'grid_kw' (did you mean grid_kwh")
+    assert lines[1] == f"{path}: cell 001-alpha=2: feasibility.alpha: must be <= 1.0 (got 2)"
+
+
+def test_federated_names_are_checked_against_the_federated_study(tmp_path):
+    bad = _sweep(tmp_path, FEDERATED, ["time_to_accuracy_h", "energy_grid_kwh", "mean_jct_h"])
+    with pytest.raises(SpecError) as e:
+        plan_sweep(load_sweep_file(bad))
+    assert e.value.lines()[0] == f"{bad}: metrics[1]: 'energy_grid_kwh' is now called 'grid_kwh'"
+    assert e.value.lines()[1].startswith(f"{bad}: metrics[2]: no summary column 'mean_jct_h'")
+    good = _sweep(tmp_path, FEDERATED, ["time_to_accuracy_h", "grid_kwh", "k", "co2_kg"])
+    assert len(plan_sweep(load_sweep_file(good)).trials) == 2
+
+
+def test_real_names_plan(tmp_path):
+    plan = plan_sweep(load_sweep_file(_sweep(tmp_path, MIGRATION, ["grid_kwh", "mean_jct_h", "battery_charge_kwh"])))
+    assert len(plan.trials) == 2
