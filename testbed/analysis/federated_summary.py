@@ -13,14 +13,14 @@ import math
 import numpy as np
 import pandas as pd
 
+from testbed.analysis.summary import SIGNAL_COLUMNS  # one list for both studies: co2_kg, grid_cost
+
 PAPER = {
     "max_reduction_pct": 50.0,                       # "up to 50% lower time-to-accuracy"
     "powertrip_h": 0.65, "static_best_h": 1.16,      # EMNIST 45 % target, static k = 70
     "static_best_k": 70,
 }
 
-
-SIGNAL_COLUMNS = ("co2_kg", "grid_cost")  # where the scenario has carbon / price traces
 
 # The numeric columns a federated run's ``summary.json`` can hold (what a sweep's ``metrics:`` may name):
 # :func:`summarize_rounds`'s, :func:`energy_summary`'s and those the study adds (testbed/studies/federated.py:

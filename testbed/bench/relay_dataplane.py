@@ -165,16 +165,7 @@ def loss_row(impl: str, rate_mbit: float = 1000.0, loss_pct: float = 1.0, delay_
     machine, so what it counts lost is the link's loss; the loss is per packet, whatever the rate)
     through a link with ``loss_pct`` per-packet loss."""
     offered = rate_mbit / 20
-    from testbed.link import DirectedLink
-    from testbed.netem.fabric import Fabric
-    from testbed.netem.links import fabric_links
-    from testbed.netem.naming import new_run_id
-    from testbed.netem.plan import plan_fabric
-
-    links = [DirectedLink(s, d, bandwidth_gbps=rate_mbit / 1000, latency_ms=delay_ms, loss_pct=loss_pct)
-             for s, d in ("ab", "ba")]
-    with _relay_impl(impl), Fabric(plan_fabric(new_run_id(), ["a", "b"], fabric_links(links), "relay"),
-                                   purpose="run") as fab:  # type: ignore[arg-type]
+    with _relay_impl(impl), _pair(rate_mbit, delay_ms, "relay", loss_pct=loss_pct) as fab:
         data = _iperf3(fab, seconds, udp_mbit=offered)
     s = (data or {}).get("end", {}).get("sum", {})
     measured = s.get("lost_percent")
@@ -205,17 +196,10 @@ def lossy_tcp_row(impl: str, rate_mbit: float = 3000.0, loss_pct: float = 1.0, d
     sender's segments it retransmitted (about the configured loss when the relay drops single
     packets, also out of GSO super-frames). The sites use ``tcp_congestion`` (default:
     :func:`impaired_link_congestion_control`)."""
-    cc = tcp_congestion or impaired_link_congestion_control()
-    from testbed.link import DirectedLink
-    from testbed.netem.fabric import Fabric, relay_gso
-    from testbed.netem.links import fabric_links
-    from testbed.netem.naming import new_run_id
-    from testbed.netem.plan import plan_fabric
+    from testbed.netem.fabric import relay_gso
 
-    links = [DirectedLink(s, d, bandwidth_gbps=rate_mbit / 1000, latency_ms=delay_ms, loss_pct=loss_pct)
-             for s, d in ("ab", "ba")]
-    with _relay_impl(impl), Fabric(plan_fabric(new_run_id(), ["a", "b"], fabric_links(links), "relay",  # type: ignore[arg-type]
-                                               tcp_congestion=cc), purpose="run") as fab:
+    cc = tcp_congestion or impaired_link_congestion_control()
+    with _relay_impl(impl), _pair(rate_mbit, delay_ms, "relay", loss_pct=loss_pct, tcp_congestion=cc) as fab:
         mode = "gso" if relay_gso(fab.plan.links[0]) else "frame"
         data = _iperf3(fab, seconds, omit_s=startup_omit_s(rtt_ms(delay_ms)))
         load = os.getloadavg()[0]
@@ -280,20 +264,13 @@ def jitter_row(impl: str, rate_mbit: float, delay_ms: float = 25.0, jitter_ms: f
 
     import psutil
 
-    from testbed.link import DirectedLink
-    from testbed.netem.fabric import Fabric, relay_gso
-    from testbed.netem.links import fabric_links
-    from testbed.netem.naming import new_run_id
-    from testbed.netem.plan import plan_fabric
+    from testbed.netem.fabric import relay_gso
 
-    links = [DirectedLink(s, d, bandwidth_gbps=rate_mbit / 1000, latency_ms=delay_ms, jitter_ms=jitter_ms)
-             for s, d in ("ab", "ba")]
     cc = tcp_congestion or impaired_link_congestion_control()
     pings: list[float] = []
     relay_delay = None
     with _relay_impl(impl), _gso_above(1e9 if frame_mode else None), \
-            Fabric(plan_fabric(new_run_id(), ["a", "b"], fabric_links(links), "relay",  # type: ignore[arg-type]
-                               tcp_congestion=cc), purpose="run") as fab:
+            _pair(rate_mbit, delay_ms, "relay", jitter_ms=jitter_ms, tcp_congestion=cc) as fab:
         mode = "gso" if relay_gso(fab.plan.links[0]) else "frame"
         omit = startup_omit_s(rtt_ms(delay_ms + 2 * jitter_ms))
 

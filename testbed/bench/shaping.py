@@ -43,10 +43,12 @@ UNSHAPED_MBIT = 30_000.0  # tbf at 30 Gbit/s: above what a veth carries here, i.
 _ROOT = Path(__file__).resolve().parents[2]
 
 
-def _pair(rate_mbit: float, delay_ms: float = 0.0, impairment: str = "none", *,
-          tcp_congestion: str = DEFAULT_TCP_CC) -> Fabric:
-    """Two sites joined by one symmetric link of ``rate_mbit`` and one-way ``delay_ms`` (wall clock)."""
-    links = [DirectedLink(src, dst, bandwidth_gbps=rate_mbit / 1000, latency_ms=delay_ms) for src, dst in ("ab", "ba")]
+def _pair(rate_mbit: float, delay_ms: float = 0.0, impairment: str = "none", *, jitter_ms: float = 0.0,
+          loss_pct: float = 0.0, tcp_congestion: str = DEFAULT_TCP_CC) -> Fabric:
+    """Two sites a and b joined by one symmetric link of ``rate_mbit``, one-way ``delay_ms`` (wall
+    clock), ``jitter_ms`` and ``loss_pct``, the sites' TCP on ``tcp_congestion``."""
+    links = [DirectedLink(src, dst, bandwidth_gbps=rate_mbit / 1000, latency_ms=delay_ms, jitter_ms=jitter_ms,
+                          loss_pct=loss_pct) for src, dst in ("ab", "ba")]
     return Fabric(plan_fabric(new_run_id(), ["a", "b"], fabric_links(links), impairment,  # type: ignore[arg-type]
                               tcp_congestion=tcp_congestion), purpose="run")
 

@@ -67,43 +67,21 @@ def _pick_run(run: str | None) -> str:
 
 
 def _up(args: argparse.Namespace) -> int:
-    from testbed.netem.fabric import Fabric, require_root
-    from testbed.netem.naming import new_run_id
-    from testbed.netem.plan import plan_fabric, unreachable
-
-    require_root("testbed net up")
     from pathlib import Path
 
-    from testbed.netem.links import file_links
+    from testbed.errors import SpecError
+    from testbed.net.held import make_live, plan_held, resolve
+    from testbed.netem.fabric import Fabric, require_root
+    from testbed.netem.naming import new_run_id
+    from testbed.netem.plan import unreachable
+    from testbed.netem.tcp_cc import effective
 
-    from testbed.net.held import tcp_congestion_of
-
-    sites, links = file_links(Path(args.file))
-    cc = tcp_congestion_of(Path(args.file), args.tcp_congestion)
-    impairment = args.impairment
-    if impairment == "auto":
-        from testbed.doctor.qdisc import detect_impairment
-
-        impairment = detect_impairment()
-    elif impairment == "netem":
-        from testbed.errors import SpecError
-        from testbed.doctor.qdisc import qdisc_available
-
-        if not qdisc_available("netem"):
-            raise SpecError([("--impairment", "netem: this kernel has no netem qdisc (sch_netem); use --impairment "
-                                              "relay (or auto, which picks what the kernel has)")])
-    held = None
-    if args.replay:
-        if args.switch:
-            from testbed.errors import SpecError
-
-            raise SpecError([("--replay", "not with --switch (Mininet's CLI holds that network in the foreground)")])
-        from testbed.net.held import plan_held
-
-        held = plan_held(Path(args.file), new_run_id(), impairment, replay=True, tcp_congestion=cc)
-        plan = held.plan
-    else:
-        plan = plan_fabric(new_run_id(), sites, links, impairment, tcp_congestion=cc)
+    require_root("testbed net up")
+    if args.replay and args.switch:
+        raise SpecError([("--replay", "not with --switch (Mininet's CLI holds that network in the foreground)")])
+    impairment = resolve(args.impairment)
+    held = plan_held(Path(args.file), new_run_id(), impairment, replay=args.replay, tcp_congestion=args.tcp_congestion)
+    plan = held.plan
     if args.switch:  # a Mininet network lives as long as this process: held with Mininet's CLI
         from testbed.netem.fabric import FabricError
         from testbed.substrate.mininet.switches import switch_unavailable
@@ -115,18 +93,14 @@ def _up(args: argparse.Namespace) -> int:
         return hold(plan, args.switch)
     fab = Fabric(plan, purpose="net", detached=True)
     fab.up()  # stays up after this process exits; `testbed net down` removes it
-    from testbed.net.held import HeldPlan, make_live
-
     try:
-        make_live(fab, held or HeldPlan(plan), detached=True)  # `net set` can change it; the replay starts
+        make_live(fab, held, detached=True)  # `net set` can change it; the replay starts
     except BaseException:
         fab.down()
         raise
-    from testbed.netem.tcp_cc import effective
-
-    print(f"network {plan.run_id} up in {fab.up_s:.2f} s ({len(sites)} sites, {len(links)} links, impairment "
-          f"{impairment}, TCP congestion control {effective(cc)})")
-    if held is not None:
+    print(f"network {plan.run_id} up in {fab.up_s:.2f} s ({len(plan.sites)} sites, {len(plan.links)} links, "
+          f"impairment {impairment}, TCP congestion control {effective(plan.tcp_congestion)})")
+    if held.replay:
         sc = held.scaling
         print(f"  replaying {len(held.changes)} rate changes over {held.duration_s / sc.time_scale:.0f} s "
               f"(time_scale {sc.time_scale:g}, byte_scale {sc.byte_scale:.3g}); `testbed net status` shows the rates")
@@ -134,7 +108,7 @@ def _up(args: argparse.Namespace) -> int:
         print(f"  {s.name:<15} ns {s.ns:<28} addr {s.addr:<15} mgmt {s.mgmt_addr}")
     if unreachable(plan):
         print(f"  warning: unreachable pairs: {unreachable(plan)[:5]}")
-    print(f"run commands with: testbed net exec SITE -- CMD   (e.g. testbed net exec {sites[0]} -- ping -c 3 "
+    print(f"run commands with: testbed net exec SITE -- CMD   (e.g. testbed net exec {plan.sites[0].name} -- ping -c 3 "
           f"{plan.sites[-1].addr})")
     return 0
 

@@ -370,7 +370,7 @@ def clean(run_id: str | None = None, *, force: bool = False) -> list[CleanReport
         from testbed.netem import tcp_cc
 
         with contextlib.suppress(OSError):
-            tcp_cc.release("")
+            tcp_cc.release(None)
     return reports
 
 

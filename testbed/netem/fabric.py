@@ -251,8 +251,7 @@ class Fabric:
             self._lo_up(n)
             self._addr_up(n, p.ctl_ns, p.ctl_if, p.ctl_addr, MGMT_PREFIX)
         cc = p.tcp_congestion
-        if cc != tcp_cc.HOST:
-            tcp_cc.acquire(p.run_id, cc)  # a namespace may default only to what the machine allows
+        tcp_cc.acquire(p.run_id, cc)  # a namespace may default only to what the machine allows
         for s in p.sites:
             if cc != tcp_cc.HOST:
                 _sysctl(self._ns(s.ns), "net.ipv4.tcp_congestion_control", cc)

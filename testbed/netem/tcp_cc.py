@@ -131,24 +131,24 @@ def acquire(run_id: str, name: str) -> bool:
     if name == HOST:
         return False
     with _ledger() as ledger:
-        if name in ledger:
-            if run_id not in ledger[name]:
-                ledger[name].append(run_id)
-            if name in allowed():
-                return False
-        elif name in allowed():
+        have = allowed()
+        if name in have and name not in ledger:
             return False  # the machine allows it already: nothing of ours to undo
-        else:
-            ledger[name] = [run_id]
+        runs = ledger.setdefault(name, [])
+        if run_id not in runs:
+            runs.append(run_id)
+        if name in have:
+            return False  # added for another run of ours: shared, given back after the last
         # noted first: a crash right after leaves a ledger entry that `testbed clean` resolves
         _write_ledger(ledger_path(), ledger)
-        _write_allowed(allowed() + [name])
+        _write_allowed(have + [name])
         return True
 
 
-def release(run_id: str) -> list[str]:
-    """Run ``run_id`` is gone: take off the allowed list each name testbed added that no run with a
-    state file still needs (the machine's default is never taken off); returns the names taken off."""
+def release(run_id: str | None) -> list[str]:
+    """Run ``run_id`` is gone (None: none is, notes of runs without a state file are dropped): take
+    off the allowed list each name testbed added that no run with a state file still needs (the
+    machine's default is never taken off); returns the names taken off."""
     from testbed.netem import state
 
     if not ledger_path().exists():
@@ -166,9 +166,3 @@ def release(run_id: str) -> list[str]:
                 _write_allowed([n for n in have if n != name])
                 removed.append(name)
     return removed
-
-
-def set_default(name: str) -> None:
-    """Set the current namespace's default (call inside the namespace)."""
-    if name != HOST:
-        (PROC_IPV4 / "tcp_congestion_control").write_text(name)

@@ -206,6 +206,8 @@ pg = dist.ProcessGroupGloo(store, rank, 2, opts)
 t = torch.arange(4, dtype=torch.float32) * (rank + 1)
 pg.allreduce([t]).wait()
 print("all_reduce", t.tolist(), flush=True)
+pg.barrier().wait()  # neither rank leaves (rank 0 holds the store) while the other still talks to it
+del pg  # gloo's threads joined here, not torn down at interpreter exit (which can abort: std::terminate)
 """
 
 
