@@ -50,6 +50,8 @@ class RayCluster:
         self.address: str | None = None
         self.pgids: list[int] = []
         self.logs: list[Path] = []
+        self._blocks: list[range] = []  # each node's worker ports
+        self._singles: set[int] = set()  # every other port picked for this cluster
 
     def __enter__(self) -> "RayCluster":
         return self
@@ -63,21 +65,25 @@ class RayCluster:
                        timeout=60)
         return (self.home / ".ray" / "auth_token").read_text()
 
-    def _node_ports(self) -> list[str]:
-        """Ports for one node: a block of 201 worker ports, and six single ports outside every block
-        (Ray refuses a node whose single ports fall in its own worker range)."""
-        blocks = getattr(self, "_worker_blocks", [])
-        lo = free_ports(1)[0]
-        while lo + 200 > 65535:
-            lo = free_ports(1)[0]
-        blocks.append(range(lo, lo + 201))
-        self._worker_blocks = blocks
-        singles: list[int] = []
-        while len(singles) < 6:
+    def _single_port(self) -> int:
+        """A free port outside every worker block and not picked before (Ray refuses a node whose
+        single ports fall in its own worker range)."""
+        while True:
             p = free_ports(1)[0]
-            if p not in singles and not any(p in b for b in blocks):
-                singles.append(p)
-        nm, om, agent, agent_grpc, runtime_env, metrics = singles
+            if p not in self._singles and not any(p in b for b in self._blocks):
+                self._singles.add(p)
+                return p
+
+    def _node_ports(self) -> list[str]:
+        """Ports for one node: a block of 201 worker ports holding none of the single ports picked so
+        far (the head's gcs and dashboard ports included), and six single ports outside every block."""
+        while True:
+            lo = free_ports(1)[0]
+            block = range(lo, lo + 201)
+            if lo + 200 <= 65535 and not any(p in block for p in self._singles):
+                break
+        self._blocks.append(block)
+        nm, om, agent, agent_grpc, runtime_env, metrics = (self._single_port() for _ in range(6))
         return ["--node-manager-port", str(nm), "--object-manager-port", str(om),
                 "--dashboard-agent-listen-port", str(agent), "--dashboard-agent-grpc-port", str(agent_grpc),
                 "--runtime-env-agent-port", str(runtime_env), "--metrics-export-port", str(metrics),
@@ -99,7 +105,7 @@ class RayCluster:
             raise RuntimeError(f"ray start ({name}) failed ({rc}): {log.read_text(errors='replace')[-2000:]}")
 
     def start_head(self, cpus: int = 1) -> str:
-        gcs, dashboard = free_ports(2)
+        gcs, dashboard = self._single_port(), self._single_port()
         self._start("head", ["--head", "--port", str(gcs), "--dashboard-port", str(dashboard), "--include-dashboard=false",
                              "--num-cpus", str(cpus)], self.root / "head")
         self.address = f"127.0.0.1:{gcs}"
