@@ -31,6 +31,7 @@ class Received:
     read: Any            # disk_io.ReadBack: bytes read from the device and the time
     data: bytes
     t0: float            # perf_counter when the load began
+    top_up: Any          # disk_io.IoTiming: the load sample's top-up and per-file part (load_top_up)
 
 
 class Agent:
@@ -104,9 +105,11 @@ class Agent:
     def send_checkpoint(self, args) -> dict:
         """The checkpoint file, then ``ballast_bytes`` of ballast (written to a file first, fsynced,
         timed as ``t_ballast_save_s``: the rest of a checkpoint of the scaled size goes through the
-        same disk path), through the transfer service; the destination stores both."""
+        same disk path), through the transfer service; the destination stores both. ``save_top_up``:
+        what a save of fewer than ``SAMPLE_MIN_BYTES`` lacks to measure the disk's throughput, and the
+        per-file part (``testbed.transfer.disk_io.save_top_up``)."""
         from testbed.transfer.client import send
-        from testbed.transfer.disk_io import write_file
+        from testbed.transfer.disk_io import save_top_up, write_file
         from testbed.transfer.source import BallastSource, ConcatSource, FileSource
 
         self._job(args.job_id)
@@ -120,6 +123,7 @@ class Agent:
             if args.ballast_bytes:
                 t_ballast = write_file(ballast, BallastSource(args.ballast_bytes, seed=7)).seconds
                 parts.append(FileSource(ballast))
+            top_up = save_top_up(self.ckpts, path.stat().st_size + args.ballast_bytes)
             source = ConcatSource(*parts) if len(parts) > 1 else parts[0]
             chunk = min(4 << 20, max(64 << 10, source.size_bytes // 16))
             source.manifest(chunk)  # hashing is part of checkpointing, not of the transfer
@@ -128,12 +132,13 @@ class Agent:
         finally:
             ballast.unlink(missing_ok=True)
         return {"report": report.to_dict(), "checkpoint_bytes": path.stat().st_size,
-                "ballast_bytes": args.ballast_bytes, "t_ballast_save_s": t_ballast}
+                "ballast_bytes": args.ballast_bytes, "t_ballast_save_s": t_ballast, "save_top_up": top_up.to_dict()}
 
     def received_checkpoint(self, args) -> "Received":
         """The received file (checkpoint + ballast) made durable (fsync) and the checkpoint at its
-        front read back from the device (page cache dropped); ``t0`` is when this began."""
-        from testbed.transfer.disk_io import persist, read_back
+        front read back from the device (page cache dropped); ``t0`` is when this began; then the
+        load sample's top-up (``testbed.transfer.disk_io.load_top_up``), timed apart."""
+        from testbed.transfer.disk_io import load_top_up, persist, read_back
 
         path = self.incoming / args.transfer_id
         if not path.is_file():
@@ -145,7 +150,7 @@ class Agent:
         if keep > size:
             raise RequestRefused(f"received {args.transfer_id!r} holds {size} bytes, fewer than the checkpoint's {keep}")
         read, data = read_back(path, keep=keep)
-        return Received(path, keep, durable, read, data, t0)
+        return Received(path, keep, durable, read, data, t0, load_top_up(self.incoming, size))
 
     def load_and_resume(self, args) -> dict:
         """Make the received file durable (fsync), read it back from the device (page cache
@@ -170,7 +175,7 @@ class Agent:
         path.unlink(missing_ok=True)
         return {"t_load_s": t3 - t0, "step": runner.status()["steps"], "bytes_read": read.n_bytes,
                 "t_persist_s": durable.seconds, "t_read_s": read.seconds, "t_deserialize_s": t2 - t1,
-                "t_restore_s": t3 - t2}
+                "t_restore_s": t3 - t2, "load_top_up": got.top_up.to_dict()}
 
     def resume(self, args) -> dict:
         runner = self._job(args.job_id)

@@ -77,6 +77,7 @@ class CheckpointSent:
     checkpoint_bytes: int
     ballast_bytes: int
     t_ballast_save_s: float  # writing the ballast to a file (fsync) before sending it
+    save_top_up: dict[str, Any]  # disk_io.IoTiming.to_dict(): the save sample's top-up and per-file part
 
     @classmethod
     def parse(cls, a: dict[str, Any]) -> "CheckpointSent":
@@ -94,6 +95,7 @@ class Resumed:
     t_read_s: float  # reading it back from the device
     t_deserialize_s: float  # SHA-256 check + torch.load of the checkpoint
     t_restore_s: float  # building the job from the state and resuming it
+    load_top_up: dict[str, Any]  # disk_io.IoTiming.to_dict(): the load sample's top-up and per-file part
 
     @classmethod
     def parse(cls, a: dict[str, Any]) -> "Resumed":

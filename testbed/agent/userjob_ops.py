@@ -63,7 +63,7 @@ def load_and_resume(agent, args) -> dict:
     agent.jobs[args.job_id] = runner
     return {"t_load_s": time.perf_counter() - t0, "step": runner.started_at_step, "bytes_read": read.n_bytes,
             "t_persist_s": durable.seconds, "t_read_s": read.seconds,
-            "t_deserialize_s": t_hash_s + t_start, "t_restore_s": 0.0}
+            "t_deserialize_s": t_hash_s + t_start, "t_restore_s": 0.0, "load_top_up": got.top_up.to_dict()}
 
 
 def resume(runner: UserJobRunner) -> dict:

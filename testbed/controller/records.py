@@ -72,8 +72,10 @@ class MigrationRecord:
     model_total_s: float | None = None
     model_goodput_gbps: float | None = None
     # how the measurement was made: bytes really written and read back (the scaled checkpoint), the
-    # measured save / load throughputs, the control plane's delay (scenario s) and own time (wall s)
+    # sample the disk throughputs were measured on (those, topped up to a minimum), the measured save /
+    # load throughputs, the control plane's delay (scenario s) and own time (wall s)
     measured_io_bytes: int | None = None
+    io_sample_bytes: int | None = None
     save_mb_per_s: float | None = None
     load_mb_per_s: float | None = None
     start_lag_s: float | None = None
@@ -103,6 +105,7 @@ class MigrationRecord:
         setattr(self, f"{whole}_total_s", out.total_s)
         setattr(self, f"{whole}_goodput_gbps", out.goodput_gbps)
         self.measured_io_bytes = out.io_bytes
+        self.io_sample_bytes = out.io_sample_bytes
         self.save_mb_per_s = None if out.save_bytes_per_s is None else out.save_bytes_per_s / 1e6
         self.load_mb_per_s = None if out.load_bytes_per_s is None else out.load_bytes_per_s / 1e6
         self.start_lag_s = out.start_lag_s

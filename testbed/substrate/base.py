@@ -43,8 +43,9 @@ class MigrationOutcome:
     ``downtime_s`` (the rest of pause-to-resume: pausing and restarting the job). ``start_lag_s``
     is the control plane's delay between the decision and the first phase (an artefact of the
     emulation's control loop, kept out of the phases); ``control_wall_s`` the control plane's own
-    wall seconds (commands and their answers, unscaled). Emulated disk I/O is measured on
-    ``io_bytes`` (the scaled checkpoint) and scaled back to the real size at the measured
+    wall seconds (commands and their answers, unscaled). Emulated disk I/O moves ``io_bytes`` (the
+    scaled checkpoint), is measured on ``io_sample_bytes`` (those, topped up to
+    ``testbed.transfer.disk_io.SAMPLE_MIN_BYTES``) and scaled back to the real size at the measured
     throughputs ``save_bytes_per_s`` / ``load_bytes_per_s``."""
 
     order: MigrationOrder
@@ -60,6 +61,7 @@ class MigrationOutcome:
     start_lag_s: float = 0.0
     control_wall_s: float | None = None
     io_bytes: int | None = None
+    io_sample_bytes: int | None = None
     save_bytes_per_s: float | None = None
     load_bytes_per_s: float | None = None
     host_load: HostLoadSample | None = None

@@ -7,38 +7,80 @@ returns an :class:`IoTiming` (bytes and wall seconds). ``read_back`` first evict
 the page cache (``posix_fadvise(DONTNEED)`` after the ``fsync``), so the read comes from the
 storage device as a checkpoint far larger than memory would, not from the cache the transfer
 has just filled (on a filesystem that ignores the advice -- tmpfs -- it is a memory read).
+
+A phase's time is ``per file + bytes / throughput``. An emulated migration moves a scaled checkpoint,
+often a few MB, whose disk time is a few ms: the same order as the per-file costs (a journal commit
+per ``fsync``) and as the noise of a shared disk, so scaling it back 1000x would mostly scale the
+noise and the per-file part. :func:`save_sample` and :func:`load_sample` therefore measure a phase
+on at least :data:`SAMPLE_MIN_BYTES` (the scaled checkpoint, topped up with ballast through the
+same path) and its per-file part on an empty file, at the same moment in the same directory;
+:meth:`IoTiming.seconds_for` is then ``per_file_s + n / bytes_per_s``.
 """
 
 from __future__ import annotations
 
 import os
+import secrets
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from testbed.transfer.source import Source
+from testbed.transfer.source import BallastSource, Source
 
 IO_CHUNK_BYTES = 4 << 20
+SAMPLE_MIN_BYTES = 32 << 20  # a disk phase's throughput is measured on at least this many bytes
+# (32 MiB: ~65 ms of fsync'd writes on this machine's disk, several times its fsync jitter)
 
 
 @dataclass(frozen=True)
 class IoTiming:
-    """``n_bytes`` moved in ``seconds`` of wall time."""
+    """``n_bytes`` in ``files`` files moved in ``seconds`` of wall time; ``per_file_s``: the part
+    of each file's time that does not grow with its bytes (measured on an empty file; 0 if not)."""
 
     n_bytes: int
     seconds: float
+    files: int = 1
+    per_file_s: float = 0.0
+
+    @property
+    def growing_s(self) -> float:
+        """The seconds that grow with the bytes: all of them less each file's fixed part (never < 0)."""
+        return max(0.0, self.seconds - self.files * self.per_file_s)
 
     @property
     def bytes_per_s(self) -> float:
-        return self.n_bytes / self.seconds if self.seconds > 0 else float("inf")
+        """The throughput, per-file parts left out."""
+        return self.n_bytes / self.growing_s if self.growing_s > 0 else float("inf")
+
+    def bytes_s(self, n_bytes: float) -> float:
+        """The time ``n_bytes`` take at this throughput, per-file part left out."""
+        return n_bytes * self.growing_s / self.n_bytes if self.n_bytes > 0 else 0.0
 
     def seconds_for(self, n_bytes: float) -> float:
-        """The time for ``n_bytes`` at this throughput (a checkpoint's real size from its scaled one)."""
-        return n_bytes * self.seconds / self.n_bytes if self.n_bytes > 0 else 0.0
+        """One file of ``n_bytes`` (a checkpoint's real size from its scaled one): its fixed part
+        plus its bytes at this throughput."""
+        return self.per_file_s + self.bytes_s(n_bytes)
+
+    def then(self, other: "IoTiming") -> "IoTiming":
+        """The same file's next step (made durable, then read back): the seconds add, not the bytes."""
+        return replace(self, seconds=self.seconds + other.seconds)
+
+    def to_dict(self) -> dict:
+        return {"n_bytes": self.n_bytes, "seconds": self.seconds, "files": self.files, "per_file_s": self.per_file_s}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "IoTiming":
+        return cls(int(d["n_bytes"]), float(d["seconds"]), int(d["files"]), float(d["per_file_s"]))
 
     def __add__(self, other: "IoTiming") -> "IoTiming":
-        return IoTiming(self.n_bytes + other.n_bytes, self.seconds + other.seconds)
+        files = self.files + other.files
+        fixed = self.files * self.per_file_s + other.files * other.per_file_s
+        return IoTiming(self.n_bytes + other.n_bytes, self.seconds + other.seconds, files,
+                        fixed / files if files else 0.0)
+
+
+NOTHING = IoTiming(0, 0.0, files=0)  # no file, no time
 
 
 def write_file(path: str | os.PathLike, source: Source, *, chunk_bytes: int = IO_CHUNK_BYTES) -> IoTiming:
@@ -118,6 +160,77 @@ def read_back(path: str | os.PathLike, *, uncached: bool = True, keep: int = 0,
                 on_chunk(view[:got])
             n += got
     return IoTiming(n, spent), bytes(head)
+
+
+def load_once(path: str | os.PathLike) -> IoTiming:
+    """A received file made durable and read back from the device: one load of its bytes."""
+    return persist(path).then(read_back(path)[0])
+
+
+def write_unsynced(path: str | os.PathLike, source: Source, *, chunk_bytes: int = IO_CHUNK_BYTES) -> None:
+    """Write ``source`` to ``path`` without ``fsync``: how a transfer server stores received bytes."""
+    with open(path, "wb", buffering=0) as f:
+        off, n = 0, source.size_bytes
+        while off < n:
+            data = memoryview(source.read(off, min(chunk_bytes, n - off)))
+            off += len(data)
+            while data:
+                data = data[f.write(data):]
+
+
+def save_top_up(directory: str | os.PathLike, n_done: int, *, min_bytes: int = SAMPLE_MIN_BYTES) -> IoTiming:
+    """What a save of ``n_done`` bytes lacks to be a sample: ``min_bytes - n_done`` bytes of ballast
+    written with :func:`write_file` (no file if none are lacking), and ``per_file_s``, an empty file
+    written the same way. Both files are removed."""
+    path, probe = _sample_paths(directory)
+    try:
+        top = write_file(path, BallastSource(min_bytes - n_done, seed=11)) if n_done < min_bytes else NOTHING
+        empty = write_file(probe, BallastSource(0))
+    finally:
+        path.unlink(missing_ok=True)
+        probe.unlink(missing_ok=True)
+    return replace(top, per_file_s=empty.seconds)
+
+
+def load_top_up(directory: str | os.PathLike, n_done: int, *, min_bytes: int = SAMPLE_MIN_BYTES) -> IoTiming:
+    """What a load of ``n_done`` bytes lacks to be a sample: ballast stored as received bytes are
+    (unsynced, untimed), then loaded with :func:`load_once` (no file if none are lacking), and
+    ``per_file_s``, an empty file loaded the same way. Both files are removed."""
+    path, probe = _sample_paths(directory)
+    try:
+        top = NOTHING
+        if n_done < min_bytes:
+            write_unsynced(path, BallastSource(min_bytes - n_done, seed=13))
+            top = load_once(path)
+        write_unsynced(probe, BallastSource(0))
+        empty = load_once(probe)
+    finally:
+        path.unlink(missing_ok=True)
+        probe.unlink(missing_ok=True)
+    return replace(top, per_file_s=empty.seconds)
+
+
+def _sample_paths(directory: str | os.PathLike) -> tuple[Path, Path]:
+    """A top-up file and an empty probe beside the checkpoint (hidden, unique, removed after use)."""
+    tag = secrets.token_hex(4)
+    return Path(directory) / f".tb-sample-{tag}", Path(directory) / f".tb-probe-{tag}"
+
+
+def sampled(done: IoTiming, top_up: IoTiming) -> IoTiming:
+    """A phase's sample: its own files and the top-up, with the top-up's measured per-file part."""
+    return replace(done + top_up, per_file_s=top_up.per_file_s)
+
+
+def save_sample(directory: str | os.PathLike, done: IoTiming, *, min_bytes: int = SAMPLE_MIN_BYTES) -> IoTiming:
+    """A save (``done``: the checkpoint's files, written with :func:`write_file`) measured on at least
+    ``min_bytes``, with its per-file part (:func:`save_top_up`)."""
+    return sampled(done, save_top_up(directory, done.n_bytes, min_bytes=min_bytes))
+
+
+def load_sample(directory: str | os.PathLike, done: IoTiming, *, min_bytes: int = SAMPLE_MIN_BYTES) -> IoTiming:
+    """A load (``done``: the received file, :func:`load_once`) measured on at least ``min_bytes``,
+    with its per-file part (:func:`load_top_up`)."""
+    return sampled(done, load_top_up(directory, done.n_bytes, min_bytes=min_bytes))
 
 
 def fsync_dir(directory: str | os.PathLike) -> None:

@@ -8,11 +8,12 @@ import pytest
 import yaml
 
 from testbed.cli import main
+from testbed.transfer.disk_io import SAMPLE_MIN_BYTES
 from tests.conftest import small_scenario_dict
 
 pytestmark = pytest.mark.root
 SIZES_GB = (5, 40, 320)  # x byte_scale 0.001: 5, 40 and 320 MB really written, sent, synced and read back
-# (8x apart: a read of a few MB scaled back 1000x varies by tens of seconds on a shared disk)
+# (8x apart; the disk throughputs are measured on at least SAMPLE_MIN_BYTES, so 5 MB is topped up)
 
 
 @pytest.fixture(scope="module")
@@ -55,6 +56,7 @@ def test_measured_load_time_grows_with_checkpoint_size(ballast_run):
     assert (load > 0).all() and (load[1:] > load[:-1]).all(), list(load)
     # a measurement: bytes really written and read back at the scaled size, at a measured throughput
     assert list(ballast_run["measured_io_bytes"]) == [gb * 10**6 for gb in SIZES_GB]
+    assert list(ballast_run["io_sample_bytes"]) == [max(gb * 10**6, SAMPLE_MIN_BYTES) for gb in SIZES_GB]
     assert (ballast_run["load_mb_per_s"] > 0).all() and ballast_run["load_mb_per_s"].nunique() == len(SIZES_GB)
     for col in ("actual_checkpoint_s", "actual_downtime_s"):
         assert (ballast_run[col] > 0).all(), col

@@ -17,6 +17,7 @@ from tests.unit.test_agent_throughput import FakeJob
 TOKEN = "t" * 32
 STATUS = {"steps": 3, "paused": False, "done": False, "error": None, "throughput_frac": 1.0, "throttle": None}
 SHA = "ab" * 32
+TOP_UP = {"n_bytes": 100, "seconds": 0.01, "files": 1, "per_file_s": 0.002}
 ANSWERS = {
     "ping": {"site": "a", "jobs": {"j1": STATUS}},
     "start_job": STATUS, "status": STATUS, "resume": STATUS,
@@ -24,9 +25,9 @@ ANSWERS = {
     "checkpoint_and_pause": {"path": "/w/j1.pt", "size_bytes": 10, "sha256": SHA, "step": 3, "t_checkpoint_s": 0.1,
                              "t_pause_s": 0.01, "t_save_s": 0.09},
     "send_checkpoint": {"report": {"status": "completed"}, "checkpoint_bytes": 10, "ballast_bytes": 5,
-                        "t_ballast_save_s": 0.05},
+                        "t_ballast_save_s": 0.05, "save_top_up": TOP_UP},
     "load_and_resume": {"t_load_s": 0.2, "step": 3, "bytes_read": 15, "t_persist_s": 0.01, "t_read_s": 0.02,
-                        "t_deserialize_s": 0.1, "t_restore_s": 0.07},
+                        "t_deserialize_s": 0.1, "t_restore_s": 0.07, "load_top_up": TOP_UP},
     "free": {"freed": "j1"},
     "set_throughput": {"job_id": "j1", "frac": 0.5, "throttle": "duty-cycle", "throttle_reason": "no cgroup",
                        "quota_cores": None},
@@ -71,8 +72,8 @@ def test_each_method_sends_its_command_and_parses_the_answer(served):
     assert c.losses("j1") == [2.5, 2.25]
     assert c.checkpoint_and_pause("j1") == Checkpoint("/w/j1.pt", 10, SHA, 3, 0.1, 0.01, 0.09)
     sent = c.send_checkpoint("j1", dst_addr="10.0.0.2", dst_port=7000, ballast_bytes=5, transfer_id="m.j1.0")
-    assert sent == CheckpointSent({"status": "completed"}, 10, 5, 0.05)
-    assert c.load_and_resume("j1", transfer_id="m.j1.0", sha256=SHA, steps_per_s=20.0) == Resumed(0.2, 3, 15, 0.01, 0.02, 0.1, 0.07)
+    assert sent == CheckpointSent({"status": "completed"}, 10, 5, 0.05, TOP_UP)
+    assert c.load_and_resume("j1", transfer_id="m.j1.0", sha256=SHA, steps_per_s=20.0) == Resumed(0.2, 3, 15, 0.01, 0.02, 0.1, 0.07, TOP_UP)
     assert c.free("j1") is None
     th = c.set_throughput("j1", frac=0.5, cap_w=150.0)
     assert isinstance(th, ThroughputSet) and (th.frac, th.throttle, th.throttle_reason) == (0.5, "duty-cycle", "no cgroup")

@@ -6,7 +6,18 @@ import hashlib
 
 import pytest
 
-from testbed.transfer.disk_io import IoTiming, persist, read_back, write_file
+from testbed.transfer.disk_io import (
+    NOTHING,
+    IoTiming,
+    load_once,
+    load_sample,
+    persist,
+    read_back,
+    sampled,
+    save_sample,
+    write_file,
+    write_unsynced,
+)
 from testbed.transfer.source import BallastSource
 
 
@@ -46,3 +57,44 @@ def test_a_missing_file_is_an_os_error(tmp_path):
         persist(tmp_path / "nope")
     with pytest.raises(FileNotFoundError):
         read_back(tmp_path / "nope")
+
+
+def test_the_per_file_part_is_not_scaled():
+    # 20 MB in 2 files in 0.1 s, of which 10 ms per file does not grow with the bytes: 250 MB/s
+    t = IoTiming(20_000_000, 0.1, files=2, per_file_s=0.01)
+    assert t.growing_s == pytest.approx(0.08) and t.bytes_per_s == pytest.approx(2.5e8)
+    assert t.seconds_for(40e9) == pytest.approx(0.01 + 160.0)  # one file of 40 GB: its fixed part once
+    assert t.bytes_s(40e9) == pytest.approx(160.0)
+    assert IoTiming(10, 0.01, files=2, per_file_s=0.01).growing_s == 0.0  # jitter below the fixed part: never < 0
+    summed = IoTiming(10, 1.0, 1, 0.1) + IoTiming(30, 2.0, 3, 0.5)
+    assert (summed.n_bytes, summed.files) == (40, 4) and summed.files * summed.per_file_s == pytest.approx(1.6)
+    assert IoTiming.from_dict(t.to_dict()) == t
+    assert NOTHING + t == t and sampled(t, replace_per_file(NOTHING, 0.02)).per_file_s == 0.02
+
+
+def replace_per_file(t, s):
+    from dataclasses import replace
+
+    return replace(t, per_file_s=s)
+
+
+def test_load_once_times_one_pass_of_the_bytes(tmp_path):
+    path = tmp_path / "recv"
+    write_unsynced(path, BallastSource(2 * (1 << 20) + 5, seed=3))
+    assert path.read_bytes() == BallastSource(2 * (1 << 20) + 5, seed=3).read(0, 2 * (1 << 20) + 5)
+    t = load_once(path)
+    assert t.n_bytes == path.stat().st_size and t.files == 1 and t.seconds > 0  # the bytes once, not per step
+
+
+@pytest.mark.parametrize("done_mb", [0, 1, 3])
+def test_samples_are_topped_up_to_the_minimum_and_leave_no_file(tmp_path, done_mb):
+    done_bytes = done_mb << 20
+    minimum = 2 << 20
+    path = tmp_path / "ckpt"
+    save = save_sample(tmp_path, write_file(path, BallastSource(done_bytes)), min_bytes=minimum)
+    assert save.n_bytes == max(done_bytes, minimum) and save.per_file_s > 0
+    assert save.files == 1 + (done_bytes < minimum)
+    load = load_sample(tmp_path, load_once(path), min_bytes=minimum)
+    assert load.n_bytes == max(done_bytes, minimum) and load.per_file_s > 0
+    assert load.files == 1 + (done_bytes < minimum)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt"]  # the top-ups and probes are gone

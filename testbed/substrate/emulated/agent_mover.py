@@ -13,7 +13,7 @@ from testbed.seeding import derive_seed
 from testbed.substrate.base import MigrationOrder, MigrationOutcome
 from testbed.substrate.emulated.checkpoint_io import scaled_back_s
 from testbed.substrate.emulated.mover import Emulation, Mover, order_lag, register_mover, transfer_id
-from testbed.transfer.disk_io import IoTiming
+from testbed.transfer.disk_io import IoTiming, sampled
 
 SEND_FIXED_S = 60.0          # connecting, hashing, the manifest, and a busy host's delays
 SEND_RATE_HEADROOM = 10.0    # the link may be degraded to a tenth of its configured rate mid-transfer
@@ -115,11 +115,12 @@ class AgentMover(Mover):
         """Any failure before the destination resumed: resume at the source, record the failure.
 
         Phases, in scenario seconds for the real checkpoint of ``S`` bytes (``.checkpoint_io``):
-        checkpoint = S / save throughput (the real checkpoint serialised, hashed, written, fsynced
-        plus the ballast written and fsynced, at the source); transfer = wire time x time_scale;
-        load = S / load throughput (fsync, read back from the device, SHA-256 + torch.load, at the
-        destination); downtime = pausing the job + restoring and resuming it (wall seconds: fixed
-        costs, not scaled). Control round trips are ``control_wall_s``, in no phase."""
+        checkpoint = per file + S / save throughput (the real checkpoint serialised, hashed, written,
+        fsynced plus the ballast written and fsynced, at the source); transfer = wire time x
+        time_scale; load = per file + S / load throughput (fsync, read back from the device, SHA-256
+        + torch.load, at the destination); both throughputs on samples of at least
+        ``SAMPLE_MIN_BYTES`` (``disk_io.sampled``); downtime = pausing the job + restoring and
+        resuming it (wall seconds: fixed costs, not scaled). Control round trips are ``control_wall_s``, in no phase."""
         from testbed.agent.client import AgentError
         from testbed.substrate.emulated.agents import TRANSFER_PORT as AGENT_TRANSFER_PORT
         from testbed.substrate.emulated.agents import agent_job_id
@@ -147,16 +148,20 @@ class AgentMover(Mover):
                                        timeout_s=send_wait_s(ck.size_bytes + ballast, em.fabric.plan,
                                                              order.src, order.dst))
             rep = sent.report
-            save = save + IoTiming(sent.ballast_bytes, sent.t_ballast_save_s)
+            top_up = IoTiming.from_dict(sent.save_top_up)
+            save = sampled(save + IoTiming(sent.ballast_bytes, sent.t_ballast_save_s, int(sent.ballast_bytes > 0)),
+                           top_up)
             t_transfer = rep["t_connect_s"] + rep["t_transfer_s"] + rep["t_verify_s"]
-            agent_s += sent.t_ballast_save_s + rep.get("t_manifest_s", 0.0) + t_transfer
+            agent_s += (sent.t_ballast_save_s + top_up.seconds + top_up.per_file_s + rep.get("t_manifest_s", 0.0)
+                        + t_transfer)
             if rep["status"] != "completed":
                 raise AgentError(f"transfer {rep['status']}: {rep.get('error')}")
             loaded = dst.load_and_resume(jid, transfer_id=transfer_id(order), sha256=ck.sha256,
                                          steps_per_s=self._in.scenario.emulation.steps_per_s,
                                          checkpoint_bytes=ck.size_bytes, program=self._program(order.job_id),
                                          seed=self._seed(order.job_id) if self._program(order.job_id) else None)
-            load = IoTiming(loaded.bytes_read, loaded.t_persist_s + loaded.t_read_s + loaded.t_deserialize_s)
+            load = sampled(IoTiming(loaded.bytes_read, loaded.t_persist_s + loaded.t_read_s + loaded.t_deserialize_s),
+                           IoTiming.from_dict(loaded.load_top_up))
             t_restore = loaded.t_restore_s
             agent_s += loaded.t_load_s
             src.free(jid)
@@ -185,7 +190,7 @@ class AgentMover(Mover):
             goodput_gbps=8 * order.checkpoint_gb / transfer_s if transfer_s > 0 else 0.0, detail=detail,
             phases_measured=("checkpoint", "transfer", "load", "downtime"), checkpoint_bytes=ck.size_bytes,
             start_lag_s=lag_s, control_wall_s=em.scaling.wall_s(lag_s) + max(0.0, wall - agent_s),
-            io_bytes=save.n_bytes, save_bytes_per_s=save.bytes_per_s,
+            io_bytes=ck.size_bytes + ballast, io_sample_bytes=save.n_bytes, save_bytes_per_s=save.bytes_per_s,
             load_bytes_per_s=load.bytes_per_s if load is not None else None,
         )
 

@@ -2,45 +2,31 @@
 
 The emulation moves ``S x byte_scale`` bytes; disks are not scaled, so a phase measured on the
 scaled bytes gives a throughput (bytes per wall second), and the phase's time for the real
-checkpoint of ``S`` bytes is ``S / throughput`` (plus a measured fixed overhead where one is
-meaningful). Neither the emulation's ``time_scale`` nor the control plane enters these times.
+checkpoint of ``S`` bytes is its per-file part plus ``S / throughput``. The throughput is measured
+on at least ``SAMPLE_MIN_BYTES`` and the per-file part on an empty file, at the same moment
+(:func:`testbed.transfer.disk_io.save_sample`, ``load_sample``): a few MB scaled back 1000x would
+otherwise scale the disk's jitter and its per-``fsync`` cost 1000x. Neither the emulation's
+``time_scale`` nor the control plane enters these times.
 
-- save (source, before sending): write the checkpoint to a file and ``fsync`` it;
+- save (source, before sending): write the checkpoint to a file and ``fsync`` it (and its directory);
 - load (destination, after the last byte arrived): ``fsync`` the received file, evict it from the
-  page cache, read it back (with agents, and deserialise the real checkpoint: ``torch.load``);
-- fixed overhead (ballast): one empty checkpoint saved, made durable and read back -- the
-  per-migration cost of the storage path that does not grow with the bytes (file creation,
-  metadata and directory ``fsync``s).
+  page cache, read it back (with agents, and deserialise the real checkpoint: ``torch.load``).
 """
 
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
-from testbed.transfer.disk_io import IoTiming, persist, read_back, write_file
-from testbed.transfer.source import BallastSource
+from testbed.transfer.disk_io import IoTiming
 
 
-def fixed_overhead(directory: Path, name: str) -> IoTiming:
-    """The storage path's fixed cost: an empty file written, synced, made durable, read back, removed."""
-    path = Path(directory) / f".{name}.probe"
-    t0 = time.perf_counter()
-    try:
-        write_file(path, BallastSource(0))
-        persist(path)
-        read_back(path)
-    finally:
-        path.unlink(missing_ok=True)
-    return IoTiming(0, time.perf_counter() - t0)
-
-
-def scaled_back_s(timing: IoTiming, real_bytes: float) -> float:
-    """The real checkpoint's time for a phase measured on its scaled bytes."""
-    if timing.n_bytes <= 0:
+def scaled_back_s(timing: IoTiming, real_bytes: float, *, per_file: bool = True) -> float:
+    """The real checkpoint's time for a phase measured on its scaled bytes: its per-file part (unless
+    that is filed elsewhere: ``per_file=False``) plus its bytes at the measured throughput."""
+    if timing.n_bytes <= 0:  # nothing to scale (an empty checkpoint): the time as measured
         return timing.seconds
-    return timing.seconds_for(real_bytes)
+    return timing.seconds_for(real_bytes) if per_file else timing.bytes_s(real_bytes)
 
 
 def remove(*paths: str | os.PathLike | None) -> None:
