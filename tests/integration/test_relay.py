@@ -187,9 +187,13 @@ def udp_probe(link: Link, port: int, n: int, interval_s: float, linger_s: float 
         while (now := time.monotonic_ns()) < end and len(rtt) < n:
             next_send = start + int(seq * interval_s * 1e9)
             if seq < n and now >= next_send:
-                sock.send(PROBE.pack(seq, now) + pad)
-                seq += 1
-                continue
+                try:
+                    sock.send(PROBE.pack(seq, now) + pad)
+                except BlockingIOError:  # the send queue is full (the relay is behind): send it once it drains
+                    select.select([], [sock], [], 0.001)
+                else:
+                    seq += 1
+                    continue
             wait = (next_send - now) / 1e9 if seq < n else (end - now) / 1e9
             if select.select([sock], [], [], max(wait, 0))[0]:
                 while True:
