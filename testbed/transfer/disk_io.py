@@ -83,10 +83,11 @@ class IoTiming:
 NOTHING = IoTiming(0, 0.0, files=0)  # no file, no time
 
 
-def write_file(path: str | os.PathLike, source: Source, *, chunk_bytes: int = IO_CHUNK_BYTES) -> IoTiming:
-    """Write all of ``source`` to ``path`` (truncated), ``fsync`` it and its directory. Only the
-    writing is timed, not producing the bytes (ballast is generated, a real checkpoint already
-    serialised)."""
+def write_file(path: str | os.PathLike, source: Source, *, chunk_bytes: int = IO_CHUNK_BYTES,
+               sync: bool = True) -> IoTiming:
+    """Write all of ``source`` to ``path`` (truncated), ``fsync`` it and its directory (``sync=False``:
+    neither, as a transfer server stores received bytes). Only the writing is timed, not producing
+    the bytes (ballast is generated, a real checkpoint already serialised)."""
     path = Path(path)
     n = source.size_bytes
     spent = 0.0
@@ -101,6 +102,8 @@ def write_file(path: str | os.PathLike, source: Source, *, chunk_bytes: int = IO
                 view = view[os.write(fd, view):]
             spent += time.perf_counter() - t0
             off += len(data)
+        if not sync:
+            return IoTiming(n, spent)
         t0 = time.perf_counter()
         os.fsync(fd)
         spent += time.perf_counter() - t0
@@ -167,17 +170,6 @@ def load_once(path: str | os.PathLike) -> IoTiming:
     return persist(path).then(read_back(path)[0])
 
 
-def write_unsynced(path: str | os.PathLike, source: Source, *, chunk_bytes: int = IO_CHUNK_BYTES) -> None:
-    """Write ``source`` to ``path`` without ``fsync``: how a transfer server stores received bytes."""
-    with open(path, "wb", buffering=0) as f:
-        off, n = 0, source.size_bytes
-        while off < n:
-            data = memoryview(source.read(off, min(chunk_bytes, n - off)))
-            off += len(data)
-            while data:
-                data = data[f.write(data):]
-
-
 def save_top_up(directory: str | os.PathLike, n_done: int, *, min_bytes: int = SAMPLE_MIN_BYTES) -> IoTiming:
     """What a save of ``n_done`` bytes lacks to be a sample: ``min_bytes - n_done`` bytes of ballast
     written with :func:`write_file` (no file if none are lacking), and ``per_file_s``, an empty file
@@ -194,15 +186,15 @@ def save_top_up(directory: str | os.PathLike, n_done: int, *, min_bytes: int = S
 
 def load_top_up(directory: str | os.PathLike, n_done: int, *, min_bytes: int = SAMPLE_MIN_BYTES) -> IoTiming:
     """What a load of ``n_done`` bytes lacks to be a sample: ballast stored as received bytes are
-    (unsynced, untimed), then loaded with :func:`load_once` (no file if none are lacking), and
+    (``write_file(sync=False)``, untimed), then loaded with :func:`load_once` (no file if none are lacking), and
     ``per_file_s``, an empty file loaded the same way. Both files are removed."""
     path, probe = _sample_paths(directory)
     try:
         top = NOTHING
         if n_done < min_bytes:
-            write_unsynced(path, BallastSource(min_bytes - n_done, seed=13))
+            write_file(path, BallastSource(min_bytes - n_done, seed=13), sync=False)
             top = load_once(path)
-        write_unsynced(probe, BallastSource(0))
+        write_file(probe, BallastSource(0), sync=False)
         empty = load_once(probe)
     finally:
         path.unlink(missing_ok=True)

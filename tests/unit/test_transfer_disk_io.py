@@ -16,7 +16,6 @@ from testbed.transfer.disk_io import (
     sampled,
     save_sample,
     write_file,
-    write_unsynced,
 )
 from testbed.transfer.source import BallastSource
 
@@ -80,7 +79,7 @@ def replace_per_file(t, s):
 
 def test_load_once_times_one_pass_of_the_bytes(tmp_path):
     path = tmp_path / "recv"
-    write_unsynced(path, BallastSource(2 * (1 << 20) + 5, seed=3))
+    write_file(path, BallastSource(2 * (1 << 20) + 5, seed=3), sync=False)
     assert path.read_bytes() == BallastSource(2 * (1 << 20) + 5, seed=3).read(0, 2 * (1 << 20) + 5)
     t = load_once(path)
     assert t.n_bytes == path.stat().st_size and t.files == 1 and t.seconds > 0  # the bytes once, not per step
