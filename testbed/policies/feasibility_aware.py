@@ -24,7 +24,9 @@ The job moves if the best U beats staying, ``U(src) = -beta * T_rem * (1 / s_gri
 by more than ``min_gain``.
 ``no_filter`` runs this same code with the filter off: the independent test of Eq. 1;
 ``feasibility_classes`` with the paper's fixed classes in place of Eq. 1. All three share the
-damping of :mod:`testbed.policies.damping` (minimum dwell, return margin).
+damping of :mod:`testbed.policies.damping` (minimum dwell, return margin); ``feasibility_aware_paper``
+is this code with the damping off (the paper's Algorithm 1). Placement
+(:func:`~testbed.policies.placement.most_renewable_share`) is shared with ``placement_only``.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from testbed.controller.policy_api import Candidate, Move, Policy
 from testbed.feasibility import FeasibilityParams, Prediction, assess
 from testbed.policies.damping import Damped
 from testbed.policies.move_energy import move_energy
-from testbed.policies.placement import grid_jobs_by_remaining, origin_or_least_loaded
+from testbed.policies.placement import grid_jobs_by_remaining, most_renewable_share, renewable_share
 from testbed.policies.registry import register_policy
 from testbed.spec.policies import FeasibilityAware
 
@@ -59,24 +61,11 @@ class FeasibilityAwarePolicy(Damped, Policy):
         """The filter's time rule: Eq. 1 (the risk budget's verdict with ``epsilon``)."""
         return pred.feasible
 
-    @staticmethod
-    def _availability(view, site: str) -> float:
-        """R(d): share of the site's power after one more job that renewables cover now."""
-        return min(1.0, max(0.0, view.renewable_kw(site)) / (view.load_kw(site) + view.p_active_kw(site)))
+    _availability = staticmethod(renewable_share)  # R(d)
 
     def place(self, job, view):
-        free = [s for s in view.sites if view.free_nodes(s) > 0]
-        powered = [s for s in free if view.surplus_kw(s) >= view.p_active_kw(s)]
-        if not powered:
-            site, why = origin_or_least_loaded(job, view)
-            return site, self.record(view, "place", job.id, None, site, f"no free site with renewable surplus; {why}")
-
-        def score(s: str) -> tuple:
-            return (self._availability(view, s), view.window_forecast_s(s), -view.sites.index(s))
-
-        best = max(powered, key=score)
-        why = f"highest R(d) = {score(best)[0]:.3f}, then longest forecast window ({score(best)[1] / 3600:.2f} h)"
-        return best, self.record(view, "place", job.id, None, best, why)
+        site, why = most_renewable_share(job, view)
+        return site, self.record(view, "place", job.id, None, site, why)
 
     def _candidates(self, view, job, src: str) -> list[Candidate]:
         out = []

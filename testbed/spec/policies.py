@@ -100,9 +100,10 @@ class EnergyOnly(_Base, Damping):
     name: Literal["energy_only"] = Field(description="energy_only: migrate to the site with the most renewable power, ignoring transfer time.")
 
 
-@migration_policy
-class FeasibilityAware(_Base, FeasibilityOverrides, Damping):
-    name: Literal["feasibility_aware"] = Field(description="feasibility_aware: migrate only when Eq. 1 holds (Algorithm 1, with a risk budget).")
+class AlgorithmOne(_Base, FeasibilityOverrides):
+    """The parameters of Algorithm 1 (the filter, the risk budget, the utility) without damping:
+    ``feasibility_aware`` adds :class:`Damping`, ``feasibility_aware_paper`` runs without it."""
+
     epsilon: float | None = Field(None, gt=0, le=0.5, description="Risk budget in (0, 0.5]; None = deterministic Eq. 1.")
     assumed_window_noise_pct: float | None = Field(
         None, ge=0, description="Forecast spread the risk budget assumes (default: the scenario's window noise)."
@@ -125,6 +126,11 @@ class FeasibilityAware(_Base, FeasibilityOverrides, Damping):
 
 
 @migration_policy
+class FeasibilityAware(AlgorithmOne, Damping):
+    name: Literal["feasibility_aware"] = Field(description="feasibility_aware: migrate only when Eq. 1 holds (Algorithm 1, with a risk budget).")
+
+
+@migration_policy
 class NoFilter(FeasibilityAware):
     """feasibility_aware with the Eq. 1 filter disabled: the independent test of Eq. 1."""
 
@@ -142,6 +148,43 @@ class FeasibilityClasses(FeasibilityAware):
         "eq1", description="Class B (60-300 s): 'eq1' = only if Eq. 1 holds (the paper's Algorithm 1), "
         "'always' = the cut-offs alone decide.",
     )
+
+
+@migration_policy
+class PlacementOnly(_Base):
+    """Places arriving jobs with feasibility_aware's placement and never migrates: beside static and
+    feasibility_aware it splits a migrating policy's gain into placement's and migration's."""
+
+    name: Literal["placement_only"] = Field(description="placement_only: place arriving jobs as feasibility_aware "
+                                            "does, never migrate (isolates placement from migration).")
+
+
+@migration_policy
+class FeasibilityAwarePaper(AlgorithmOne):
+    """feasibility_aware as the paper's Algorithm 1: no damping. Its code is feasibility_aware's; the
+    damping fields (:class:`Damping`) are not parameters here but fixed at 0, and setting one is refused."""
+
+    name: Literal["feasibility_aware_paper"] = Field(description="feasibility_aware_paper: feasibility_aware undamped "
+                                                     "(min_dwell_h 0, return_margin 0, not settable): the paper's Algorithm 1.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_damping(cls, data: Any) -> Any:
+        for field in Damping.model_fields:
+            if isinstance(data, dict) and field in data:
+                raise ValueError(f"{field}: feasibility_aware_paper is the paper's Algorithm 1 without damping "
+                                 f"({field} is fixed at 0); to damp, use feasibility_aware with {field}")
+        return data
+
+    @property
+    def min_dwell_h(self) -> float:
+        """No minimum dwell: a job may move again at the next decision."""
+        return 0.0
+
+    @property
+    def return_margin(self) -> float:
+        """No return margin: a move back pays off as any move does (Eq. 2)."""
+        return 0.0
 
 
 MigrationPolicyBase = _Base
