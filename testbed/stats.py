@@ -4,6 +4,7 @@ distributions). It sits at the bottom of the import order: the report and `calib
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,9 +41,22 @@ def t_interval(values, level: float = 0.95) -> Interval | None:
 
 @dataclass(frozen=True)
 class PairedTest:
-    """Paired comparison of ``a`` against ``b`` over the same seeds: mean difference ``a - b``,
-    the paired t-test's and the Wilcoxon signed-rank test's two-sided p-values (NaN when a test
-    cannot be run: fewer than two pairs, or every difference zero)."""
+    """Paired comparison of ``a`` against ``b`` over the same seeds (``paired_test``): ``n`` pairs,
+    mean difference ``a - b`` and two two-sided p-values, never 0 for a finite sample:
+
+    - ``t_p``: the paired Student t-test's p where the differences vary. Where they do not (every
+      difference the same, to 1e-9 relative), the t statistic is undefined (0 spread) and ``t_p`` is
+      the exact sign-flip (permutation) test's p of the mean difference instead: ``2 / 2**n`` for
+      ``n`` equal nonzero differences (only the observed signs and their mirror are as extreme);
+    - ``wilcoxon_p``: the Wilcoxon signed-rank test's p (zero differences dropped, tied ranks
+      averaged): exact for up to ``EXACT_MAX_N`` nonzero differences (every one of the ``2**m`` sign
+      flips of the ranks enumerated, ties included; scipy's ``method="exact"`` assumes no ties), and
+      ``2 / 2**m`` for any ``m`` when all ``m`` have one sign (zero spread included); else
+      ``scipy.stats.wilcoxon``'s default method above ``EXACT_MAX_N``.
+
+    Both are NaN when there is nothing to test: fewer than two pairs, or every difference zero (no
+    difference to test; a table shows "-"). A p below the smallest positive float is given as that
+    float."""
 
     n: int
     mean_diff: float
@@ -50,21 +64,52 @@ class PairedTest:
     wilcoxon_p: float
 
 
+EXACT_MAX_N = 16  # up to 2**16 sign flips enumerated: exact, and fast
+_TINY = float(np.finfo(float).tiny)
+
+
+def _no_spread(d: np.ndarray) -> bool:
+    return bool(np.allclose(d, d[0], rtol=1e-9, atol=0.0))
+
+
+def _signed_rank_p(d: np.ndarray) -> float:
+    """Two-sided p of the Wilcoxon signed-rank statistic of the differences ``d`` (zeros dropped)."""
+    d = d[d != 0]
+    m = d.size
+    if m == 0:
+        return 1.0
+    if np.all(d > 0) or np.all(d < 0):  # only these signs and their mirror are as extreme (ties or not)
+        return math.ldexp(2.0, -m)
+    if m > EXACT_MAX_N:
+        return float(stats.wilcoxon(d).pvalue)
+    ranks = stats.rankdata(np.abs(d))
+    centre = ranks.sum() / 2.0
+    observed = abs(float(ranks[d > 0].sum()) - centre)
+    w_plus = np.zeros(1)
+    for r in ranks:  # W+ under every one of the 2**m assignments of signs to the ranks
+        w_plus = np.concatenate([w_plus, w_plus + r])
+    return float(np.mean(np.abs(w_plus - centre) >= observed - 1e-9))  # ranks are halves: exact sums
+
+
 def paired_test(a, b) -> PairedTest | None:
+    """The paired tests of ``a`` against ``b`` over the pairs where both are finite (PairedTest says
+    what each p is); None when there is no such pair."""
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     ok = np.isfinite(a) & np.isfinite(b)
     a, b = a[ok], b[ok]
     if not a.size:
         return None
     d = a - b
+    n = int(d.size)
     t_p = w_p = float("nan")
-    if d.size >= 2 and np.any(d != 0):
-        if np.ptp(d) > 0:
+    if n >= 2 and np.any(d != 0):
+        if _no_spread(d):
+            t_p = math.ldexp(2.0, -n)  # exact sign-flip p 2 / 2**n: only the observed signs or all mirrored
+        else:
             t_p = float(stats.ttest_rel(a, b).pvalue)
-        else:  # every pair differs by the same amount: no spread, the difference is certain
-            t_p = 0.0
-        w_p = float(stats.wilcoxon(d).pvalue)
-    return PairedTest(int(d.size), float(d.mean()), t_p, w_p)
+        w_p = _signed_rank_p(d)
+        t_p, w_p = max(t_p, _TINY), max(w_p, _TINY)
+    return PairedTest(n, float(d.mean()), t_p, w_p)
 
 
 @dataclass(frozen=True)

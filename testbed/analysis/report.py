@@ -83,6 +83,9 @@ def build_report(dirs: list[Path], out: Path, title: str | None = None, argv: li
             runs += v.find_runs(Path(d))
         except _UNREADABLE as e:  # a damaged or foreign directory: name it, never echo its files
             raise v.ReportError(f"{d}: not a readable run or sweep ({type(e).__name__})") from None
+    from testbed.analysis.groups import check_groups  # seeds are pooled only within one experiment
+
+    check_groups(runs)
     from testbed.analysis.federated_claims import is_federated
 
     try:

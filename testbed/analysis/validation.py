@@ -25,6 +25,7 @@ from matplotlib.figure import Figure
 from testbed.analysis import degradation
 from testbed.analysis.outcomes import outcome_s
 from testbed.analysis.names import TRIAL_DONE, current, current_columns, typed_as_today
+from testbed.analysis.scenario_id import scenario_hash
 from testbed.errors import TestbedError
 from testbed.feasibility import TCP_EFFICIENCY_MTU1500
 
@@ -45,6 +46,13 @@ class Run:
     params: dict
     resolved: dict = field(default_factory=dict)  # the run's resolved scenario (manifest.json)
     overrides: dict = field(default_factory=dict)  # a sweep trial's field overrides (trial.json)
+    # what the run is as an experiment: the hash of ``resolved`` without its seed
+    # (testbed.analysis.scenario_id; filled in from ``resolved`` when not given; "" if none is recorded)
+    scenario_hash: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.scenario_hash:
+            object.__setattr__(self, "scenario_hash", scenario_hash(self.resolved))
 
 
 def _run_of(path: Path, cell: str = "", params: dict | None = None, overrides: dict | None = None) -> Run:
