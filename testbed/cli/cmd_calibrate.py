@@ -1,5 +1,6 @@
 """``testbed calibrate power``: measure a GPU's cap -> (throughput, draw) profile through NVML.
-``testbed calibrate load``: measure checkpoint save/load time against size on this machine (Eq. 1's T_load)."""
+``testbed calibrate load``: measure checkpoint save/load time against size on this machine (Eq. 1's T_load;
+the sim substrate's migration I/O truth, testbed/io_model.py)."""
 
 from __future__ import annotations
 
@@ -160,10 +161,13 @@ def _calibrate_load(args: argparse.Namespace) -> int:
         cal = measure(args.sizes_mb, repeats=args.repeats, device=args.device, directory=work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    print(f"{'operation':<10} {'fixed s':>9} {'95% CI':>19} {'s per GB':>9} {'95% CI':>19} {'GB/s':>7} {'R2':>6}")
+    cal.command = _command_line(args, out)
+    print(f"{'operation':<10} {'fixed s':>9} {'95% CI':>19} {'s per GB':>9} {'95% CI':>19} {'GB/s':>7} {'R2':>6} "
+          f"{'rel sd':>7}")
     for op, f in cal.fits.items():
         print(f"{op:<10} {f.fixed_s:9.3f} [{f.fixed_ci95[0]:8.3f},{f.fixed_ci95[1]:8.3f}] {f.s_per_gb:9.3f} "
-              f"[{f.s_per_gb_ci95[0]:8.3f},{f.s_per_gb_ci95[1]:8.3f}] {f.gb_per_s:7.2f} {f.r2:6.3f}")
+              f"[{f.s_per_gb_ci95[0]:8.3f},{f.s_per_gb_ci95[1]:8.3f}] {f.gb_per_s:7.2f} {f.r2:6.3f} {f.rel_sd:7.3f}")
+    print("rel sd: relative residual s.d. around the fit (the sim's spread of that phase, substrate.io_model)")
     record = cal.to_dict()
     if families:
         record["families"] = {}
@@ -179,5 +183,16 @@ def _calibrate_load(args: argparse.Namespace) -> int:
     record["proposed_feasibility"] = {"t_load_s": fixed, "t_load_s_per_gb": per_gb}
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(record, indent=2) + "\n")
-    print(f"written: {out}")
+    print(f"written: {out}\nfor the sim's migration I/O truth, in a scenario: substrate: {{io_model: {out}}}")
     return 0
+
+
+def _command_line(args: argparse.Namespace, out: Path) -> str:
+    """The command that reproduces this calibration (every option spelled out)."""
+    import shlex
+
+    parts = ["testbed", "calibrate", "load", "--sizes-mb", *(f"{s:g}" for s in args.sizes_mb),
+             "--repeats", str(args.repeats), "--device", args.device, "--dir", str(args.dir)]
+    if args.scenario is not None:
+        parts += ["--scenario", str(args.scenario)]
+    return shlex.join([*parts, "--out", str(out)])

@@ -66,6 +66,7 @@ class MigrationRecord:
     actual_downtime_s: float | None = None
     actual_total_s: float | None = None
     actual_goodput_gbps: float | None = None
+    model_checkpoint_s: float | None = None
     model_transfer_s: float | None = None
     model_load_s: float | None = None
     model_downtime_s: float | None = None
@@ -101,6 +102,8 @@ class MigrationRecord:
             setattr(self, f"{'actual' if name in measured else 'model'}_{name}_s", value)
         if "checkpoint" in measured:
             self.actual_checkpoint_s, self.actual_checkpoint_bytes = out.checkpoint_s, out.checkpoint_bytes
+        else:  # the sim's modelled write at the source (0 where none is modelled: io_model constant)
+            self.model_checkpoint_s = out.checkpoint_s
         whole = "actual" if measured >= set(phases) else "model"
         setattr(self, f"{whole}_total_s", out.total_s)
         setattr(self, f"{whole}_goodput_gbps", out.goodput_gbps)

@@ -283,8 +283,14 @@ def scenario_from_dict(data: dict, base_dir: Path | None = None) -> Scenario:
 
     problems += program_problems(sc)
     problems += image_problems(sc)
+    from testbed.spec.io_model_file import io_model_file  # the sim's migration I/O truth: relative to the scenario
+
+    io_path, io_problems = io_model_file(sc.substrate.io_model, base_dir, sc.substrate.t_downtime_s)
+    problems += io_problems
     if problems:
         raise SpecError(problems)
+    if io_path is not None:
+        sc = sc.model_copy(update={"substrate": sc.substrate.model_copy(update={"io_model": io_path})})
     if signal_traces is not None:
         sc = sc.model_copy(update={"traces": signal_traces})
     node_types = resolved.pop("__node_types__", None)

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from testbed import node_kinds
+from testbed import io_model, node_kinds
 from testbed.power import backends as power_backends
 from testbed.spec.federated import Federated
 from testbed.spec.grid_signals import GRID_SIGNAL_SPECS, Battery
@@ -74,8 +74,27 @@ class SubstrateSettings(Strict):
         1448 / 1514, gt=0, le=1, description="TCP goodput / line rate (MTU 1500: 1448/1514)."
     )
     slow_start: bool = Field(True, description="Add handshake + slow-start ramp from the link RTT.")
-    t_load_s: float = Field(10.3, ge=0, description="True load time at the destination.")
-    t_downtime_s: float = Field(0.4, ge=0, description="True pause-to-resume overhead.")
+    io_model: str = Field(io_model.MEASURED, min_length=1, max_length=4096, description=(
+        "The true time of a migration's checkpoint write (at the source, before the transfer) and load (at the "
+        "destination), as a function of the checkpoint's size: measured (the calibration shipped with testbed, "
+        "testbed/data/io-model.json: per phase a line fitted to timed torch save / cold load, times a lognormal "
+        "factor with the points' relative spread, drawn per migration from the run's seed), constant (t_load_s, "
+        "no checkpoint write: the paper's arithmetic as the truth), or the PATH of a .json that `testbed calibrate "
+        "load --out PATH` wrote (relative to the scenario file). Downtime is t_downtime_s in every case. The "
+        "prediction (feasibility:) does not change."))
+    t_load_s: float = Field(10.3, ge=0, description="True load time at the destination (io_model: constant only).")
+    t_downtime_s: float = Field(0.4, ge=0, description="True pause-to-resume overhead (every io_model: no calibration measures it).")
+
+    @field_validator("io_model")
+    @classmethod
+    def _io_model_choice(cls, v: str) -> str:
+        if v in (io_model.MEASURED, io_model.CONSTANT) or v.lower().endswith(".json"):
+            return v
+        from testbed.suggest import did_you_mean
+
+        raise ValueError(f"must be {io_model.MEASURED!r}, {io_model.CONSTANT!r} or the path of a .json file "
+                         f"written by testbed calibrate load"
+                         f"{did_you_mean(v, [io_model.MEASURED, io_model.CONSTANT])}")
 
 
 class Power(Strict):

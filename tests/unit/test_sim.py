@@ -20,7 +20,9 @@ def run_all(sc, seed=None):
 
 
 def test_transfer_integrates_the_true_trace_not_the_forecast():
-    d = small_scenario_dict(substrate={"protocol_efficiency": 1.0, "slow_start": False})
+    # io_model constant: no checkpoint write, so the transfer starts at the order's time (test_io_model.py
+    # checks that with a modelled write it starts once the write ends)
+    d = small_scenario_dict(substrate={"protocol_efficiency": 1.0, "slow_start": False, "io_model": "constant"})
     d["traces"]["bandwidth"] = {"events": [{"link": "a-b", "start_h": 1.0, "duration_h": 1.0, "degradation_pct": 50}]}
     inputs = build_inputs(scenario_from_dict(d))
     sub = SimSubstrate(inputs)
@@ -36,7 +38,8 @@ def test_transfer_integrates_the_true_trace_not_the_forecast():
 
 
 def test_protocol_efficiency_and_slow_start_lengthen_the_truth():
-    sc = scenario_from_dict(small_scenario_dict())  # defaults: efficiency 1448/1514, slow start on
+    # defaults: efficiency 1448/1514, slow start on; io_model constant: the load is t_load_s
+    sc = scenario_from_dict(small_scenario_dict(substrate={"io_model": "constant"}))
     sub = SimSubstrate(build_inputs(sc))
     sub.start_migration(MigrationOrder("x", "a", "b", 40.0, 0.0))
     (out,) = sub.poll(1e9)

@@ -1,21 +1,46 @@
 """Discrete-event analytic substrate.
 
-A migration's *actual* duration comes from the truth, never from the controller's forecast:
-the transfer integrates the true bandwidth trace (times TCP protocol efficiency) from the
-moment it starts, after a handshake and slow-start ramp computed from the link RTT; load and
-downtime come from the scenario's ``substrate`` block. The controller decided on forecasts.
-Nothing here is measured: the migration record files every phase as ``model_*``.
+A migration's *actual* duration comes from the truth, never from the controller's forecast. Its
+phases run in the emulated substrates' order: the checkpoint is written at the source, then
+transferred, then loaded at the destination, then the job resumes after the downtime
+(``resume = start + checkpoint + transfer + load + downtime``).
+
+- checkpoint, load: the scenario's ``substrate.io_model`` (:mod:`testbed.io_model`): by default a
+  line in the checkpoint's size fitted to timed torch save / cold load on a real machine, with the
+  measured spread, drawn per migration from a generator seeded by the run's seed, the job and the
+  how-manieth migration of that job it is (the same draw for the same seed, whatever else moves);
+  ``constant``: no checkpoint write and the constant ``t_load_s`` (the paper's arithmetic);
+- transfer: the true bandwidth trace (times TCP protocol efficiency) integrated from the moment the
+  checkpoint is written, after a handshake and slow-start ramp computed from the link RTT;
+- downtime: the constant ``substrate.t_downtime_s`` (no calibration measures it).
+
+The controller decided on forecasts and the feasibility model's constants. Nothing here is
+measured: the migration record files every phase as ``model_*``.
 """
 
 from __future__ import annotations
 
 import heapq
+from collections import Counter
+from pathlib import Path
 
+from testbed import io_model
 from testbed.errors import SimulationError, TraceRangeError
 from testbed.feasibility import slow_start_penalty_s
 from testbed.inputs import Inputs
 from testbed.link import rtt_ms as round_trip_ms
+from testbed.seeding import rng
 from testbed.substrate.base import MigrationOrder, MigrationOutcome, Substrate
+
+
+def io_truth(settings) -> io_model.IoModel | None:
+    """The migration I/O model a scenario's ``substrate`` block chooses (None: ``constant``)."""
+    choice = settings.io_model
+    if choice == io_model.CONSTANT:
+        return None
+    if choice == io_model.MEASURED:
+        return io_model.default_io_model(downtime_s=settings.t_downtime_s)
+    return io_model.load_io_model(Path(choice), downtime_s=settings.t_downtime_s)
 
 
 class SimSubstrate(Substrate):
@@ -27,29 +52,43 @@ class SimSubstrate(Substrate):
         self._heap: list[tuple[float, int, MigrationOutcome]] = []
         self._seq = 0
         self._never: list[MigrationOrder] = []  # cannot finish before the bandwidth trace ends
+        self._io = io_truth(self._model)
+        self._migrations_of: Counter[str] = Counter()  # per job: migrations started so far
 
-    def _transfer_s(self, order: MigrationOrder) -> tuple[float, float] | None:
-        """Return (transfer seconds, mean goodput Gbit/s) under the true bandwidth trace, or None if
-        the transfer would still be running when the trace ends (a day past the run)."""
+    def _io_s(self, order: MigrationOrder) -> tuple[float, float, float]:
+        """(checkpoint, load, downtime) seconds of this migration. The draw's generator is seeded by
+        the run's seed, the job and how many migrations of that job came before: reproducible, and
+        independent of every other job's migrations (and of the order they start in)."""
+        k = self._migrations_of[order.job_id]
+        self._migrations_of[order.job_id] += 1
+        if self._io is None:
+            return 0.0, self._model.t_load_s, self._model.t_downtime_s
+        return self._io.draw(order.checkpoint_gb, rng(self._in.seed, "sim-migration-io", order.job_id, k))
+
+    def _transfer_s(self, order: MigrationOrder, t_begin_s: float) -> tuple[float, float] | None:
+        """Return (transfer seconds, mean goodput Gbit/s) under the true bandwidth trace for a
+        transfer that begins at ``t_begin_s``, or None if it would still be running when the trace
+        ends (a day past the run)."""
         key = (order.src, order.dst)
         trace = self._in.bandwidth_gbps.get(key)
         if trace is None:
             raise SimulationError(f"no link between {order.src} and {order.dst}")
         eff = self._model.protocol_efficiency
         ramp_s = 0.0
-        if self._model.slow_start:
-            rtt_ms = round_trip_ms(self._in.latency_ms[key])
-            ramp_s = slow_start_penalty_s(order.checkpoint_gb * 1e9, trace.at(order.t_start_s), rtt_ms)
-        line_gbit = 8.0 * order.checkpoint_gb / eff
         try:
-            end = trace.time_to_accumulate(order.t_start_s + ramp_s, line_gbit)
+            if self._model.slow_start:
+                rtt_ms = round_trip_ms(self._in.latency_ms[key])
+                ramp_s = slow_start_penalty_s(order.checkpoint_gb * 1e9, trace.at(t_begin_s), rtt_ms)
+            line_gbit = 8.0 * order.checkpoint_gb / eff
+            end = trace.time_to_accumulate(t_begin_s + ramp_s, line_gbit)
         except TraceRangeError:
             return None  # e.g. a 1e9 GB checkpoint: the migration never ends within the run
-        transfer_s = end - order.t_start_s
+        transfer_s = end - t_begin_s
         return transfer_s, 8.0 * order.checkpoint_gb / transfer_s
 
     def start_migration(self, order: MigrationOrder) -> None:
-        timing = self._transfer_s(order)
+        checkpoint_s, load_s, downtime_s = self._io_s(order)
+        timing = self._transfer_s(order, order.t_start_s + checkpoint_s)  # sent once it is written
         if timing is None:  # still in flight at the end of the run: the controller records it unfinished
             self._never.append(order)
             return
@@ -57,12 +96,14 @@ class SimSubstrate(Substrate):
         outcome = MigrationOutcome(
             order=order,
             status="completed",
+            checkpoint_s=checkpoint_s,
             transfer_s=transfer_s,
-            load_s=self._model.t_load_s,
-            downtime_s=self._model.t_downtime_s,
+            load_s=load_s,
+            downtime_s=downtime_s,
             goodput_gbps=goodput,
             phases_measured=(),
-            detail="modelled: true bandwidth trace x protocol efficiency" + (" + slow start" if self._model.slow_start else ""),
+            detail="modelled: true bandwidth trace x protocol efficiency" + (" + slow start" if self._model.slow_start else "")
+            + ("; checkpoint, load: size-dependent I/O model" if self._io is not None else "; constant load"),
         )
         heapq.heappush(self._heap, (outcome.resume_s, self._seq, outcome))
         self._seq += 1
@@ -82,6 +123,13 @@ class SimSubstrate(Substrate):
 
     def describe(self) -> dict:
         m = self._model
+        if self._io is None:
+            io = {"checkpoint_s": "none (io_model: constant): the checkpoint write is not modelled, 0 s",
+                  "load_s": f"constant {m.t_load_s} s (io_model: constant)",
+                  "downtime_s": f"constant {m.t_downtime_s} s"}
+        else:
+            io = {k: f"{v}; drawn per migration (seed, job, its migration number)" if k != "downtime_s" else v
+                  for k, v in self._io.describe().items()}
         return {
             "substrate": "sim",
             "clock": "virtual (discrete steps of step_s; migration ends at exact event times)",
@@ -89,11 +137,14 @@ class SimSubstrate(Substrate):
             "byte_scale": 1.0,
             "measured": [],
             "records": "every phase is modelled: migrations.parquet files them as model_* (no actual_* value)",
+            "io_model": m.io_model,
             "modelled": {
+                "checkpoint_s": io["checkpoint_s"],
                 "transfer_s": f"integral of the true bandwidth trace x protocol efficiency {m.protocol_efficiency:.4f}"
-                + (" + handshake/slow-start from link RTT" if m.slow_start else ""),
-                "load_s": f"constant {m.t_load_s} s",
-                "downtime_s": f"constant {m.t_downtime_s} s",
+                + (" + handshake/slow-start from link RTT" if m.slow_start else "")
+                + ", from the end of the checkpoint write",
+                "load_s": io["load_s"],
+                "downtime_s": io["downtime_s"],
                 "job_progress": "node speed x time (GPU-hours)",
                 "energy": "node power profile x time; renewable share from the true renewable trace",
             },
