@@ -215,6 +215,10 @@ def _write_report(dirs: list[Path], all_runs: list, m: pd.DataFrame, sums: pd.Da
     lines += policy_effects.markdown(runs, sums, out)
     lines += federated_claims.markdown(fed)
     lines += grid_report.markdown(sums)
+    from testbed.analysis import alpha_frontier, calibrated_predictor, error_terms  # error terms, alpha trade-off
+
+    lines += error_terms.markdown(m, out) + calibrated_predictor.markdown(m)
+    lines += alpha_frontier.markdown(sums, runs, out)
     svse = sim_vs_emulation(sums)
     if len(svse):
         lines += ["## Sim vs emulation", "", "Same scenario, cell and seed on both substrates: how far the analytic "
