@@ -248,17 +248,25 @@ class Cluster:
                 assert mig is not None
                 half = self.p_sys_kw / 2.0
                 out = mig.outcome
-                t_xfer_end = t1 if out is None else min(t1, mig.t_start_s + out.transfer_s)
                 a = max(t0, mig.t_start_s)
-                if t_xfer_end > a:
-                    draw(job, mig.src, half, t_xfer_end - a, "transfer")
-                    draw(job, mig.dst, half, t_xfer_end - a, "transfer")
-                if out is None:
+                if out is None:  # in flight, its phases not known yet: charged as transfer until they are
+                    if t1 > a:
+                        draw(job, mig.src, half, t1 - a, "transfer")
+                        draw(job, mig.dst, half, t1 - a, "transfer")
                     job.migrating_s += t1 - a
                     continue
+                # the phases in order: checkpoint write at the source, transfer, load at the destination
+                ckpt_end = mig.t_start_s + out.checkpoint_s
+                xfer_end = ckpt_end + out.transfer_s
+                if min(t1, ckpt_end) > a:  # writing the checkpoint: the source node at full power
+                    draw(job, mig.src, self.sites[mig.src].node_type.p_active_kw, min(t1, ckpt_end) - a, "compute")
+                x0, x1 = max(a, ckpt_end), min(t1, xfer_end)
+                if x1 > x0:
+                    draw(job, mig.src, half, x1 - x0, "transfer")
+                    draw(job, mig.dst, half, x1 - x0, "transfer")
                 resume = out.resume_s
                 back_to = mig.dst if out.status == "completed" else mig.src
-                b = max(t0, mig.t_start_s + out.transfer_s)
+                b = max(a, xfer_end)
                 if resume > b:  # loading at full power (no cap was planned for it this step)
                     draw(job, back_to, self.sites[back_to].node_type.p_active_kw, resume - b, "compute")
                 job.migrating_s += resume - a
