@@ -35,8 +35,23 @@ SUMMARY_METRICS: tuple[str, ...] = (
     "grid_kwh_per_gpu_h", "jobs_total", "jobs_completed", "mean_jct_h", "median_jct_h", "p95_jct_h",
     "mean_queue_wait_h", "migrations", "migrations_completed", "migrations_unfinished",
     "migrations_predicted_feasible", "migrations_overran", "migrations_outside_window",
-    "migration_overhead_frac", "max_breakeven_min",
+    "migration_overhead_frac", "max_breakeven_min", "migrations_returned_1h",
 ) + SIGNAL_COLUMNS + BATTERY_COLUMNS
+
+RETURN_WINDOW_S = 3600.0  # a move back to the site a job left less than this long ago is a return (thrash)
+
+
+def returns_within(migs: pd.DataFrame, window_s: float = RETURN_WINDOW_S) -> int:
+    """Migrations that sent a job back to the site its previous migration took it from, decided less
+    than ``window_s`` after that one (there and back again: what damping, ``min_dwell_h`` and
+    ``return_margin``, prevents)."""
+    if not len(migs):
+        return 0
+    n = 0
+    for _, m in migs.sort_values(["job_id", "t_decision_s"], kind="stable").groupby("job_id", sort=False):
+        src, dst, t = m["src"].to_numpy(), m["dst"].to_numpy(), m["t_decision_s"].to_numpy(dtype=float)
+        n += int(((dst[1:] == src[:-1]) & (src[1:] == dst[:-1]) & (t[1:] - t[:-1] < window_s)).sum())
+    return n
 
 
 def _signal_total(ts: pd.DataFrame, column: str) -> float | None:
@@ -124,5 +139,6 @@ def summarize(tables: dict[str, pd.DataFrame], *, policy: str, label: str) -> di
         "migrations_outside_window": int((~finished["completed_in_window"].astype(bool)).sum()) if len(finished) else 0,
         "migration_overhead_frac": float(jobs["migrating_s"].sum()) / busy_s if busy_s > 0 else 0.0,
         "max_breakeven_min": _f(migs["predicted_breakeven_s"].max() / 60.0) if len(migs) else None,
+        "migrations_returned_1h": returns_within(migs),
         **grid_signal_metrics(ts),
     }
