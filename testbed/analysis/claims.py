@@ -10,12 +10,11 @@ says "reproduced" only when the paper's number lies in the CI, over at least 10 
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pandas as pd
 
 from testbed.analysis import compare as cmp
+from testbed.analysis.federated_claims import is_federated
 from testbed.analysis.markdown import md_table
 from testbed.analysis.paper_setup import paper_setup
 from testbed.stats import paired_test, t_interval
@@ -36,29 +35,29 @@ def _p(x: float) -> str:
     return "-" if not np.isfinite(x) else f"{x:.2g}"
 
 
-def run_groups(runs: list) -> tuple[dict[tuple[str, str, str], list[dict]], dict[tuple[str, str, str], list[dict]],
-                                 dict[str, str]]:
-    """The runs' comparison.json, grouped by (scenario, substrate, cell): (paper-setup groups,
+def run_groups(runs: list, comparisons: list) -> tuple[dict[tuple[str, str, str], list[dict]],
+                                                      dict[tuple[str, str, str], list[dict]], dict[str, str]]:
+    """The runs' comparisons (``comparisons[i]`` of ``runs[i]``: testbed.analysis.report_data.comparisons,
+    re-derived with today's names), grouped by (scenario, substrate, cell): (paper-setup groups,
     user-scenario groups, {user scenario: why it is not the paper's setup})."""
     paper: dict[tuple[str, str, str], list[dict]] = {}
     other: dict[tuple[str, str, str], list[dict]] = {}
     why_not: dict[str, str] = {}
-    for run in runs:
-        f = run.path / "comparison.json"
-        if not f.is_file():
+    for run, comp in zip(runs, comparisons):
+        if comp is None or is_federated(run):
             continue
         ok, why = paper_setup(run.resolved)
         if not ok:
             why_not.setdefault(run.scenario, why)
-        (paper if ok else other).setdefault((run.scenario, run.substrate, run.cell), []).append(json.loads(f.read_text()))
+        (paper if ok else other).setdefault((run.scenario, run.substrate, run.cell), []).append(comp)
     return paper, other, why_not
 
 
-def _change(comps: list[dict], policy_label: str, metric: str) -> tuple[np.ndarray, np.ndarray]:
-    """(the label's ``metric``, static's) per run where both are there."""
+def _change(comps: list[dict], policy_label: str, metric: str, against: str = "static") -> tuple[np.ndarray, np.ndarray]:
+    """(the label's ``metric``, the ``against`` policy's) per run where both are there."""
     a, b = [], []
     for c in comps:
-        st = _label(c["policies"], "static")
+        st = _label(c["policies"], against)
         if policy_label in c["policies"] and st:
             a.append(_num(c["policies"][policy_label].get(metric)))
             b.append(_num(c["policies"][st].get(metric)))
@@ -70,11 +69,11 @@ def _pct(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return np.where(b != 0, 100.0 * (a - b) / b, np.nan)
 
 
-def policy_table(runs: list) -> pd.DataFrame:
+def policy_table(runs: list, comparisons: list) -> pd.DataFrame:
     """Every scenario (paper setup or not), per substrate, cell and policy: the per-seed change vs
     static of non-renewable energy and of mean JCT (common jobs), mean and 95 % CI with the paired
     t-test's p, and the mean migrations and overruns per run."""
-    paper, other, _ = run_groups(runs)
+    paper, other, _ = run_groups(runs, comparisons)
     rows = []
     for (scenario, substrate, cell), comps in sorted({**paper, **other}.items()):
         labels = list(dict.fromkeys(lb for c in comps for lb, r in c["policies"].items() if r.get("policy") != "static"))
@@ -90,13 +89,14 @@ def policy_table(runs: list) -> pd.DataFrame:
             runs_lb = [c["policies"][lb] for c in comps if lb in c["policies"]]
             row["migrations per run"] = float(np.mean([_num(r.get("migrations")) for r in runs_lb]))
             row["overran per run"] = float(np.mean([_num(r.get("migrations_overran")) for r in runs_lb]))
+            row["moved back within 1 h per run"] = float(np.mean([_num(r.get("migrations_returned_1h")) for r in runs_lb]))
             rows.append(row)
     return pd.DataFrame(rows)
 
 
-def judge(runs: list) -> tuple[pd.DataFrame, list[tuple[str, str]]]:
+def judge(runs: list, comparisons: list) -> tuple[pd.DataFrame, list[tuple[str, str]]]:
     """(one row per paper-setup group and claim, [(user scenario, why it is not the paper's setup)])."""
-    groups, _, user = run_groups(runs)
+    groups, _, user = run_groups(runs, comparisons)
     rows = []
     for (scenario, substrate, cell), comps in sorted(groups.items()):
         where = {"scenario": scenario, "substrate": substrate, "cell": cell or "-", "seeds": len(comps)}
@@ -104,10 +104,13 @@ def judge(runs: list) -> tuple[pd.DataFrame, list[tuple[str, str]]]:
             lb = next((x for x in (_label(c["policies"], policy) for c in comps) if x), None)
             a, b = _change(comps, lb, metric) if lb else (np.array([]), np.array([]))
             ci, test = t_interval(_pct(a, b)), paired_test(a, b)
+            verdict = cmp.verdict(ci, test, value) if ci is not None or lb is None else f"not measured (no {metric})"
             rows.append({"claim": text, "paper": paper_text, **where, **_shown(ci, "%"),
                          "paired test vs static (t p / Wilcoxon p)":
                          "-" if test is None else f"{_p(test.t_p)} / {_p(test.wilcoxon_p)}",
-                         "verdict": cmp.verdict(ci, test, value)})
+                         "verdict": verdict})
+        for text, policy, metric in cmp.MIGRATION_EFFECTS:
+            rows.append({"claim": text, "paper": "-", **where, **_migration_effect(comps, policy, metric)})
         over, migrations = [], 0
         for c in comps:
             lb = _label(c["policies"], "feasibility_aware")
@@ -126,6 +129,22 @@ def judge(runs: list) -> tuple[pd.DataFrame, list[tuple[str, str]]]:
     return pd.DataFrame(rows), sorted(user.items())
 
 
+def _migration_effect(comps: list[dict], policy: str, metric: str) -> dict:
+    """``policy``'s per-seed change of ``metric`` against ``placement_only`` (the same initial placement,
+    never migrating): the migrations' own effect, with no paper number to compare."""
+    lb = next((x for x in (_label(c["policies"], policy) for c in comps) if x), None)
+    has_base = any(_label(c["policies"], cmp.PLACEMENT_BASELINE) for c in comps)
+    a, b = _change(comps, lb, metric, cmp.PLACEMENT_BASELINE) if lb and has_base else (np.array([]), np.array([]))
+    ci, test = t_interval(_pct(a, b)), paired_test(a, b)
+    if lb is None or not has_base:
+        verdict = f"not measured ({policy if lb is None else cmp.PLACEMENT_BASELINE} not run)"
+    else:
+        verdict = cmp.effect_verdict(ci, test) if ci is not None else f"not measured (no {metric})"
+    return {**_shown(ci, "%"), "paired test vs static (t p / Wilcoxon p)":
+            "-" if test is None else f"vs {cmp.PLACEMENT_BASELINE}: {_p(test.t_p)} / {_p(test.wilcoxon_p)}",
+            "verdict": verdict}
+
+
 def _shown(ci, unit: str, digits: int = 1, sign: str = "+") -> dict:
     if ci is None:
         return {"mean": "-", "95 % CI": "-"}
@@ -133,10 +152,10 @@ def _shown(ci, unit: str, digits: int = 1, sign: str = "+") -> dict:
     return {"mean": f"{ci.mean:{sign}.{digits}f} {unit}", "95 % CI": span}
 
 
-def markdown(runs: list) -> list[str]:
+def markdown(runs: list, comparisons: list) -> list[str]:
     """The report's policy comparison over seeds and its claims section."""
-    table, user = judge(runs)
-    policies = policy_table(runs)
+    table, user = judge(runs, comparisons)
+    policies = policy_table(runs, comparisons)
     lines = []
     if len(policies):
         lines += ["## Policies vs static, over seeds", "",

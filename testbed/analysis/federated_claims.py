@@ -15,7 +15,6 @@ claim: the per-seed reductions, their mean and 95 % Student-t CI, and a verdict.
 
 from __future__ import annotations
 
-import json
 import math
 
 import numpy as np
@@ -53,13 +52,13 @@ def _verdict(values: np.ndarray, paper: float) -> str:
     return "not reproduced (the CI contains 0: no significant reduction)"
 
 
-def claims_table(runs: list) -> pd.DataFrame:
+def claims_table(runs: list, comparisons: list) -> pd.DataFrame:
+    """``comparisons[i]``: the federated comparison.json of ``runs[i]`` (None where there is none)."""
     groups: dict[tuple[str, str, str], list[dict]] = {}
-    for run in runs:
-        f = run.path / "comparison.json"
-        if not is_federated(run) or not f.is_file():
+    for run, comp in zip(runs, comparisons):
+        if not is_federated(run) or comp is None:
             continue
-        groups.setdefault((run.scenario, run.substrate, run.cell), []).append(json.loads(f.read_text()))
+        groups.setdefault((run.scenario, run.substrate, run.cell), []).append(comp)
     rows = []
     for (scenario, substrate, cell), comps in sorted(groups.items()):
         clocks = list(dict.fromkeys(m for c in comps for m in (c.get("claims") or {}).get("by_model", {})))
@@ -79,8 +78,8 @@ def claims_table(runs: list) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def markdown(runs: list) -> list[str]:
-    table = claims_table(runs)
+def markdown(runs: list, comparisons: list) -> list[str]:
+    table = claims_table(runs, comparisons)
     if table.empty:
         return []
     return ["## The PowerTrip paper's claims, over seeds", "",

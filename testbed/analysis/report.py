@@ -20,6 +20,7 @@ import pandas as pd
 
 from testbed.analysis import calibration, claims, federated_claims, grid_report, policy_effects
 from testbed.analysis import validation as v
+from testbed.analysis.report_data import DATA_DIR
 from testbed.analysis.markdown import md_table as _md_table
 
 METRICS = ("grid_kwh", "renewable_kwh", "mean_jct_h", "jobs_completed", "migrations", "migrations_overran",
@@ -51,17 +52,6 @@ def sim_vs_emulation(sums: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _source_of(sums: pd.DataFrame, dirs: list[Path]) -> pd.Series:
-    """The name of the input directory (a sweep or a run) each summary row came from."""
-    roots = sorted((Path(d).resolve() for d in dirs), key=lambda r: -len(r.parts))
-
-    def find(run_dir: str) -> str:
-        p = Path(run_dir).resolve()
-        return next((r.name for r in roots if p == r or r in p.parents), p.name)
-
-    return sums["run_dir"].astype(str).map(find)
-
-
 REPORT_FORMAT = "testbed-report/1"
 # What reading a damaged run or sweep directory raises (bad JSON/CSV/parquet, a missing column or file).
 _UNREADABLE = (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError)
@@ -70,47 +60,59 @@ _UNREADABLE = (OSError, ValueError, KeyError, TypeError, IndexError, AttributeEr
 def build_report(dirs: list[Path], out: Path, title: str | None = None, argv: list[str] | None = None) -> Path:
     """Write the report into ``out`` atomically. ``out`` may be new, empty, or an earlier report (its
     marker report.json says so), and never one of ``dirs`` or a folder holding them
-    (testbed/recorder/out_dir.py); returns the path of report.md."""
+    (testbed/recorder/out_dir.py); returns the path of report.md. Beside it, ``data/`` keeps what it
+    was derived from (testbed.analysis.report_data), so ``testbed report --check`` can re-derive it."""
     from datetime import datetime, timezone
 
+    from testbed.analysis.report_data import collect
+    from testbed.recorder.manifest import git_state
     from testbed.recorder.out_dir import check_out_dir
     from testbed.recorder.writer import atomic_dir, write_json
 
     check_out_dir(out, kind="report", force=True, protect=dirs)
-    runs = []
+    per_dir = []
     for d in dirs:
         try:
-            runs += v.find_runs(Path(d))
+            per_dir.append(v.find_runs(Path(d)))
         except _UNREADABLE as e:  # a damaged or foreign directory: name it, never echo its files
             raise v.ReportError(f"{d}: not a readable run or sweep ({type(e).__name__})") from None
     from testbed.analysis.groups import check_groups  # seeds are pooled only within one experiment
 
-    check_groups(runs)
-    from testbed.analysis.federated_claims import is_federated
-
+    check_groups([r for rs in per_dir for r in rs])
     try:
-        m, sums = v.gather([r for r in runs if not is_federated(r)])  # federated runs: their own section
+        data = collect(list(dirs), per_dir)
     except _UNREADABLE as e:
         raise v.ReportError(f"{', '.join(str(d) for d in dirs)}: a run's tables are not readable "
                             f"({type(e).__name__})") from None
-    with atomic_dir(out, True, kind="report", protect=dirs) as tmp, warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="No artists with labels found")  # an empty panel: said in it
-        _write_report(dirs, runs, m, sums, tmp, title)
-        write_json(tmp / "report.json", {"format": REPORT_FORMAT, "inputs": [str(d) for d in dirs],
+    title = title or f"Validation report: {', '.join(str(d) for d in dirs)}"
+    with atomic_dir(out, True, kind="report", protect=dirs) as tmp:
+        render(data, tmp, title)
+        data.save(tmp / DATA_DIR)
+        write_json(tmp / "report.json", {"format": REPORT_FORMAT, "title": title, "inputs": [str(d) for d in dirs],
                                          "created_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                                         "command": list(argv or [])})
+                                         "command": list(argv or []), "git": git_state()})
     return Path(out) / "report.md"
 
 
-def _write_report(dirs: list[Path], all_runs: list, m: pd.DataFrame, sums: pd.DataFrame, out: Path,
-                  title: str | None) -> None:
+def render(data, out: Path, title: str) -> None:
+    """Every table, figure and verdict of the report, from ``data`` (a report_data.ReportData) only."""
+    from testbed.analysis.report_data import comparisons, derived_migrations
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="No artists with labels found")  # an empty panel: said in it
+        _write_report(data, derived_migrations(data), data.summaries_frame(), comparisons(data), out, title)
+
+
+def _write_report(data, m: pd.DataFrame, sums: pd.DataFrame, comps: list, out: Path, title: str) -> None:
+    all_runs = data.runs
     fed = [r for r in all_runs if federated_claims.is_federated(r)]
     runs = [r for r in all_runs if not federated_claims.is_federated(r)]
+    fed_comps = [c for r, c in zip(all_runs, comps) if federated_claims.is_federated(r)]
+    comps = [c for r, c in zip(all_runs, comps) if not federated_claims.is_federated(r)]
     params = [c for c in sums.columns if c.startswith("param:") and sums[c].nunique(dropna=True) > 1]
     numeric = [c for c in params
                if pd.to_numeric(sums[c].dropna(), errors="coerce").notna().all() and sums[c].dropna().nunique() > 1]
     subs = sorted(set(sums["substrate"])) if len(sums) else []
-    title = title or f"Validation report: {', '.join(str(d) for d in dirs)}"
     lines = [f"# {title}", "",
              f"- runs: {len(runs)} of the migration study (substrates: {', '.join(subs) or '-'})"
              + (f", {len(fed)} of the federated study" if fed else "") + "; policies: "
@@ -119,7 +121,7 @@ def _write_report(dirs: list[Path], all_runs: list, m: pd.DataFrame, sums: pd.Da
              f"- swept: {', '.join(p.removeprefix('param:') for p in params) or 'nothing'}", ""]
 
     if fed and not runs:  # federated runs only: the migration study's sections have nothing to show
-        lines += federated_claims.markdown(fed)
+        lines += federated_claims.markdown(fed, fed_comps)
         sums.to_csv(out / "summaries.csv", index=False)
         (out / "report.md").write_text("\n".join(lines), encoding="utf-8")
         return
@@ -182,7 +184,7 @@ def _write_report(dirs: list[Path], all_runs: list, m: pd.DataFrame, sums: pd.Da
         lines += ["## Energy and JCT per policy at each level", "",
                   "One figure per input directory (a sweep, or a run) and swept quantity, so that seeds are "
                   "pooled only within one scenario and substrate.", ""]
-        source = _source_of(sums, dirs)
+        source = sums["run"].map(lambda i: data.sources[int(i)])
         for src in sorted(set(source)):
             one = sums[source == src]
             drawn: list[pd.Series] = []
@@ -211,9 +213,9 @@ def _write_report(dirs: list[Path], all_runs: list, m: pd.DataFrame, sums: pd.Da
                   "axes: left of 1 the model said feasible, below 1 it made it; top-left are the model's misses.", "",
                   "![phase diagram](phase_diagram.png)", ""]
 
-    lines += claims.markdown(runs)
-    lines += policy_effects.markdown(runs, sums, out)
-    lines += federated_claims.markdown(fed)
+    lines += claims.markdown(runs, comps)
+    lines += policy_effects.markdown(runs, comps, sums, out)
+    lines += federated_claims.markdown(fed, fed_comps)
     lines += grid_report.markdown(sums)
     from testbed.analysis import alpha_frontier, calibrated_predictor, error_terms  # error terms, alpha trade-off
 

@@ -97,11 +97,16 @@ def fake_runs(tmp_path, n: int, change_pct: float, scenario: dict, cell: str = "
     return runs
 
 
+def _comps(runs):
+    """Each run's comparison.json (what testbed.analysis.report_data.comparisons gives the report)."""
+    return [json.loads((r.path / "comparison.json").read_text()) for r in runs]
+
+
 def test_report_judges_each_cell_over_its_seeds(tmp_path):
     paper = resolved("paper-migration-5node-7day.yaml")
     runs = fake_runs(tmp_path, 12, -51.0, paper, "many") + fake_runs(tmp_path, 3, -51.0, paper, "few")
     runs += fake_runs(tmp_path, 2, -10.0, resolved("quickstart.yaml"), "user")
-    table, user = claims.judge(runs)
+    table, user = claims.judge(runs, _comps(runs))
     assert user == [("quickstart", "3 sites (the paper's setup has 5)")]
     rows = table.set_index(["cell", "claim"])
     energy = rows.loc[("many", "Feasibility-aware: non-renewable energy vs Static")]
@@ -112,14 +117,14 @@ def test_report_judges_each_cell_over_its_seeds(tmp_path):
     assert rows.loc[("few", "Feasibility-aware: non-renewable energy vs Static"), "verdict"] == "not enough seeds (n=3<10)"
     assert rows.loc[("many", "Feasibility-aware: migration overhead"), "verdict"] == "reproduced"
     assert rows.loc[("many", "Energy-only: mean JCT vs Static"), "verdict"] == "not measured (policy missing)"
-    text = "\n".join(claims.markdown(runs))
+    text = "\n".join(claims.markdown(runs, _comps(runs)))
     assert "`quickstart` (3 sites" in text and "| many |" in text
 
 
 def test_every_scenario_gets_the_policy_comparison_over_seeds(tmp_path):
     paper = resolved("paper-migration-5node-7day.yaml")
     runs = fake_runs(tmp_path, 12, -51.0, paper, "many") + fake_runs(tmp_path, 4, -10.0, resolved("quickstart.yaml"), "u")
-    table = claims.policy_table(runs).set_index(["scenario", "policy"])
+    table = claims.policy_table(runs, _comps(runs)).set_index(["scenario", "policy"])
     user = table.loc[("quickstart", "feasibility_aware")]
     assert user["seeds"] == 4 and -14 < float(user["grid energy vs static"].split(" %")[0]) < -6  # drawn at -10 %
     assert "[" in user["grid energy vs static"] and float(user["grid energy vs static: paired t p"]) < 0.05

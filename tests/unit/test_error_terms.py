@@ -205,3 +205,22 @@ def test_report_over_a_sim_run_writes_the_error_term_and_calibrated_sections(tmp
     assert "| sim | modelled (sim) |" in text or cp.NO_MODEL in text
     assert (tmp_path / "rep" / "error_terms.png").stat().st_size > 10_000
     assert "## The alpha trade-off" not in text  # a single run sweeps nothing
+
+
+def test_sim_vs_emulation_gap_per_phase_pairs_cells_and_seeds():
+    import pandas as pd
+
+    from testbed.analysis.error_terms import sim_emulation_gap
+
+    rows = []
+    for sub, ck, load in (("sim", 100.0, 30.0), ("netns", 160.0, 45.0)):
+        for seed in (1, 2):
+            rows.append({"substrate": sub, "cell": "c", "seed": seed, "label": "fa", "status": "completed",
+                         f"{'model' if sub == 'sim' else 'actual'}_checkpoint_s": ck,
+                         f"{'model' if sub == 'sim' else 'actual'}_load_s": load})
+    rows.append({"substrate": "netns", "cell": "other", "seed": 9, "label": "fa", "status": "completed",
+                 "actual_checkpoint_s": 1e6, "actual_load_s": 1e6})  # no sim twin: left out
+    g = sim_emulation_gap(pd.DataFrame(rows)).set_index("phase")
+    assert g.loc["checkpoint", "gap s"] == 60.0 and g.loc["load", "gap %"] == 50.0
+    assert g.loc["checkpoint", "pairs of runs"] == 2
+    assert sim_emulation_gap(pd.DataFrame(rows).query("substrate == 'sim'")).empty

@@ -44,6 +44,11 @@ def test_availability_table_by_hand(tmp_path):
     assert pe.capacity_param(sums.assign(**{CAP: 3.0})) is None  # not swept: no section
 
 
+def _comps(runs):
+    """Each run's comparison.json (what testbed.analysis.report_data.comparisons gives the report)."""
+    return [json.loads((r.path / "comparison.json").read_text()) for r in runs]
+
+
 def _run(tmp_path, seed, policies):
     d = tmp_path / f"run{seed}"
     d.mkdir()
@@ -63,21 +68,21 @@ def test_paired_split_of_the_filter_and_the_class_rule(tmp_path):
             "static": {"policy": "static"}, "energy_only": {"policy": "energy_only", **eo},
             "feasibility_aware": {"policy": "feasibility_aware", **fa},
             "classes-paper": {"policy": "feasibility_classes", **cl}}))
-    filt = pe.paired_split(runs, "feasibility_aware", "energy_only")
+    filt = pe.paired_split(runs, _comps(runs), "feasibility_aware", "energy_only")
     assert len(filt) == 1 and filt.loc[0, "against"] == "energy_only" and filt.loc[0, "seeds"] == 10
     assert filt.loc[0, "grid kWh diff"].startswith("+2.0")
     assert filt.loc[0, "overran diff"].startswith("-4.00") and filt.loc[0, "overran p"] == "0.002"  # 2 / 2**10, exact
     assert filt.loc[0, "mean JCT h diff"].startswith("-1.00")
-    cls = pe.paired_split(runs, "feasibility_classes", "feasibility_aware")
+    cls = pe.paired_split(runs, _comps(runs), "feasibility_classes", "feasibility_aware")
     assert list(cls["policy"]) == ["classes-paper"] and cls.loc[0, "against"] == "feasibility_aware"
     assert cls.loc[0, "overran diff"].startswith("+2.00") and cls.loc[0, "migrations diff"].startswith("-2.00")
     assert cls.loc[0, "grid kWh p"] == "-"  # every difference 0: no test to run
-    md = "\n".join(pe.markdown(runs, pd.DataFrame(), tmp_path))
+    md = "\n".join(pe.markdown(runs, _comps(runs), pd.DataFrame(), tmp_path))
     assert "## What the filter does" in md and "## Class rule vs Eq. 1" in md and "Renewable availability" not in md
 
 
 def test_no_pair_no_section(tmp_path):
     runs = [_run(tmp_path, 0, {"static": {"policy": "static"}, "energy_only": {"policy": "energy_only",
                                                                                   "grid_kwh": 1.0}})]
-    assert pe.paired_split(runs, "feasibility_aware", "energy_only").empty
-    assert pe.markdown(runs, pd.DataFrame(), tmp_path) == []
+    assert pe.paired_split(runs, _comps(runs), "feasibility_aware", "energy_only").empty
+    assert pe.markdown(runs, _comps(runs), pd.DataFrame(), tmp_path) == []

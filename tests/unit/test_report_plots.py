@@ -89,7 +89,10 @@ def test_report_shows_emulated_errors_with_and_without_contended_transfers(tmp_p
     m["actual_total_s"] = m["actual_transfer_s"] + 10.7
     m = v.add_concurrency(v.add_predictions(m))
     sums = pd.DataFrame({"label": ["p"], "substrate": ["netns"], "policy": ["p"], "run": [0]})
-    report._write_report([tmp_path], [], m, sums, tmp_path, "t")
+    from testbed.analysis.report_data import ReportData
+
+    data = ReportData(runs=[], sources=[], git=[], summaries=[], migrations=pd.DataFrame(), jobs=pd.DataFrame())
+    report._write_report(data, m, sums, [], tmp_path, "t")
     text = (tmp_path / "report.md").read_text()
     want = {"contended host", "quiet host", "all without contended"}
     rows = {line.split("|")[2].strip(): line for line in text.splitlines()

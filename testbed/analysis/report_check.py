@@ -1,0 +1,192 @@
+"""``testbed report --check DIR``: re-derive a committed report from the data stored beside it and
+say what does not hold.
+
+A report (``testbed report``) keeps what it was derived from in ``data/`` (testbed.analysis.report_data).
+The check renders the report again from that data with the code of this checkout and fails on:
+
+- any difference in ``report.md`` or a CSV table (a number edited by hand, a summary key renamed in
+  the code without regenerating, a change in how a verdict is reached);
+- a claim row that says "not measured" where the runs' scenario has the policy;
+- runs made from a dirty tree (or with no recorded commit), runs made at more than one commit, a
+  report made from a dirty tree;
+- code that judges results (``JUDGING_CODE``) changed since the commit that made the report.
+
+Code that *produces* results (the rest of the package, scenarios, traces) changed since the runs'
+commit is listed as stale; with ``strict`` that fails too. DIR is a report, or a folder whose
+immediate sub-folders hold reports (``results/reference``): each is checked.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import testbed
+from testbed.analysis.report_data import DATA_DIR, ReportData
+from testbed.analysis.validation import ReportError
+
+JUDGING_CODE = ("testbed/analysis", "testbed/stats.py", "testbed/feasibility.py")
+PRODUCING_CODE = ("testbed", "scenarios", "sweeps", "traces", "topologies", "pyproject.toml",
+                  *(f":(exclude){p}" for p in JUDGING_CODE))
+_COMPARED = (".md", ".csv")  # the report's text outputs (figures are re-drawn, not compared)
+
+
+@dataclass
+class CheckResult:
+    report: Path
+    problems: list[str] = field(default_factory=list)
+    stale: list[str] = field(default_factory=list)  # producing code changed since the runs' commit
+
+
+def report_dirs(directory: Path) -> list[Path]:
+    """``directory`` if it is a report, else its immediate sub-folders that are."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise ReportError(f"{directory}: not a directory")
+    if (directory / "report.json").is_file():
+        return [directory]
+    found = sorted(d for d in directory.iterdir() if (d / "report.json").is_file())
+    if not found:
+        raise ReportError(f"{directory}: neither a report (report.json) nor a folder holding reports")
+    return found
+
+
+def _repo() -> Path:
+    return Path(testbed.__file__).resolve().parent.parent
+
+
+def _git(*args: str) -> subprocess.CompletedProcess | None:
+    try:
+        return subprocess.run(["git", "-C", str(_repo()), *args], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+
+
+def changed_since(commit: str, paths: tuple[str, ...]) -> list[str] | None:
+    """Files under ``paths`` that differ between ``commit`` and this checkout's working tree (None if
+    git cannot tell: no git, not a repository, or the commit is not in its history)."""
+    r = _git("diff", "--name-only", commit, "--", *paths)
+    if r is None or r.returncode != 0:
+        return None
+    return [line for line in r.stdout.splitlines() if line.strip()]
+
+
+def _first_difference(a: str, b: str) -> int:
+    la, lb = a.splitlines(), b.splitlines()
+    for i, (x, y) in enumerate(zip(la, lb), 1):
+        if x != y:
+            return i
+    return min(len(la), len(lb)) + 1
+
+
+def _compare_outputs(committed: Path, fresh: Path, res: CheckResult) -> None:
+    made = {p.relative_to(fresh) for p in fresh.rglob("*") if p.suffix in _COMPARED and p.is_file()}
+    kept = {p.relative_to(committed) for p in committed.rglob("*") if p.suffix in _COMPARED and p.is_file()
+            and DATA_DIR not in p.relative_to(committed).parts}
+    for rel in sorted(made - kept):
+        res.problems.append(f"{committed / rel}: missing (its data gives one)")
+    for rel in sorted(kept - made):
+        res.problems.append(f"{committed / rel}: its data gives no such file")
+    for rel in sorted(made & kept):
+        a = (committed / rel).read_text(encoding="utf-8", errors="replace")
+        b = (fresh / rel).read_text(encoding="utf-8", errors="replace")
+        if a != b:
+            res.problems.append(f"{committed / rel}: line {_first_difference(a, b)} differs from what its stored "
+                                "data gives with this code")
+
+
+def _provenance(meta: dict, data: ReportData, res: CheckResult) -> None:
+    where = res.report
+    dirty = [i for i, g in enumerate(data.git) if g.get("dirty") is not False or not g.get("commit")]
+    if dirty:
+        res.problems.append(f"{where}: {len(dirty)} of {len(data.runs)} runs were made from a dirty tree or "
+                            f"record no commit (first: {data.runs[dirty[0]].path})")
+    commits = sorted({g.get("commit") for g in data.git if g.get("commit")})
+    if len(commits) > 1:
+        res.problems.append(f"{where}: runs made at {len(commits)} commits ({', '.join(c[:10] for c in commits)}); "
+                            "a reference is made at one")
+    git = meta.get("git") if isinstance(meta.get("git"), dict) else {}
+    if git.get("dirty") is not False or not git.get("commit"):
+        res.problems.append(f"{where}: the report was made from a dirty tree or records no commit")
+    elif (judging := changed_since(git["commit"], JUDGING_CODE)) is None:
+        res.problems.append(f"{where}: cannot compare the code that judged it ({git['commit'][:10]}) with this "
+                            "checkout's (no git history here)")
+    elif judging:
+        res.problems.append(f"{where}: the code that judges results changed since the report was made at "
+                            f"{git['commit'][:10]} ({len(judging)} files, e.g. {judging[0]}): rebuild it "
+                            f"(testbed report --rebuild {where})")
+    if len(commits) == 1:
+        produced = changed_since(commits[0], PRODUCING_CODE)
+        if produced:
+            res.stale = produced
+
+
+def _unmeasured(data: ReportData, comps: list, res: CheckResult) -> None:
+    """A claim row that says "not measured" while the scenario ran the policy."""
+    import numpy as np
+
+    from testbed.analysis import claims
+    from testbed.analysis import compare as cmp
+
+    paper, _, _ = claims.run_groups(data.runs, comps)
+    scen = {(r.scenario, r.substrate, r.cell): r.resolved for r in data.runs}
+    wanted = [(text, policy, metric) for _, text, _, _, policy, metric in cmp.PAPER_CLAIMS]
+    for key, group in sorted(paper.items()):
+        names = {p.get("name") if isinstance(p, dict) else p for p in scen[key].get("policies") or []}
+        for text, policy, metric in wanted:
+            if policy not in names:
+                continue
+            lb = next((x for x in (claims._label(c["policies"], policy) for c in group) if x), None)
+            a, b = claims._change(group, lb, metric) if lb else (np.array([]), np.array([]))
+            if not np.isfinite(claims._pct(a, b)).any():
+                res.problems.append(f"{res.report}: claim '{text}' is not measured for {key[0]} ({key[1]}"
+                                    f"{', cell ' + key[2] if key[2] else ''}) although its scenario runs {policy}")
+
+
+def check_report(report: Path) -> CheckResult:
+    from testbed.analysis.report import render
+    from testbed.analysis.report_data import comparisons
+
+    res = CheckResult(Path(report))
+    try:
+        meta = json.loads((report / "report.json").read_text())
+    except (OSError, ValueError):
+        res.problems.append(f"{report / 'report.json'}: not readable")
+        return res
+    if not (report / DATA_DIR / "runs.json.gz").is_file():
+        res.problems.append(f"{report}: keeps no data to re-derive it from ({DATA_DIR}/ is missing): it was made "
+                            "by an older testbed; make it again from its runs")
+        return res
+    if not isinstance(meta.get("title"), str):
+        res.problems.append(f"{report / 'report.json'}: records no title")
+        return res
+    data = ReportData.load(report / DATA_DIR)
+    with tempfile.TemporaryDirectory(prefix="tb-report-check-") as tmp:
+        render(data, Path(tmp), meta["title"])
+        _compare_outputs(Path(report), Path(tmp), res)
+    _unmeasured(data, [c for c in comparisons(data)], res)
+    _provenance(meta, data, res)
+    return res
+
+
+def rebuild(report: Path) -> Path:
+    """Render the report again from its stored data with this checkout's code (after a change to the
+    code that judges results), in place; report.json records this commit as the judging one."""
+    from datetime import datetime, timezone
+
+    from testbed.analysis.report import render
+    from testbed.recorder.manifest import git_state
+    from testbed.recorder.writer import atomic_dir, write_json
+
+    report = Path(report)
+    meta = json.loads((report / "report.json").read_text())
+    data = ReportData.load(report / DATA_DIR)
+    with atomic_dir(report, True, kind="report") as tmp:
+        render(data, tmp, meta["title"])
+        data.save(tmp / DATA_DIR)
+        write_json(tmp / "report.json", {**meta, "rebuilt_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                                         "git": git_state()})
+    return report / "report.md"

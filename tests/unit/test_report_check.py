@@ -1,0 +1,154 @@
+"""``testbed report --check``: a report re-derived from the data kept beside it (sim; no privileges).
+
+Every way a committed report can stop being what its data says is tried here: a number edited in
+report.md, a stored number changed, a metric renamed in the code without regenerating, runs from a
+dirty tree or from two commits, and the judging code changed since the report was made."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+
+import pytest
+import yaml
+
+from testbed.analysis import compare as cmp
+from testbed.analysis import report_check as rc
+from testbed.analysis.report import build_report
+from testbed.cli import main
+from tests.conftest import ROOT
+
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+
+@pytest.fixture(scope="module")
+def sweep_dir(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("chk")
+    sweep = {"name": "chk", "scenario": str(ROOT / "scenarios" / "sweep-small.yaml"), "seeds": [0, 1, 2]}
+    f = tmp / "s.yaml"
+    f.write_text(yaml.safe_dump(sweep))
+    assert main(["sweep", str(f), "--out", str(tmp / "out"), "--parallel", "1"]) == 0
+    return tmp / "out"
+
+
+@pytest.fixture
+def clean_git(monkeypatch):
+    """Runs and report as if made from a clean tree at COMMIT, and nothing changed since."""
+    monkeypatch.setattr(rc, "changed_since", lambda commit, paths: [])
+    monkeypatch.setattr("testbed.recorder.manifest.git_state", lambda: {"commit": COMMIT, "dirty": False})
+
+
+def _report(sweep_dir, tmp_path, clean_git=None):
+    rep = tmp_path / "rep"
+    build_report([sweep_dir], rep, "check me")
+    _set_runs_git(rep, {"commit": COMMIT, "dirty": False})
+    return rep
+
+
+def _rewrite_gz(path, change):
+    obj = json.loads(gzip.open(path).read())
+    change(obj)
+    with gzip.open(path, "wb") as z:
+        z.write(json.dumps(obj).encode())
+
+
+def _set_runs_git(rep, git, first_only=False):
+    def change(obj):
+        for i, r in enumerate(obj["runs"]):
+            if not first_only or i == 0:
+                r["git"] = dict(git)
+    _rewrite_gz(rep / "data" / "runs.json.gz", change)
+
+
+def test_a_fresh_report_checks_clean(sweep_dir, tmp_path, clean_git):
+    rep = _report(sweep_dir, tmp_path)
+    res = rc.check_report(rep)
+    assert res.problems == [] and res.stale == []
+    assert main(["report", "--check", str(rep)]) == 0
+    assert main(["report", "--check", str(tmp_path)]) == 0  # a folder holding reports
+
+
+def test_a_number_edited_in_the_report_fails(sweep_dir, tmp_path, clean_git, capsys):
+    rep = _report(sweep_dir, tmp_path)
+    text = (rep / "report.md").read_text()
+    i = next(i for i, line in enumerate(text.splitlines()) if line.startswith("| ") and " % " in line)
+    lines = text.splitlines()
+    lines[i] = lines[i].replace("%", "% ", 1)
+    (rep / "report.md").write_text("\n".join(lines))
+    res = rc.check_report(rep)
+    assert any("report.md: line" in p for p in res.problems), res.problems
+    assert main(["report", "--check", str(rep)]) == 1
+    assert "FAILED" in capsys.readouterr().out
+
+
+def test_a_stored_number_changed_fails(sweep_dir, tmp_path, clean_git):
+    rep = _report(sweep_dir, tmp_path)
+
+    def change(summaries):
+        s = next(s for s in summaries if s["label"] == "feasibility_aware")
+        s["summary"]["grid_kwh"] = s["summary"]["grid_kwh"] * 0.5
+    _rewrite_gz(rep / "data" / "summaries.json.gz", change)
+    problems = rc.check_report(rep).problems
+    assert any("summaries.csv" in p for p in problems) and any("report.md" in p for p in problems), problems
+
+
+@pytest.fixture(scope="module")
+def paper_run(tmp_path_factory):
+    """One run of the paper's setup (its claims are judged), static and feasibility_aware only."""
+    out = tmp_path_factory.mktemp("paper") / "run"
+    assert main(["run", str(ROOT / "scenarios" / "paper-migration-5node-7day.yaml"), "--substrate", "sim",
+                 "--out", str(out), "--no-progress", "--set",
+                 "policies=[static, {name: feasibility_aware, alpha: 0.1}]"]) == 0
+    return out
+
+
+def test_a_metric_renamed_in_the_code_without_regenerating_fails(paper_run, tmp_path, clean_git, monkeypatch):
+    rep = _report(paper_run, tmp_path)
+    assert rc.check_report(rep).problems == []
+    renamed = tuple((k, t, pt, v, pol, "grid_energy_kwh" if m == "grid_kwh" else m)
+                    for k, t, pt, v, pol, m in cmp.PAPER_CLAIMS)
+    monkeypatch.setattr(cmp, "PAPER_CLAIMS", renamed)  # the code asks for a name the stored summaries lack
+    problems = rc.check_report(rep).problems
+    assert any("report.md: line" in p for p in problems), problems
+    assert any("is not measured" in p and "feasibility_aware" in p for p in problems), problems
+
+
+def test_runs_from_a_dirty_tree_or_two_commits_fail(sweep_dir, tmp_path, clean_git):
+    rep = _report(sweep_dir, tmp_path)
+    _set_runs_git(rep, {"commit": COMMIT, "dirty": True}, first_only=True)
+    assert any("dirty tree" in p for p in rc.check_report(rep).problems)
+    _set_runs_git(rep, {"commit": "f" * 40, "dirty": False}, first_only=True)
+    assert any("2 commits" in p for p in rc.check_report(rep).problems)
+
+
+def test_judging_code_changed_since_fails_and_producing_code_is_stale(sweep_dir, tmp_path, clean_git, monkeypatch):
+    rep = _report(sweep_dir, tmp_path)
+    monkeypatch.setattr(rc, "changed_since",
+                        lambda commit, paths: ["testbed/analysis/claims.py"] if paths == rc.JUDGING_CODE
+                        else ["testbed/substrate/sim/substrate.py"])
+    res = rc.check_report(rep)
+    assert any("code that judges results changed" in p for p in res.problems)
+    assert res.stale == ["testbed/substrate/sim/substrate.py"]
+    monkeypatch.setattr(rc, "changed_since", lambda commit, paths: [] if paths == rc.JUDGING_CODE
+                        else ["testbed/substrate/sim/substrate.py"])
+    assert main(["report", "--check", str(rep)]) == 0
+    assert main(["report", "--check", "--strict", str(rep)]) == 1
+
+
+def test_rebuild_renders_again_from_the_stored_data(sweep_dir, tmp_path, clean_git):
+    rep = _report(sweep_dir, tmp_path)
+    before = (rep / "report.md").read_text()
+    shutil.rmtree(sweep_dir.parent / "gone", ignore_errors=True)
+    (rep / "report.md").write_text("edited")
+    assert main(["report", "--rebuild", str(rep)]) == 0
+    assert (rep / "report.md").read_text() == before
+    assert rc.check_report(rep).problems == []
+
+
+def test_a_report_without_data_or_not_a_report_is_refused(tmp_path, capsys):
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "report.json").write_text(json.dumps({"format": "testbed-report/1"}))
+    assert any("keeps no data" in p for p in rc.check_report(tmp_path / "old").problems)
+    assert main(["report", "--check", str(tmp_path / "nothing-here")]) == 2
+    assert "not a directory" in capsys.readouterr().err
