@@ -1,18 +1,24 @@
 #!/usr/bin/env bash
-# Regenerate results/reference/: the paper scenario (sim, and netns emulation where this machine
-# allows it), the validation sweeps over >= 10 seeds on sim (degradation, forecast error x epsilon,
-# alpha, renewable availability, class rule vs Eq. 1), the degradation sweep in emulation over 3
-# seeds (and the same cells on sim, so that sim and emulation pair up), and one report over all;
-# then the PowerTrip study over 10 seeds on sim and 2 on netns, with its own report, and its
-# sensitivity sweeps on sim over 5 seeds (gain projection, weight reference, static k, data
-# heterogeneity, patience; their tables only).
-# The full outputs go to results/reference-work/ (not committed); the report and the small tables
-# are copied into results/reference/.
-#   bash scripts/reference.sh            # everything (51 min here with emulation)
-#   bash scripts/reference.sh --sim-only # the sim parts only (about 7 min here)
-#   bash scripts/reference.sh --report-only  # rebuild the report from results/reference-work as it is
+# Regenerate results/reference/ from a clean tree at one commit (refused otherwise: commit first):
+# - the migration study: the paper's setup at each degradation level over 10 seeds on sim; the
+#   validation sweeps over 10 seeds on sim (degradation, forecast error x epsilon, alpha on two
+#   scenarios, renewable availability, class rule vs Eq. 1); the paper's 5-site setup in emulation
+#   (netns, 10 seeds with ballast nodes at two bandwidth levels, 3 seeds with node agents) and the
+#   same ballast sweep on sim, so that sim and emulation pair up per seed; one report over all;
+# - the PowerTrip study over 10 seeds on sim and 2 on netns, with its own report, and its
+#   sensitivity sweeps on sim over 5 seeds (their tables only).
+# Every run records the commit and the hash of every input in its manifest. The full outputs go to
+# results/reference-work/ (not committed); results/reference/ keeps each report with the raw data it
+# was derived from (REPORT/data: per-run summaries, per-migration and per-job tables), the sweeps'
+# tables and every run's manifest and summaries, and timings.csv (wall seconds per step). The last
+# step is `testbed report --check results/reference`, which CI runs too.
+#   bash scripts/reference.sh                 # everything (emulation needs root and netns)
+#   bash scripts/reference.sh --sim-only      # the sim parts only
+#   bash scripts/reference.sh --report-only   # rebuild the reports from results/reference-work as it is
 #   bash scripts/reference.sh --powertrip-only  # the PowerTrip study and its sensitivity sweeps only; the
 #                                               # migration study's report is rebuilt from results/reference-work
+#   bash scripts/reference.sh --migration-only  # the migration study only; the PowerTrip report is rebuilt
+#                                               # from the PowerTrip runs in results/reference-work
 # Emulated measurements are flagged `contended` when other work shares the CPU: run it on a quiet machine.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -23,15 +29,18 @@ REF=results/reference
 sim_only=0
 report_only=0
 powertrip_only=0
+migration_only=0
 case "${1:-}" in
   "") ;;
   --sim-only) sim_only=1 ;;
   --report-only) report_only=1 ;;
   --powertrip-only) powertrip_only=1 ;;
-  *) echo "error: unknown option ${1} (expected --sim-only, --report-only or --powertrip-only)" >&2; exit 2 ;;
+  --migration-only) migration_only=1 ;;
+  *) echo "error: unknown option ${1} (expected --sim-only, --report-only, --powertrip-only or --migration-only)" >&2; exit 2 ;;
 esac
-MIGRATION_RUNS="paper-sim sweep-degradation-sim sweep-forecast-sim sweep-alpha-sim sweep-renewables-sim
-                sweep-class-rule-sim sweep-degradation-1day-sim paper-netns sweep-degradation-1day-netns"
+MIGRATION_RUNS="paper-degradation-sim sweep-degradation-sim sweep-forecast-sim sweep-alpha-sim sweep-alpha-holdout-sim
+                sweep-renewables-sim sweep-class-rule-sim paper-emulated-sim paper-emulated-netns
+                paper-emulated-agents-netns"
 PT_RUNS="powertrip-us100-sim powertrip-gain-sim powertrip-emulated-netns"  # these get the claims report
 PT_SENSITIVITY="weight-ref static-k heterogeneity patience"               # tables only: sweeps/powertrip-NAME.yaml
 emulate=0
@@ -42,13 +51,30 @@ netns_ok() {
 if [ "$sim_only" = 0 ] && [ "$(id -u)" = 0 ] && netns_ok; then
   emulate=1
 fi
+if [ "$report_only" = 0 ] && [ -n "$(git status --porcelain --untracked-files=no)" ]; then
+  echo "error: the tree has uncommitted changes: reference results are made from a clean tree at one commit (commit first)" >&2
+  exit 2
+fi
+if [ "$report_only" = 0 ] && [ "$powertrip_only" = 0 ] && [ "$migration_only" = 0 ]; then
+  rm -rf "$WORK"  # every result at this commit: nothing reused from an earlier one
+elif [ "$migration_only" = 1 ]; then
+  for name in $MIGRATION_RUNS; do rm -rf "${WORK:?}/$name"; done  # the migration study again, at this commit
+fi
 mkdir -p "$WORK"
+[ -f "$WORK/timings.csv" ] || echo "step,wall_s,commit" > "$WORK/timings.csv"
+COMMIT=$(git rev-parse HEAD)
 dirs=()
 stamp() { echo "== $(date -u +%H:%M:%S) $*"; }
-sweep() {  # sweep FILE NAME [extra args]: run (or finish: finished trials are reused) into $WORK/NAME
+timed() {  # timed NAME COMMAND...: run it and append its wall seconds to timings.csv
+  local name=$1 t0; shift
+  t0=$(date +%s)
+  "$@"
+  echo "$name,$(( $(date +%s) - t0 )),$COMMIT" >> "$WORK/timings.csv"
+}
+sweep() {  # sweep FILE NAME [extra args]: run into $WORK/NAME
   local file=$1 name=$2; shift 2
   stamp "sweep $name"
-  $TB sweep "$file" --out "$WORK/$name" "$@"
+  timed "$name" $TB sweep "$file" --out "$WORK/$name" "$@"
   dirs+=("$WORK/$name")
 }
 existing() {  # existing NAME...: the directories of $WORK that are there
@@ -58,19 +84,19 @@ fl_dirs=()
 sens_dirs=()
 powertrip() {  # the PowerTrip study: 10 seeds on sim (+ 2 on netns), the gain sweep, the sensitivity sweeps
   stamp "sweep powertrip-us100-sim (the PowerTrip study, 10 seeds)"
-  $TB sweep sweeps/powertrip-us100-seeds.yaml --out "$WORK/powertrip-us100-sim"
+  timed powertrip-us100-sim $TB sweep sweeps/powertrip-us100-seeds.yaml --out "$WORK/powertrip-us100-sim"
   fl_dirs+=("$WORK/powertrip-us100-sim")
   stamp "sweep powertrip-gain-sim (projected, measured and corrected gain, 5 seeds)"
-  $TB sweep sweeps/powertrip-gain.yaml --out "$WORK/powertrip-gain-sim"
+  timed powertrip-gain-sim $TB sweep sweeps/powertrip-gain.yaml --out "$WORK/powertrip-gain-sim"
   fl_dirs+=("$WORK/powertrip-gain-sim")
   for s in $PT_SENSITIVITY; do
     stamp "sweep powertrip-$s-sim (sensitivity, 5 seeds)"
-    $TB sweep "sweeps/powertrip-$s.yaml" --out "$WORK/powertrip-$s-sim"
+    timed "powertrip-$s-sim" $TB sweep "sweeps/powertrip-$s.yaml" --out "$WORK/powertrip-$s-sim"
     sens_dirs+=("$WORK/powertrip-$s-sim")
   done
   if [ "$emulate" = 1 ]; then
     stamp "sweep powertrip-emulated-netns (real model exchanges, 2 seeds)"
-    $TB sweep sweeps/powertrip-emulated-seeds.yaml --out "$WORK/powertrip-emulated-netns"
+    timed powertrip-emulated-netns $TB sweep sweeps/powertrip-emulated-seeds.yaml --out "$WORK/powertrip-emulated-netns"
     fl_dirs+=("$WORK/powertrip-emulated-netns")
   fi
 }
@@ -85,39 +111,42 @@ if [ "$report_only" = 1 ] || [ "$powertrip_only" = 1 ]; then
   fi
 else
 stamp "checkpoint load time on this machine (T_load per model family, beside the paper's 10.3 s)"
-$TB calibrate load --scenario scenarios/paper-migration-5node-7day.yaml --out "$WORK/load-calibration.json"
-stamp "paper scenario, sim"
-$TB run scenarios/paper-migration-5node-7day.yaml --substrate sim --out "$WORK/paper-sim" --force --no-progress
-dirs+=("$WORK/paper-sim")
+timed calibrate-load $TB calibrate load --scenario scenarios/paper-migration-5node-7day.yaml --out "$WORK/load-calibration.json"
+sweep sweeps/paper-degradation.yaml paper-degradation-sim
 sweep sweeps/validate-degradation.yaml sweep-degradation-sim
 sweep sweeps/validate-forecast.yaml sweep-forecast-sim
 sweep sweeps/validate-alpha.yaml sweep-alpha-sim
+sweep sweeps/validate-alpha-holdout.yaml sweep-alpha-holdout-sim
 sweep sweeps/validate-renewables.yaml sweep-renewables-sim
 sweep sweeps/validate-class-rule.yaml sweep-class-rule-sim
-sweep sweeps/validate-degradation-emulated.yaml sweep-degradation-1day-sim --substrate sim
+sweep sweeps/paper-emulated.yaml paper-emulated-sim --substrate sim
 if [ "$emulate" = 1 ]; then
-  stamp "paper scenario, netns emulation (real transfers over the shaped WAN, real agents)"
-  $TB run scenarios/paper-migration-5node-7day.yaml --substrate netns --out "$WORK/paper-netns" --force --no-progress
-  dirs+=("$WORK/paper-netns")
-  sweep sweeps/validate-degradation-emulated.yaml sweep-degradation-1day-netns
+  stamp "the paper's setup in emulation (real transfers over the shaped WAN, measured checkpoint I/O)"
+  sweep sweeps/paper-emulated.yaml paper-emulated-netns
+  sweep sweeps/paper-emulated-agents.yaml paper-emulated-agents-netns
 else
   stamp "skipping emulation (needs root and network namespaces; see testbed doctor)"
 fi
+if [ "$migration_only" = 1 ]; then
+  mapfile -t fl_dirs < <(existing $PT_RUNS)
+  mapfile -t sens_dirs < <(for s in $PT_SENSITIVITY; do existing "powertrip-$s-sim"; done)
+else
 powertrip
 fi
+fi
 stamp "report"
-$TB report "${dirs[@]}" --out "$WORK/report" \
-  --title "Reference results: paper scenario and validation sweeps"
+timed report $TB report "${dirs[@]}" --out "$WORK/report" \
+  --title "Reference results: the migration study (paper setup and validation sweeps)"
 if [ "${#fl_dirs[@]}" -gt 0 ]; then
   stamp "PowerTrip report"
-  $TB report "${fl_dirs[@]}" --out "$WORK/report-powertrip" --title "Reference results: the PowerTrip study over seeds"
+  timed report-powertrip $TB report "${fl_dirs[@]}" --out "$WORK/report-powertrip" --title "Reference results: the PowerTrip study over seeds"
 fi
 rm -rf "$REF.new" && mkdir -p "$REF.new"
 cp -r "$WORK/report" "$REF.new/report"
 [ -d "$WORK/report-powertrip" ] && [ "${#fl_dirs[@]}" -gt 0 ] && cp -r "$WORK/report-powertrip" "$REF.new/report-powertrip"
 dirs+=("${fl_dirs[@]}" "${sens_dirs[@]}")
-rm -f "$REF.new/report/migrations.parquet"  # large; every number it holds is in report.md's tables
-cp "$WORK/load-calibration.json" "$REF.new/"
+rm -f "$REF.new/report/migrations.parquet"  # derived: re-derived from report/data/migrations.parquet (raw)
+cp "$WORK/load-calibration.json" "$WORK/timings.csv" "$REF.new/"
 for d in "${dirs[@]}"; do
   name=$(basename "$d")
   mkdir -p "$REF.new/$name"
@@ -130,4 +159,6 @@ for d in "${dirs[@]}"; do
   done
 done
 rm -rf "$REF" && mv "$REF.new" "$REF"
-stamp "reference results: $REF/report/report.md"
+stamp "check: every table and verdict re-derived from the stored data"
+$TB report --check "$REF"
+stamp "reference results: $REF/report/report.md (commit $COMMIT)"

@@ -23,9 +23,10 @@ def test_shipped_scenarios_are_valid(name):
     assert len(loaded.sha256) == 64
 
 
-def test_paper_scenario_has_the_four_policies_and_five_sites():
+def test_paper_scenario_has_its_policies_and_baselines_and_five_sites():
     sc = load_scenario(ROOT / "scenarios" / "paper-migration-5node-7day.yaml").scenario
-    assert [p.name for p in sc.policies] == ["static", "energy_only", "feasibility_aware", "no_filter"]
+    assert [p.name for p in sc.policies] == ["static", "placement_only", "energy_only", "feasibility_aware",
+                                             "feasibility_aware_paper", "no_filter"]
     assert len(sc.sites) == 5 and sc.duration_h == 168
 
 
