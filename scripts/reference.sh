@@ -13,7 +13,7 @@
 # tables and every run's manifest and summaries, and timings.csv (wall seconds per step). The last
 # step is `testbed report --check results/reference`, which CI runs too.
 #   bash scripts/reference.sh                 # everything (emulation needs root and netns)
-#   bash scripts/reference.sh --sim-only      # the sim parts only
+#   bash scripts/reference.sh --sim-only      # the sim parts only (combines with --migration-only / --powertrip-only)
 #   bash scripts/reference.sh --report-only   # rebuild the reports from results/reference-work as it is
 #   bash scripts/reference.sh --powertrip-only  # the PowerTrip study and its sensitivity sweeps only; the
 #                                               # migration study's report is rebuilt from results/reference-work
@@ -30,14 +30,18 @@ sim_only=0
 report_only=0
 powertrip_only=0
 migration_only=0
-case "${1:-}" in
-  "") ;;
-  --sim-only) sim_only=1 ;;
-  --report-only) report_only=1 ;;
-  --powertrip-only) powertrip_only=1 ;;
-  --migration-only) migration_only=1 ;;
-  *) echo "error: unknown option ${1} (expected --sim-only, --report-only, --powertrip-only or --migration-only)" >&2; exit 2 ;;
-esac
+for opt in "$@"; do  # --migration-only and --powertrip-only combine with --sim-only
+  case "$opt" in
+    --sim-only) sim_only=1 ;;
+    --report-only) report_only=1 ;;
+    --powertrip-only) powertrip_only=1 ;;
+    --migration-only) migration_only=1 ;;
+    *) echo "error: unknown option ${opt} (expected --sim-only, --report-only, --powertrip-only or --migration-only)" >&2; exit 2 ;;
+  esac
+done
+if [ "$((report_only + powertrip_only + migration_only))" -gt 1 ]; then
+  echo "error: --report-only, --powertrip-only and --migration-only exclude each other" >&2; exit 2
+fi
 MIGRATION_RUNS="paper-degradation-sim sweep-degradation-sim sweep-forecast-sim sweep-alpha-sim sweep-alpha-holdout-sim
                 sweep-renewables-sim sweep-class-rule-sim paper-emulated-sim paper-emulated-netns
                 paper-emulated-agents-netns"
