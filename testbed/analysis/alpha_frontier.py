@@ -70,6 +70,8 @@ def points(sums: pd.DataFrame, runs: list | None = None) -> pd.DataFrame:
                   if "run_dir" in sums.columns else pd.Series(dtype=float))
     rows = []
     for _, s in sums.iterrows():
+        if all(pd.isna(s[c]) for c in params):
+            continue  # a run of an input that does not sweep alpha (its alpha is fixed): not on a frontier
         run = by_dir.get(str(s.get("run_dir", "")))
         label = str(s["label"])
         steered, alpha = _policy_alpha(run, label) if run is not None else (False, None)

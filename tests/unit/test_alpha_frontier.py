@@ -146,3 +146,28 @@ def test_report_over_an_alpha_sweep_writes_the_frontier(tmp_path):
     assert "| sweep-small | sim | feasibility_aware | 0.05 | 2 |" in text
     assert "cannot be validated out of sample" in text
     assert (tmp_path / "rep" / "alpha_frontier.png").stat().st_size > 10_000
+
+
+def test_runs_of_an_input_that_does_not_sweep_alpha_stay_off_the_frontier():
+    import pandas as pd
+
+    from testbed.analysis.alpha_frontier import points
+
+    rows = []
+    for seed in (1, 2):
+        for alpha, kwh in ((0.05, 100.0), (0.1, 99.0)):
+            rows.append({"run": len(rows), "run_dir": f"a{seed}{alpha}", "label": "fa", "policy": "feasibility_aware",
+                         "seed": seed, "substrate": "sim", "scenario": "s", "param:feasibility.alpha": alpha,
+                         "param:policies[fa].alpha": alpha, "grid_kwh": kwh, "migrations": 10, "migrations_overran": 1})
+        # another sweep of the same scenario (a degradation level), its alpha fixed at 0.1: not a frontier point
+        rows.append({"run": len(rows), "run_dir": f"d{seed}", "label": "fa", "policy": "feasibility_aware",
+                     "seed": seed, "substrate": "sim", "scenario": "s", "param:feasibility.alpha": None,
+                     "param:policies[fa].alpha": None, "param:deg": 50, "grid_kwh": -1000.0, "migrations": 10, "migrations_overran": 9})
+    from types import SimpleNamespace
+
+    runs = [SimpleNamespace(path=r["run_dir"], scenario="s", resolved={"policies": [
+        {"name": "feasibility_aware", "label": "fa",
+         "alpha": r["param:policies[fa].alpha"] if r["param:policies[fa].alpha"] is not None else 0.1}]})
+        for r in rows]
+    p = points(pd.DataFrame(rows), runs)
+    assert len(p) == 4 and (p["grid_kwh"] > 0).all()
