@@ -55,7 +55,7 @@ netns_ok() {
 if [ "$sim_only" = 0 ] && [ "$(id -u)" = 0 ] && netns_ok; then
   emulate=1
 fi
-if [ "$report_only" = 0 ] && [ -n "$(git status --porcelain --untracked-files=no)" ]; then
+if [ "$report_only" = 0 ] && [ -n "$(git status --porcelain --untracked-files=no -- . ':(exclude)results')" ]; then
   echo "error: the tree has uncommitted changes: reference results are made from a clean tree at one commit (commit first)" >&2
   exit 2
 fi

@@ -42,7 +42,9 @@ def git_state() -> dict[str, str | bool | None]:
         return r.stdout.strip() if r.returncode == 0 else None
 
     commit = git("rev-parse", "HEAD")
-    status = git("status", "--porcelain", "--untracked-files=no")
+    # results/ holds outputs (the committed reference among them), never code or inputs: a reference
+    # being regenerated must not make the runs that regenerate it "dirty"
+    status = git("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)results")
     return {"commit": commit, "dirty": None if status is None else bool(status)}
 
 
