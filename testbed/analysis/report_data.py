@@ -123,7 +123,7 @@ def _read(path: Path):
         return json.loads(z.read())
 
 
-def _source_names(runs: list[Run], dirs: list[Path], per_dir: list[int]) -> list[str]:
+def _source_names(dirs: list[Path], per_dir: list[int]) -> list[str]:
     names = []
     for d, n in zip(dirs, per_dir):
         names += [Path(d).resolve().name] * n
@@ -141,7 +141,7 @@ def collect(dirs: list[Path], runs_per_dir: list[list[Run]]) -> ReportData:
     from testbed.analysis.federated_claims import is_federated
 
     runs = [r for rs in runs_per_dir for r in rs]
-    sources = _source_names(runs, dirs, [len(rs) for rs in runs_per_dir])
+    sources = _source_names(dirs, [len(rs) for rs in runs_per_dir])
     summaries, migs, jobs, fed = [], [], [], {}
     for i, run in enumerate(runs):
         if is_federated(run):

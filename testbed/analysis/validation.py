@@ -22,9 +22,8 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from testbed.analysis import degradation
 from testbed.analysis.outcomes import outcome_s
-from testbed.analysis.names import TRIAL_DONE, current, current_columns, typed_as_today
+from testbed.analysis.names import TRIAL_DONE
 from testbed.analysis.scenario_id import scenario_hash
 from testbed.errors import TestbedError
 from testbed.feasibility import TCP_EFFICIENCY_MTU1500
@@ -85,28 +84,13 @@ def find_runs(directory: Path) -> list[Run]:
     raise ReportError(f"{directory}: neither a run (manifest.json) nor a sweep (trials.csv)")
 
 
-def _policies(run: Run) -> list[str]:
-    return sorted(p.name for p in run.path.iterdir() if (p / "summary.json").is_file())
-
-
 def gather(runs: list[Run]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(migrations, summaries): one row per migration / per run x policy, with run metadata."""
-    migs, sums = [], []
-    for i, run in enumerate(runs):
-        meta = {"run": i, "run_dir": str(run.path), "substrate": run.substrate, "seed": run.seed, "cell": run.cell,
-                **{f"param:{k}": (json.dumps(v, sort_keys=True) if isinstance(v, (list, dict)) else v)
-                   for k, v in run.params.items()}}
-        for label in _policies(run):
-            s = current(json.loads((run.path / label / "summary.json").read_text()))  # today's names
-            sums.append({**meta, **s, "label": label})
-            m = typed_as_today("migrations", current_columns("migrations",
-                                                              pd.read_parquet(run.path / label / "migrations.parquet")))
-            if len(m):
-                migs.append(degradation.mark(m.assign(**meta, label=label), run.resolved))
-    mdf = pd.concat(migs, ignore_index=True) if migs else pd.DataFrame()
-    if len(mdf):
-        mdf = add_concurrency(add_predictions(mdf))
-    return mdf, pd.DataFrame(sums)
+    """(migrations, summaries): one row per migration / per run x policy, with run metadata: what
+    ``testbed report`` renders from (testbed.analysis.report_data), for these runs alone."""
+    from testbed.analysis.report_data import collect, derived_migrations
+
+    data = collect([Path(".")], [list(runs)])
+    return derived_migrations(data), data.summaries_frame()
 
 
 def add_predictions(m: pd.DataFrame) -> pd.DataFrame:
