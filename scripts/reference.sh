@@ -18,7 +18,8 @@
 #   bash scripts/reference.sh --powertrip-only  # the PowerTrip study and its sensitivity sweeps only; the
 #                                               # migration study's report is rebuilt from results/reference-work
 #   bash scripts/reference.sh --migration-only  # the migration study only; the PowerTrip report is rebuilt
-#                                               # from the PowerTrip runs in results/reference-work
+#                                               # from the PowerTrip runs in results/reference-work, or
+#                                               # kept as committed when there are none
 # Emulated measurements are flagged `contended` when other work shares the CPU: run it on a quiet machine.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -162,6 +163,13 @@ for d in "${dirs[@]}"; do
     p=$(basename "$(dirname "$s")"); mkdir -p "$REF.new/$name/$p"; cp "$s" "$REF.new/$name/$p/"
   done
 done
+if [ "$migration_only" = 1 ] && [ "${#fl_dirs[@]}" = 0 ] && [ -d "$REF/report-powertrip" ]; then
+  # no PowerTrip runs here (a fresh checkout): the committed PowerTrip part stays as it was; its
+  # report records the commit of its own runs, and `report --check` re-derives it from its data
+  stamp "keeping the committed PowerTrip report (no PowerTrip runs in $WORK)"
+  cp -r "$REF/report-powertrip" "$REF.new/"
+  for d in "$REF"/powertrip-*; do [ -d "$d" ] && cp -r "$d" "$REF.new/"; done
+fi
 rm -rf "$REF" && mv "$REF.new" "$REF"
 stamp "check: every table and verdict re-derived from the stored data"
 $TB report --check "$REF"
