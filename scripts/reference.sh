@@ -5,8 +5,11 @@
 #   scenarios, renewable availability, class rule vs Eq. 1); the paper's 5-site setup in emulation
 #   (netns, 10 seeds with ballast nodes at two bandwidth levels, 3 seeds with node agents) and the
 #   same ballast sweep on sim, so that sim and emulation pair up per seed; one report over all;
-# - the PowerTrip study over 10 seeds on sim and 2 on netns, with its own report, and its
-#   sensitivity sweeps on sim over 5 seeds (their tables only).
+# - the PowerTrip study over 10 seeds on sim (us-100 on digits and on shapes, every policy under both
+#   clocks), its gain sweep and sensitivity sweeps on sim over 10 seeds (weight reference, data
+#   heterogeneity, patience, compute speed, scarce power; each beside static baselines), and 2 seeds
+#   on netns, all judged in its own report. PT_SENSITIVITY="NAME ..." (default: all of them) picks
+#   the sensitivity sweeps, PT_SENSITIVITY="" none.
 # Every run records the commit and the hash of every input in its manifest. The full outputs go to
 # results/reference-work/ (not committed); results/reference/ keeps each report with the raw data it
 # was derived from (REPORT/data: per-run summaries, per-migration and per-job tables), the sweeps'
@@ -46,8 +49,8 @@ fi
 MIGRATION_RUNS="paper-degradation-sim sweep-degradation-sim sweep-forecast-sim sweep-alpha-sim sweep-alpha-holdout-sim
                 sweep-renewables-sim sweep-class-rule-sim paper-emulated-sim paper-emulated-netns
                 paper-emulated-agents-netns"
-PT_RUNS="powertrip-us100-sim powertrip-gain-sim powertrip-emulated-netns"  # these get the claims report
-PT_SENSITIVITY="weight-ref static-k heterogeneity patience"               # tables only: sweeps/powertrip-NAME.yaml
+PT_RUNS="powertrip-us100-sim powertrip-shapes-sim powertrip-gain-sim powertrip-emulated-netns"
+PT_SENSITIVITY=${PT_SENSITIVITY-"weight-ref heterogeneity patience compute scarce"}  # sweeps/powertrip-NAME.yaml
 emulate=0
 netns_ok() {
   $TB doctor --json 2>/dev/null | .venv/bin/python -c \
@@ -86,18 +89,28 @@ existing() {  # existing NAME...: the directories of $WORK that are there
   for name in "$@"; do [ -d "$WORK/$name" ] && echo "$WORK/$name"; done; return 0
 }
 fl_dirs=()
-sens_dirs=()
+pt_existing() {  # the PowerTrip runs of $WORK that are there
+  existing $PT_RUNS
+  for s in $PT_SENSITIVITY; do existing "powertrip-$s-sim"; done
+}
 powertrip() {  # the PowerTrip study: 10 seeds on sim (+ 2 on netns), the gain sweep, the sensitivity sweeps
-  stamp "sweep powertrip-us100-sim (the PowerTrip study, 10 seeds)"
+  for name in $PT_RUNS powertrip-weight-ref-sim powertrip-heterogeneity-sim powertrip-patience-sim \
+              powertrip-compute-sim powertrip-scarce-sim powertrip-static-k-sim; do
+    rm -rf "${WORK:?}/$name"  # every PowerTrip result at this commit
+  done
+  stamp "sweep powertrip-us100-sim (the PowerTrip study, 10 seeds, both clocks)"
   timed powertrip-us100-sim $TB sweep sweeps/powertrip-us100-seeds.yaml --out "$WORK/powertrip-us100-sim"
   fl_dirs+=("$WORK/powertrip-us100-sim")
-  stamp "sweep powertrip-gain-sim (projected, measured and corrected gain, 5 seeds)"
+  stamp "sweep powertrip-shapes-sim (the same on the harder shapes set, 10 seeds)"
+  timed powertrip-shapes-sim $TB sweep sweeps/powertrip-shapes-seeds.yaml --out "$WORK/powertrip-shapes-sim"
+  fl_dirs+=("$WORK/powertrip-shapes-sim")
+  stamp "sweep powertrip-gain-sim (projected, measured and corrected gain, 10 seeds)"
   timed powertrip-gain-sim $TB sweep sweeps/powertrip-gain.yaml --out "$WORK/powertrip-gain-sim"
   fl_dirs+=("$WORK/powertrip-gain-sim")
   for s in $PT_SENSITIVITY; do
-    stamp "sweep powertrip-$s-sim (sensitivity, 5 seeds)"
+    stamp "sweep powertrip-$s-sim (sensitivity, 10 seeds)"
     timed "powertrip-$s-sim" $TB sweep "sweeps/powertrip-$s.yaml" --out "$WORK/powertrip-$s-sim"
-    sens_dirs+=("$WORK/powertrip-$s-sim")
+    fl_dirs+=("$WORK/powertrip-$s-sim")
   done
   if [ "$emulate" = 1 ]; then
     stamp "sweep powertrip-emulated-netns (real model exchanges, 2 seeds)"
@@ -111,8 +124,7 @@ if [ "$report_only" = 1 ] || [ "$powertrip_only" = 1 ]; then
   if [ "$powertrip_only" = 1 ]; then
     powertrip
   else
-    mapfile -t fl_dirs < <(existing $PT_RUNS)
-    mapfile -t sens_dirs < <(for s in $PT_SENSITIVITY; do existing "powertrip-$s-sim"; done)
+    mapfile -t fl_dirs < <(pt_existing)
   fi
 else
 stamp "checkpoint load time on this machine (T_load per model family, beside the paper's 10.3 s)"
@@ -133,8 +145,7 @@ else
   stamp "skipping emulation (needs root and network namespaces; see testbed doctor)"
 fi
 if [ "$migration_only" = 1 ]; then
-  mapfile -t fl_dirs < <(existing $PT_RUNS)
-  mapfile -t sens_dirs < <(for s in $PT_SENSITIVITY; do existing "powertrip-$s-sim"; done)
+  mapfile -t fl_dirs < <(pt_existing)
 else
 powertrip
 fi
@@ -149,7 +160,7 @@ fi
 rm -rf "$REF.new" && mkdir -p "$REF.new"
 cp -r "$WORK/report" "$REF.new/report"
 [ -d "$WORK/report-powertrip" ] && [ "${#fl_dirs[@]}" -gt 0 ] && cp -r "$WORK/report-powertrip" "$REF.new/report-powertrip"
-dirs+=("${fl_dirs[@]}" "${sens_dirs[@]}")
+dirs+=("${fl_dirs[@]}")
 rm -f "$REF.new/report/migrations.parquet"  # derived: re-derived from report/data/migrations.parquet (raw)
 cp "$WORK/load-calibration.json" "$WORK/timings.csv" "$REF.new/"
 for d in "${dirs[@]}"; do

@@ -66,23 +66,25 @@ MIGRATION_EFFECTS = (
 )
 
 
-def effect_verdict(interval, paired) -> str:
-    """A change against a baseline with no paper number: whether it is there, over ``MIN_SEEDS`` seeds."""
+def effect_verdict(interval, paired, against: str = PLACEMENT_BASELINE) -> str:
+    """A change against a baseline (``against``) with no paper number: whether it is there, over
+    ``MIN_SEEDS`` seeds."""
     if interval.n < MIN_SEEDS:
         return not_enough_seeds(interval.n)
     p = paired.t_p if paired is not None else float("nan")
     if not p < SIGNIFICANCE:
         return f"no significant effect (paired t p={p:.2g})"
-    return "lower than placement_only" if interval.mean < 0 else "higher than placement_only"
+    return f"lower than {against}" if interval.mean < 0 else f"higher than {against}"
 
 
 def not_enough_seeds(n: int) -> str:
     return f"not enough seeds (n={n}<{MIN_SEEDS})"
 
 
-def verdict(interval, paired, paper: float) -> str:
-    """A change-vs-static claim over seeds: ``interval`` (stats.Interval of the per-seed change, %)
-    and ``paired`` (stats.PairedTest of the policy's metric against static's, per seed).
+def verdict(interval, paired, paper: float, against: str = "static") -> str:
+    """A change-vs-baseline claim over seeds (both studies' one rule): ``interval`` (stats.Interval of
+    the per-seed change, %) and ``paired`` (stats.PairedTest of the policy's metric against the
+    baseline's, ``against``, per seed).
 
     - "reproduced": at least ``MIN_SEEDS`` seeds, the paper's number lies in the 95 % CI and the
       paired test finds a difference (p < 0.05); "inconclusive" when it finds none;
@@ -97,10 +99,11 @@ def verdict(interval, paired, paper: float) -> str:
     p = paired.t_p if paired is not None else float("nan")
     if interval.lo <= paper <= interval.hi:
         if not p < SIGNIFICANCE:
-            return f"inconclusive (the CI holds the paper's number, but no significant difference from static, p={p:.2g})"
+            return (f"inconclusive (the CI holds the paper's number, but no significant difference from {against}, "
+                    f"p={p:.2g})")
         return "reproduced"
     if not p < SIGNIFICANCE:
-        return f"not reproduced (no significant difference from static, paired t p={p:.2g})"
+        return f"not reproduced (no significant difference from {against}, paired t p={p:.2g})"
     if interval.mean * paper < 0:
         return "not reproduced (opposite direction)"
     return "same direction, weaker" if abs(interval.mean) < abs(paper) else "same direction, stronger"

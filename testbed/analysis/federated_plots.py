@@ -9,37 +9,74 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 
-def _style(i: int) -> dict:
-    """Ten colours, then the same colours dashed, then dotted: every policy stays distinguishable."""
-    return {"color": f"C{i % 10}", "ls": ("-", "--", ":")[(i // 10) % 3]}
+MAX_LINES = 6  # a panel stays readable
 
 
-def accuracy_vs_time(rounds: dict[str, pd.DataFrame], target: float, path: Path, title: str) -> Path:
-    fig = Figure(figsize=(8, 4.5))
-    ax = fig.add_subplot()
-    for i, (label, df) in enumerate(rounds.items()):
-        ax.step([0.0] + list(df["t_end_s"] / 3600.0), [df["accuracy_before"].iloc[0]] + list(df["accuracy"]),
-                where="post", label=label, lw=1.2, **_style(i))
-    ax.axhline(target, color="k", ls=":", lw=1, label=f"target {target:g}")
-    ax.set_xlabel("scenario time (h)")
-    ax.set_ylabel("test accuracy")
-    ax.set_title(title, fontsize=9)
-    ax.legend(fontsize=7, ncol=2)
+def shown(summaries: dict[str, dict], clock: str) -> list[tuple[str, str, str]]:
+    """At most ``MAX_LINES`` (label, legend, colour) of one clock's runs: PowerTrip, the fastest static k of
+    this run (post hoc), static k = 70, random, fixed radius and centralized, in that order; each role one
+    colour in every figure. The other runs are in the run's tables (rounds.parquet, comparison.md)."""
+    runs = {lb: s for lb, s in summaries.items() if s.get("round_time") == clock and not s.get("best_of")}
+
+    def tta(lb: str) -> float:
+        v = runs[lb].get("time_to_accuracy_s")
+        return float("inf") if v is None or v != v else float(v)
+
+    by = lambda name: [lb for lb, s in runs.items() if s.get("policy") == name]  # noqa: E731
+    statics = by("static_k")
+    best = min(statics, key=lambda lb: (tta(lb), lb)) if statics else None
+    k70 = next((lb for lb in statics if runs[lb].get("k") == 70), None)
+    roles = [(by("powertrip")[:1], "PowerTrip", "C3"), ([best] if best else [], "best static k here", "C0"),
+             ([k70] if k70 and k70 != best else [], "static k = 70", "C2"), (by("random")[:1], "random", "C1"),
+             (by("fixed_radius")[:1], "fixed radius", "C4"), (by("centralized")[:1], "centralized", "C7")]
+    out = [(lbs[0], f"{lbs[0]} ({role})" if role not in ("random", "fixed radius", "centralized", "PowerTrip")
+            else lbs[0], colour) for lbs, role, colour in roles if lbs]
+    extra = [lb for lb in runs if lb not in {o[0] for o in out}]  # other runs (plug-ins, variants)
+    for i, lb in enumerate(extra[:max(0, MAX_LINES - len(out))]):
+        out.append((lb, lb, ("C5", "C6", "C8", "C9")[i % 4]))
+    return out[:MAX_LINES]
+
+
+def _clocks(summaries: dict[str, dict]) -> list[str]:
+    return list(dict.fromkeys(s.get("round_time", "straggler") for s in summaries.values() if not s.get("best_of")))
+
+
+def accuracy_vs_time(rounds: dict[str, pd.DataFrame], summaries: dict[str, dict], target: float, path: Path,
+                     title: str) -> Path:
+    """Test accuracy against scenario time, one panel per clock, at most ``MAX_LINES`` runs each."""
+    clocks = _clocks(summaries)
+    fig = Figure(figsize=(6 * len(clocks), 4.5))
+    for j, clock in enumerate(clocks):
+        ax = fig.add_subplot(1, len(clocks), j + 1)
+        for label, legend, colour in shown(summaries, clock):
+            df = rounds[label]
+            ax.step([0.0] + list(df["t_end_s"] / 3600.0), [df["accuracy_before"].iloc[0]] + list(df["accuracy"]),
+                    where="post", label=legend, lw=1.3, color=colour)
+        ax.axhline(target, color="k", ls=":", lw=1, label=f"target {target:g}")
+        ax.set_xlabel("scenario time (h)")
+        ax.set_ylabel("test accuracy")
+        ax.set_title(f"{clock} clock", fontsize=9)
+        ax.legend(fontsize=7)
+    fig.suptitle(title, fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     return path
 
 
-def sites_selected(rounds: dict[str, pd.DataFrame], path: Path, title: str) -> Path:
-    fig = Figure(figsize=(8, 4))
-    ax = fig.add_subplot()
-    for i, (label, df) in enumerate(rounds.items()):
-        ax.step(list(df["t_start_s"] / 3600.0) + [df["t_end_s"].iloc[-1] / 3600.0], list(df["k"]) + [df["k"].iloc[-1]],
-                where="post", label=label, lw=1.2, **_style(i))
-    ax.set_xlabel("scenario time (h)")
-    ax.set_ylabel("sites selected (k)")
-    ax.set_title(title, fontsize=9)
-    ax.legend(fontsize=7, ncol=2)
+def sites_selected(rounds: dict[str, pd.DataFrame], summaries: dict[str, dict], path: Path, title: str) -> Path:
+    clocks = _clocks(summaries)
+    fig = Figure(figsize=(6 * len(clocks), 4))
+    for j, clock in enumerate(clocks):
+        ax = fig.add_subplot(1, len(clocks), j + 1)
+        for label, legend, colour in shown(summaries, clock):
+            df = rounds[label]
+            ax.step(list(df["t_start_s"] / 3600.0) + [df["t_end_s"].iloc[-1] / 3600.0],
+                    list(df["k"]) + [df["k"].iloc[-1]], where="post", label=legend, lw=1.3, color=colour)
+        ax.set_xlabel("scenario time (h)")
+        ax.set_ylabel("sites selected (k)")
+        ax.set_title(f"{clock} clock", fontsize=9)
+        ax.legend(fontsize=7)
+    fig.suptitle(title, fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     return path
@@ -77,6 +114,7 @@ def gain_projection(rounds: dict[str, pd.DataFrame], path: Path, title: str) -> 
     projects."""
     runs = {label: df[df["k"] > 0] for label, df in rounds.items()
             if "projected_gain" in df and df["projected_gain"].notna().any()}
+    runs = dict(list(runs.items())[:MAX_LINES // 2])  # two lines each in the right panel
     if not runs:
         return None
     fig = Figure(figsize=(10, 4.2))

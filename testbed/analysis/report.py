@@ -121,7 +121,7 @@ def _write_report(data, m: pd.DataFrame, sums: pd.DataFrame, comps: list, out: P
              f"- swept: {', '.join(p.removeprefix('param:') for p in params) or 'nothing'}", ""]
 
     if fed and not runs:  # federated runs only: the migration study's sections have nothing to show
-        lines += federated_claims.markdown(fed, fed_comps)
+        lines += federated_claims.markdown(fed, fed_comps, out)
         sums.to_csv(out / "summaries.csv", index=False)
         (out / "report.md").write_text("\n".join(lines), encoding="utf-8")
         return
@@ -215,7 +215,7 @@ def _write_report(data, m: pd.DataFrame, sums: pd.DataFrame, comps: list, out: P
 
     lines += claims.markdown(runs, comps)
     lines += policy_effects.markdown(runs, comps, sums, out)
-    lines += federated_claims.markdown(fed, fed_comps)
+    lines += federated_claims.markdown(fed, fed_comps, out)
     lines += grid_report.markdown(sums)
     from testbed.analysis import alpha_frontier, calibrated_predictor, error_terms  # error terms, alpha trade-off
 

@@ -172,6 +172,83 @@ def check_report(report: Path) -> CheckResult:
     return res
 
 
+def check_sweep_tables(directory: Path) -> CheckResult:
+    """The sweep folders beside the reports of ``directory`` (results/reference: ``NAME/results.csv`` and
+    ``NAME/table.csv``): every number of ``results.csv`` is the stored summary of the same run (source
+    ``NAME``, cell, seed) and policy in a report's data, and ``table.csv`` re-derives from ``results.csv``
+    (n, mean, std, 95 % CI per cell, policy and metric). Rows of a ``static_k`` list's best-of summary,
+    which a report does not store, are checked through the per-k rows they were chosen from."""
+    import numpy as np
+    import pandas as pd
+
+    from testbed.analysis.report_data import comparisons
+    from testbed.sweep.aggregate import _stats
+
+    res = CheckResult(Path(directory))
+    stored: dict[tuple[str, str, int, str], dict] = {}
+    for rep in report_dirs(directory):
+        try:
+            data = ReportData.load(rep / DATA_DIR)
+        except ReportError:
+            continue  # check_report says so
+        for srow in data.summaries:
+            run = data.runs[srow["run"]]
+            stored[(data.sources[srow["run"]], run.cell, run.seed, srow["label"])] = srow["summary"]
+        for i, comp in enumerate(comparisons(data)):
+            if i in data.fed_comparisons and comp:
+                run = data.runs[i]
+                for label, summary in (comp.get("policies") or {}).items():
+                    stored[(data.sources[i], run.cell, run.seed, label)] = summary
+    sources = {k[0] for k in stored}
+    for sweep in sorted(d for d in Path(directory).iterdir() if (d / "results.csv").is_file()):
+        where = f"{sweep.name}/results.csv"
+        if sweep.name not in sources:
+            res.problems.append(f"{where}: its runs are in no report's data here, so its tables cannot be re-checked")
+            continue
+        results = pd.read_csv(sweep / "results.csv", dtype={"cell": str})
+        metrics = [c for c in results.columns if c in _metric_columns(sweep)]
+        checked = 0
+        for _, row in results.iterrows():
+            summary = stored.get((sweep.name, str(row["cell"]), int(row["seed"]), str(row["label"])))
+            if summary is None:
+                if str(row["policy"]) == "static_k":
+                    continue  # a list's best-of summary: its per-k rows are checked
+                res.problems.append(f"{where}: cell {row['cell']} seed {row['seed']} {row['label']}: no such run "
+                                    "and policy in a report's data")
+                continue
+            for m in metrics:
+                want = summary.get(m)
+                got = row[m]
+                want = np.nan if want is None else float(want)
+                if not (np.isnan(got) and np.isnan(want)) and not np.isclose(got, want, rtol=1e-9, atol=0.0):
+                    res.problems.append(f"{where}: cell {row['cell']} seed {row['seed']} {row['label']} {m}: "
+                                        f"{got!r} here, {want!r} in the report's data")
+            checked += 1
+        if not checked:
+            res.problems.append(f"{where}: no row matches a run in a report's data")
+        table = pd.read_csv(sweep / "table.csv", dtype={"cell": str})
+        for _, t in table.iterrows():
+            group = results[(results["cell"] == t["cell"]) & (results["label"] == t["policy"])]
+            if t["metric"] not in group:
+                res.problems.append(f"{sweep.name}/table.csv: metric {t['metric']} is not in results.csv")
+                continue
+            derived = _stats(group[t["metric"]].to_numpy(dtype=float))
+            for name, want in zip(("n", "mean", "std", "ci95"), derived):
+                got = float(t[name])
+                if not (np.isnan(got) and np.isnan(want)) and not np.isclose(got, want, rtol=1e-9, atol=0.0):
+                    res.problems.append(f"{sweep.name}/table.csv: cell {t['cell']} {t['policy']} {t['metric']} "
+                                        f"{name}: {got!r}, re-derived from results.csv {want!r}")
+                    break
+    return res
+
+
+def _metric_columns(sweep: Path) -> set[str]:
+    """The metric columns of a sweep's results.csv (its table.csv's metrics)."""
+    import pandas as pd
+
+    return set(pd.read_csv(sweep / "table.csv", usecols=["metric"])["metric"])
+
+
 def rebuild(report: Path) -> Path:
     """Render the report again from its stored data with this checkout's code (after a change to the
     code that judges results), in place; report.json records this commit as the judging one."""

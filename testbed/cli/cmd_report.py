@@ -51,10 +51,17 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _check(dirs: list[Path], strict: bool) -> int:
-    from testbed.analysis.report_check import check_report, report_dirs
+    from testbed.analysis.report_check import check_report, check_sweep_tables, report_dirs
 
     failed = 0
     for d in dirs:
+        if not (Path(d) / "report.json").is_file():  # a folder of reports: its sweeps' tables too
+            sweeps = check_sweep_tables(Path(d))
+            for line in sweeps.problems:
+                print(f"error: {line}")
+            print(f"{d}: sweep tables {'FAILED' if sweeps.problems else 'ok'} ({len(sweeps.problems)} problem"
+                  f"{'s' * (len(sweeps.problems) != 1)})")
+            failed += bool(sweeps.problems)
         for rep in report_dirs(d):
             res = check_report(rep)
             problems = list(res.problems)

@@ -20,10 +20,14 @@ work, charged one epoch of compute), so it is evaluated as finely as a FedAvg ro
 FedAvg global model exists only after aggregation, a centralized one after every epoch. Its run may
 take ``max_rounds x local_epochs`` such rounds (the same work as ``max_rounds`` all-site rounds).
 
-Energy (per site row): the selected site's active nodes draw ``effective_kw`` for its compute time
-(its own shard, ``local_epochs`` passes; the exchange and waiting for the straggler are not
-charged); the part up to the site's available power at the round start is renewable, the rest is
-grid (the top-up).
+Energy (per site row), in three phases of the round at that site: compute (its active nodes at
+``effective_kw`` for its compute time: its own shard, ``local_epochs`` passes), communication
+(``power.p_sys_kw / 2`` at the site's end while its model comes down and its update goes up, the
+migration study's transfer power) and idle (its active nodes at ``p_idle_kw`` each while it waits
+for the round to end: the straggler, or the pooled clock's round time). The aggregator's end of every
+transfer (``p_sys_kw / 2``) is charged to a row of its own (``site`` = the aggregator, no samples).
+In each phase the part up to the site's available power at the round start is renewable, the rest
+is grid (the top-up). The centralized baseline has only compute.
 
 A round with no usable site waits one trace step. The run stops at ``max_rounds``, at
 ``max_hours``, or ``rounds_after_target`` rounds after the target accuracy.
@@ -168,42 +172,59 @@ class FederatedController:
 
     def _centralized(self, r: int, t: float, site: str):
         tr, d = self.fl.training, self.shards.data
+        lr = getattr(self.policy, "lr", None) or tr.lr
         self.state = fedavg.local_train(self.net, self.state, d.x_train, d.y_train, epochs=1,
-                                        batch_size=tr.batch_size, lr=tr.lr, momentum=tr.momentum,
+                                        batch_size=tr.batch_size, lr=lr, momentum=tr.momentum,
                                         seed=fedavg.round_seed(self.inp.seed, r, site))
         cap = self.capacity(site, t, getattr(self.policy, "nodes", None))
         comp = self.model_t.centralized_s(cap.capacity, epochs=1)
         row = {"round": r, "site": site, "n_samples": d.n_train, "available_kw": cap.budget_kw,
                "effective_kw": cap.power_kw, "capacity": cap.capacity, "n_active": cap.n_active, "cap_w": cap.cap_w,
                "compute_s": comp, "down_s": 0.0, "up_s": 0.0, "down_pred_s": 0.0, "up_pred_s": 0.0,
-               "comm_measured": False, "epochs": 1, **self._energy(site, t, cap.power_kw, comp)}
+               "comm_measured": False, "epochs": 1, **self._energy(site, t, [(cap.power_kw, comp)])}
         return comp, [row]
 
-    def _energy(self, site: str, t: float, power_kw: float, compute_s: float) -> dict:
+    def _energy(self, site: str, t: float, phases: list[tuple[float, float]]) -> dict:
+        """Energy of ``phases`` ([(kW, s)]: compute, communication, idle) at ``site`` in the round
+        starting at ``t``: each phase's renewable part is up to the available power, the rest grid."""
         renewable_kw = self.inp.renewable_kw[site].at(t)
-        kwh = power_kw * compute_s / 3600.0
-        green = min(power_kw, max(renewable_kw, 0.0)) * compute_s / 3600.0
+        kwh = [kw * sec / 3600.0 for kw, sec in phases]
+        green = sum(min(kw, max(renewable_kw, 0.0)) * sec / 3600.0 for kw, sec in phases)
+        total = sum(kwh)
         grid = self.inp.grid  # carbon intensity and price of the site's grid power at the round's start
         carbon, price = grid.carbon_g_per_kwh.get(site), grid.price_per_kwh.get(site)
-        return {"renewable_kw": renewable_kw, "energy_kwh": kwh, "renewable_kwh": green,
-                "grid_kwh": kwh - green,
-                "co2_kg": (kwh - green) * carbon.at(t) / 1000.0 if carbon is not None else float("nan"),
-                "grid_cost": (kwh - green) * price.at(t) if price is not None else float("nan")}
+        kwh += [0.0] * (3 - len(kwh))
+        return {"renewable_kw": renewable_kw, "energy_kwh": total, "compute_kwh": kwh[0], "comm_kwh": kwh[1],
+                "idle_kwh": kwh[2], "renewable_kwh": green, "grid_kwh": total - green,
+                "co2_kg": (total - green) * carbon.at(t) / 1000.0 if carbon is not None else float("nan"),
+                "grid_cost": (total - green) * price.at(t) if price is not None else float("nan")}
 
     def _times(self, r, t, sites, views, caps):
         predicted = {s: views[s].time for s in sites}
         got = self.exchange.exchange(r, t, predicted, self._payloads, self.update_bytes)
         actual = [SiteTime(s, p.n_samples, p.capacity, p.compute_s, *got[s]) for s, p in predicted.items()]
+        round_s = self.model_t.round_s(actual)
+        end_kw = self.sc.power.p_sys_kw / 2.0  # each end of a transfer (the migration study's P_sys split)
         rows = []
         for st in actual:
             c, p = caps[st.site], predicted[st.site]
+            comm_s = st.down_s + st.up_s
+            idle_s = max(0.0, round_s - st.compute_s - comm_s)  # waiting for the round to end
+            idle_kw = c.n_active * self.nodes[st.site].node_type.p_idle_kw
             rows.append({"round": r, "site": st.site, "n_samples": st.n_samples, "available_kw": c.budget_kw,
                          "effective_kw": c.power_kw, "capacity": c.capacity, "n_active": c.n_active, "cap_w": c.cap_w,
                          "compute_s": st.compute_s, "down_s": st.down_s, "up_s": st.up_s, "down_pred_s": p.down_s,
                          "up_pred_s": p.up_s, "comm_measured": bool(self.exchange.measured),
-                         "epochs": self.fl.training.local_epochs, **self._energy(st.site, t, c.power_kw, st.compute_s)})
+                         "epochs": self.fl.training.local_epochs,
+                         **self._energy(st.site, t, [(c.power_kw, st.compute_s), (end_kw, comm_s), (idle_kw, idle_s)])})
+        agg_comm_s = sum(st.down_s + st.up_s for st in actual)  # the aggregator's end of every transfer
+        agg = self.capacity(self.agg, t)
+        rows.append({"round": r, "site": self.agg, "n_samples": 0, "available_kw": agg.budget_kw, "effective_kw": 0.0,
+                     "capacity": 0.0, "n_active": 0, "cap_w": 0.0, "compute_s": 0.0, "down_s": 0.0, "up_s": 0.0,
+                     "down_pred_s": 0.0, "up_pred_s": 0.0, "comm_measured": False, "epochs": 0,
+                     **self._energy(self.agg, t, [(0.0, 0.0), (end_kw, agg_comm_s)])})
         self._actual = actual
-        return self.model_t.round_s(actual), rows
+        return round_s, rows
 
     def _row(self, r, t, round_s, sel: Selection, acc_before, acc_after, site_rows, wall) -> dict:
         trained = int(sum(s["n_samples"] * s["epochs"] for s in site_rows.values()))

@@ -71,17 +71,36 @@ class Federated(Strict):
     compute: FlCompute = Field(description="How long local training takes at a site (declared or measured throughput, scaled by the site's capacity).")
     update_gb: float | None = Field(None, gt=0, le=1e9, description="Declared model-update size, GB, for round times and "
                                     "transfers (real state_dict + ballast). Default: the real serialized size.")
-    round_time: RoundTime = Field("straggler", description="straggler: max over selected sites of compute + comm "
-                                  "(what synchronous FedAvg does); pooled: the paper's Eq. 7 on the same work, the "
-                                  "selected sites' samples / summed capacity + max comm; pooled_eq7_as_written: "
-                                  "Eq. 7 as the paper writes it, the whole training set / summed capacity + max comm.")
+    round_time: RoundTime | list[RoundTime] = Field(
+        ["straggler", "pooled"], description="straggler: max over selected sites of compute + comm (what synchronous FedAvg "
+        "does); pooled: the paper's Eq. 7 on the same work, the selected sites' samples / summed capacity + max "
+        "comm; pooled_eq7_as_written: Eq. 7 as the paper writes it, the whole training set / summed capacity + max "
+        "comm. A list runs every policy (that names no round_time of its own) under each clock: the first keeps "
+        "the policy's label, the others get '-<clock>' appended (powertrip, powertrip-pooled). Default: both "
+        "straggler and pooled, so that every baseline is compared under both.")
     target_accuracy: float = Field(gt=0, le=1, description="Time-to-accuracy target (test accuracy).")
+    time_to_accuracy: Literal["end_of_round", "interpolated"] = Field(
+        "end_of_round", description="When a run reached the target: end_of_round: the end of the first round "
+        "(evaluation) whose test accuracy reaches it (what a real system can know); interpolated: linearly "
+        "inside that round between the accuracy before and after it (credits long rounds).")
     max_rounds: int = Field(200, ge=1, le=100000, description="Most rounds a policy runs (it stops earlier at target_accuracy or max_hours).")
     max_hours: float = Field(gt=0, description="Scenario time after which a policy stops.")
     rounds_after_target: int = Field(0, ge=0, description="Rounds to keep training after the target is reached.")
     grid_topup_kw: float = Field(0.0, ge=0, description="Grid power per site beyond its available-power trace.")
     emulated_transfers: bool = Field(True, description="On netns: send every selected site's update to the "
                                      "aggregator and the global model back over the shaped links (measured).")
+
+    @property
+    def clocks(self) -> list[str]:
+        """The round-time clocks every policy runs under (``round_time`` as a list)."""
+        return list(self.round_time) if isinstance(self.round_time, list) else [self.round_time]
+
+    @field_validator("round_time")
+    @classmethod
+    def _clocks(cls, v):
+        if isinstance(v, list) and (not v or len(set(v)) != len(v)):
+            raise ValueError("give one clock or a non-empty list of distinct clocks")
+        return v
 
     @model_validator(mode="after")
     def _distinct(self) -> "Federated":
@@ -158,6 +177,8 @@ class Centralized(_FlBase):
     site: str | None = Field(None, description="The one site that trains on all the data (default: the aggregator).")
     nodes: int | None = Field(None, ge=1, le=100000, description="Hardware nodes of that site for this baseline "
                               "(default: the site's own); its power trace still limits how many run.")
+    lr: float | None = Field(None, gt=0, le=10, description="Learning rate of its SGD (default: federated.training.lr, "
+                             "tuned for the sites' local training; sweep it to tune the centralized baseline).")
 
     def site_problems(self, where, participants, sites):
         return [] if self.site is None or self.site in sites else [(f"{where}.site", f"unknown site {self.site!r}")]

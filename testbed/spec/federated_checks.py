@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from testbed.spec.federated import SELECTION_POLICY_SPECS
+from testbed.spec.policies import policy_label
 
 
 def federated_problems(sc) -> list[tuple[str, str]]:
@@ -39,7 +40,40 @@ def federated_problems(sc) -> list[tuple[str, str]]:
     for i, p in enumerate(sc.policies):  # each selection policy checks its own references (k, k_init, site)
         if p.name in SELECTION_POLICY_SPECS:
             problems += p.site_problems(f"policies[{i}]", parts, names)
+    labels = output_labels(policy_entries(sc))
+    dup = sorted({x for x in labels if labels.count(x) > 1})
+    if dup:
+        problems.append(("policies", f"output labels must be unique once every clock of federated.round_time is "
+                                     f"run: {dup} appear twice; give those entries a 'label:'"))
     return problems
+
+
+def policy_entries(sc) -> list:
+    """The policy entries a run of ``sc`` runs, each under its own label. A migration scenario's as
+    written; a federated one's once per clock: an entry without its own ``round_time`` runs under every
+    clock of ``federated.round_time``, the first keeping its label, the others with '-<clock>' appended."""
+    fl = sc.federated
+    if fl is None:
+        return list(sc.policies)
+    out = []
+    for p in sc.policies:
+        if getattr(p, "round_time", None) is not None or p.name not in SELECTION_POLICY_SPECS:
+            out.append(p)  # its own clock; or a migration policy, refused above
+            continue
+        for i, clock in enumerate(fl.clocks):
+            label = policy_label(p) if i == 0 else f"{policy_label(p)}-{clock}"
+            out.append(p.model_copy(update={"round_time": clock, "label": label}))
+    return out
+
+
+def output_labels(entries) -> list[str]:
+    """Every output folder the entries write (a static_k with a list of k: one per k, and its best)."""
+    labels = []
+    for e in entries:
+        labels.append(policy_label(e))
+        if e.name == "static_k" and isinstance(e.k, list):
+            labels += [f"{policy_label(e)}-k{k}" for k in e.k]
+    return labels
 
 
 def participants(sc) -> list[str]:

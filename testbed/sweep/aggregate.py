@@ -24,6 +24,7 @@ from scipy import stats
 
 from testbed.analysis.names import current
 from testbed.errors import SpecError
+from testbed.spec.federated_checks import policy_entries
 from testbed.spec.policies import policy_label
 from testbed.sweep.metrics import metric_problems
 from testbed.sweep.plan import SweepPlan, Trial
@@ -46,7 +47,7 @@ def _param_column(values: list[Any]) -> list[Any]:
 def _summaries(out: Path, trial: Trial) -> list[dict]:
     """The trial's per-policy summaries, in the scenario's policy order."""
     rows = []
-    for spec in trial.cell.loaded.scenario.policies:
+    for spec in policy_entries(trial.cell.loaded.scenario):  # a federated one's under each clock
         path = out / trial.rel_dir / policy_label(spec) / "summary.json"
         rows.append(current(json.loads(path.read_text(encoding="utf-8"))))  # written before a rename: today's names
     return rows

@@ -33,7 +33,10 @@ def test_updates_cross_the_shaped_links(tmp_path):
     man = json.loads((out / "manifest.json").read_text())
     assert man["substrate"]["substrate"] == "netns"
     assert our_namespaces(man["substrate"]["run_id"]) == []  # torn down
-    s = pd.read_parquet(out / "static_k" / "sites.parquet")
+    rows = pd.read_parquet(out / "static_k" / "sites.parquet")
+    agg = rows[rows["site"] == "agg"]  # the aggregator's end of each round's transfers: energy only
+    assert len(agg) == 2 and (agg["comm_kwh"] > 0).all() and not agg["comm_measured"].any()
+    s = rows[rows["site"] != "agg"]
     assert s["comm_measured"].all() and len(s) == 8
     assert (s["up_s"] > 0).all() and (s["down_s"] > 0).all()
     # the 1 Gbit/s site's update takes longer than the 10 Gbit/s one's, as on the real links

@@ -70,8 +70,14 @@ def test_interpolation_arithmetic():
     r = pd.DataFrame({"t_start_s": [0.0, 100.0, 300.0], "round_s": [100.0, 200.0, 100.0],
                       "accuracy_before": [0.1, 0.4, 0.8], "accuracy": [0.4, 0.8, 0.9],
                       "energy_kwh": [1.0, 2.0, 1.0]})
-    # 0.6 is half way from 0.4 to 0.8 in round 2: 100 s + 0.5 x 200 s; 1 kWh + 0.5 x 2 kWh
-    assert time_to_accuracy_s(r, 0.6) == pytest.approx(200.0)
-    assert energy_to_accuracy_kwh(r, 0.6) == pytest.approx(2.0)
-    assert time_to_accuracy_s(r, 0.4) == pytest.approx(100.0)
-    assert math.isnan(time_to_accuracy_s(r, 0.95))
+    # interpolated: 0.6 is half way from 0.4 to 0.8 in round 2: 100 s + 0.5 x 200 s; 1 kWh + 0.5 x 2 kWh
+    assert time_to_accuracy_s(r, 0.6, "interpolated") == pytest.approx(200.0)
+    assert energy_to_accuracy_kwh(r, 0.6, "interpolated") == pytest.approx(2.0)
+    # the default: the end of the round that reaches it (what a real system knows), its whole energy
+    assert time_to_accuracy_s(r, 0.6) == pytest.approx(300.0)
+    assert energy_to_accuracy_kwh(r, 0.6) == pytest.approx(3.0)
+    for mode in ("end_of_round", "interpolated"):
+        assert time_to_accuracy_s(r, 0.4, mode) == pytest.approx(100.0)
+        assert math.isnan(time_to_accuracy_s(r, 0.95, mode))
+    with pytest.raises(ValueError, match="time-to-accuracy mode"):
+        time_to_accuracy_s(r, 0.6, "midpoint")

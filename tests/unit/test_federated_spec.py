@@ -69,3 +69,32 @@ def test_federated_refuses_mininet(tmp_path):
     with pytest.raises(SpecError, match="sim or netns"):
         run_federated(_loaded(), out_dir=tmp_path / "x", substrate="mininet", seed=None, progress=False,
                       force=False, argv=[])
+
+
+def test_a_list_of_clocks_runs_every_policy_under_each():
+    from testbed.spec.federated_checks import output_labels, policy_entries
+
+    d = tiny(round_time=["straggler", "pooled"])
+    d["policies"].append({"name": "static_k", "label": "k1-eq7", "k": 1, "round_time": "pooled_eq7_as_written"})
+    entries = policy_entries(scenario_from_dict(d))
+    got = [(e.label or e.name, e.round_time) for e in entries]
+    assert ("powertrip", "straggler") in got and ("powertrip-pooled", "pooled") in got
+    assert ("static_k-pooled", "pooled") in got and ("k1-eq7", "pooled_eq7_as_written") in got  # its own clock
+    assert len(entries) == 2 * 5 + 1
+    assert {"static_k-pooled-k1", "static_k-pooled-k3"} <= set(output_labels(entries))
+
+
+def test_clock_lists_refuse_bad_or_clashing_entries():
+    assert "federated.round_time" in _problems(tiny(round_time=[]))
+    assert "federated.round_time" in _problems(tiny(round_time=["pooled", "pooled"]))
+    d = tiny(round_time=["straggler", "pooled"])
+    d["policies"].append({"name": "powertrip", "label": "powertrip-pooled", "round_time": "pooled"})
+    assert "output labels must be unique" in _problems(d) and "powertrip-pooled" in _problems(d)
+
+
+def test_centralized_takes_its_own_learning_rate():
+    d = tiny()
+    d["policies"][3] = {"name": "centralized", "lr": 0.02}
+    assert scenario_from_dict(d).policies[3].lr == 0.02
+    d["policies"][3] = {"name": "centralized", "lr": 0}
+    assert "policies[3].lr" in _problems(d)

@@ -41,6 +41,14 @@ def test_every_report_re_derives_from_its_stored_data():
         assert not res.problems, "\n".join(res.problems)
 
 
+def test_every_sweep_table_beside_the_reports_re_derives():
+    """The sweeps' results.csv are the reports' stored summaries; their table.csv follow from them."""
+    from testbed.analysis.report_check import check_sweep_tables
+
+    res = check_sweep_tables(REF)
+    assert not res.problems, "\n".join(res.problems)
+
+
 def test_every_claim_row_has_a_value_ten_seeds_a_ci_and_a_verdict():
     import numpy as np
 
@@ -86,21 +94,43 @@ def test_the_report_has_every_section_and_its_figures():
     assert "reproduced" in md and "[" in md  # verdicts with intervals
 
 
-def test_the_powertrip_study_has_ten_seeds_and_its_claims_over_seeds():
-    table = pd.read_csv(REF / "powertrip-us100-sim" / "table.csv")
-    assert table["n"].max() >= 10  # every policy ran 10 seeds (a metric undefined for a seed counts less)
+@pytest.mark.parametrize("name", ["powertrip-us100-sim", "powertrip-shapes-sim"])
+def test_the_powertrip_study_runs_every_policy_over_ten_seeds_under_both_clocks(name):
+    table = pd.read_csv(REF / name / "table.csv")
+    rounds = table[table["metric"] == "rounds"]  # defined for every run, reached or not
+    assert len(rounds) and rounds["n"].min() >= 10, f"{name}: a policy has fewer than 10 seeds"
+    labels = set(rounds["policy"])
+    for k in (5, 10, 20, 40, 70, 100):
+        assert {f"static_k-k{k}", f"static_k-pooled-k{k}"} <= labels, k
+    assert {"powertrip", "powertrip-pooled", "random-pooled", "centralized-pooled", "fixed_radius-pooled"} <= labels
+
+
+def test_every_powertrip_claim_has_ten_seeds_a_ci_and_a_censoring_count():
+    from testbed.analysis import federated_claims as fc
+    from testbed.analysis.report_data import ReportData, comparisons
+
+    data = ReportData.load(REF / "report-powertrip" / "data")
+    fed = [(r, c) for r, c in zip(data.runs, comparisons(data)) if fc.is_federated(r)]
+    table = fc.claims_table([r for r, _ in fed], [c for _, c in fed])
+    sim = table[(table["substrate"] == "sim") & table["claim"].isin([fc.CLAIM_UP_TO, fc.CLAIM_BEST_STATIC])]
+    assert set(sim["scenario"]) >= {"powertrip-us100", "powertrip-us100-shapes"}
+    assert set(sim["clock"]) == {"straggler", "pooled"}
+    assert (sim["seeds"] >= 10).all() and (sim["95 % CI"] != "-").all()
+    assert sim["reached (PowerTrip / baseline)"].str.match(r"^\d+/\d+ / \d+/\d+$").all()
+    assert not sim["verdict"].str.startswith("not enough seeds").any()
     md = (REF / "report-powertrip" / "report.md").read_text()
-    assert "## The PowerTrip paper's claims, over seeds" in md and "95 % CI" in md
+    assert "## The PowerTrip paper's claims, over seeds" in md and "KM median" in md
     netns = REF / "powertrip-emulated-netns" / "table.csv"
     if netns.exists():
         assert pd.read_csv(netns)["n"].max() >= 2
 
 
-@pytest.mark.parametrize("name", ["powertrip-gain-sim", "powertrip-weight-ref-sim", "powertrip-static-k-sim",
-                                  "powertrip-heterogeneity-sim", "powertrip-patience-sim"])
-def test_the_powertrip_sensitivity_sweeps_have_five_seeds(name):
+@pytest.mark.parametrize("name", ["powertrip-gain-sim", "powertrip-weight-ref-sim", "powertrip-heterogeneity-sim",
+                                  "powertrip-patience-sim", "powertrip-compute-sim", "powertrip-scarce-sim"])
+def test_the_powertrip_sensitivity_sweeps_have_ten_seeds(name):
     table = pd.read_csv(REF / name / "table.csv")
-    assert len(table) and table["n"].max() >= 5, f"{name}: fewer than 5 seeds"
+    rounds = table[table["metric"] == "rounds"]
+    assert len(rounds) and rounds["n"].min() >= 10, f"{name}: fewer than 10 seeds"
 
 
 def test_the_gain_sweep_logs_the_corrected_projection_beside_the_formula():

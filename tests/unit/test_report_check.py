@@ -152,3 +152,44 @@ def test_a_report_without_data_or_not_a_report_is_refused(tmp_path, capsys):
     assert any("keeps no data" in p for p in rc.check_report(tmp_path / "old").problems)
     assert main(["report", "--check", str(tmp_path / "nothing-here")]) == 2
     assert "not a directory" in capsys.readouterr().err
+
+
+def _reference(sweep_dir, tmp_path):
+    """A results/reference-like folder: a report over the sweep, and the sweep's tables beside it."""
+    ref = tmp_path / "ref"
+    build_report([sweep_dir], ref / "report", "check me")
+    (ref / sweep_dir.name).mkdir()
+    for f in ("results.csv", "table.csv"):
+        shutil.copy(sweep_dir / f, ref / sweep_dir.name / f)
+    return ref
+
+
+def test_sweep_tables_beside_the_reports_re_derive(sweep_dir, tmp_path):
+    import pandas as pd
+
+    ref = _reference(sweep_dir, tmp_path)
+    assert rc.check_sweep_tables(ref).problems == []
+    sweep = ref / sweep_dir.name
+    results = pd.read_csv(sweep / "results.csv", dtype={"cell": str})
+    metric = pd.read_csv(sweep / "table.csv")["metric"].iloc[0]
+    edited = results.copy()
+    edited.loc[0, metric] = float(edited.loc[0, metric]) * 1.5 + 1.0  # a raw number edited by hand
+    edited.to_csv(sweep / "results.csv", index=False)
+    problems = rc.check_sweep_tables(ref).problems
+    assert any(f"results.csv: cell {results.loc[0, 'cell']}" in p and metric in p for p in problems), problems
+    results.to_csv(sweep / "results.csv", index=False)
+    table = pd.read_csv(sweep / "table.csv", dtype={"cell": str})
+    table.loc[0, "mean"] = float(table.loc[0, "mean"]) + 1.0  # a mean that no longer follows from results.csv
+    table.to_csv(sweep / "table.csv", index=False)
+    assert any("table.csv" in p and "mean" in p for p in rc.check_sweep_tables(ref).problems)
+    shutil.copy(sweep_dir / "table.csv", sweep / "table.csv")
+    shutil.copytree(ref / "report", tmp_path / "kept")
+    shutil.rmtree(ref / "report")
+    (ref / "unrelated").mkdir()
+    shutil.copytree(tmp_path / "kept", ref / "unrelated" / "report")  # not beside it: no report's data holds them
+    with pytest.raises(Exception, match="neither a report"):
+        rc.check_sweep_tables(ref)
+    shutil.copytree(_reference(sweep_dir, tmp_path / "other") / "report", ref / "other-report")
+    assert rc.check_sweep_tables(ref).problems == []  # another report holding the same runs does
+    sweep.rename(ref / "renamed")
+    assert any("renamed/results.csv: its runs are in no report's data" in p for p in rc.check_sweep_tables(ref).problems)

@@ -19,6 +19,7 @@ class CentralizedPolicy(SelectionPolicy):
         super().__init__(label, spec)
         self.site = spec.site or default_site
         self.nodes = spec.nodes  # None: the site's own hardware
+        self.lr = spec.lr  # None: federated.training.lr
 
     @classmethod
     def from_spec(cls, label: str, spec, aggregator: str) -> list[SelectionPolicy]:
