@@ -3,11 +3,12 @@
 The Python API (imported on first use, so ``import testbed`` stays light)::
 
     import testbed
-    sc = testbed.load("scenarios/quickstart.yaml", overrides={"duration_h": 12})   # validated
-    res = testbed.run(sc, substrate="sim")            # or testbed.run("scenarios/quickstart.yaml")
+    sc = testbed.load("scenarios/quickstart.yaml", overrides={"duration_h": 24})   # validated
+    res = testbed.run(sc, substrate="sim")            # or a path, or a dict as a scenario file holds it
     res.summary, res.migrations, res.jobs, res.timeseries, res.decisions, res.power
-    testbed.open_results("results/quickstart-s10-...")
-    testbed.sweep("sweeps/example-2x2x3.yaml")       # the statistics table as a DataFrame
+    table = testbed.sweep(sc, grid={"policies[feasibility_aware].alpha": [0.1, 0.2]}, seeds=range(3))
+    sw = testbed.open(table.attrs["path"])           # a run's or a sweep's directory
+    sw.summary, sw.timeseries                         # every trial's, with run_id, cell, seed, policy, label
     with testbed.net.up("topologies/eu-5.yaml") as wan:   # a live WAN (root): wan.exec, wan.set, wan.status
         wan.exec("rome", ["ping", "-c", "3", wan.sites["paris"]])
 """
@@ -15,20 +16,21 @@ The Python API (imported on first use, so ``import testbed`` stays light)::
 __version__ = "0.1.0"
 
 _API = ("load", "run", "open_results", "Results", "parse_set")
+_ALIASES = {"open": "open_results", "_sweep": "sweep"}  # _sweep: what testbed.sweep(...) calls
 
-__all__ = ["__version__", "sweep", "net", *_API]
+__all__ = ["__version__", "sweep", "net", "open", *_API]
 
 
 def __getattr__(name: str):
-    if name in _API:
+    if name in _API or name in _ALIASES:
         from testbed import api
 
-        return getattr(api, name)
+        return getattr(api, _ALIASES.get(name, name))
     if name == "net":  # the live WAN handle: with testbed.net.up(path) as wan: ...
         import importlib
 
         return importlib.import_module("testbed.net")
-    if name == "sweep":  # the sweep package, callable: testbed.sweep(path, ...) runs a sweep
+    if name == "sweep":  # the sweep package, callable: testbed.sweep(source, ...) runs a sweep
         import importlib
 
         return importlib.import_module("testbed.sweep")

@@ -1,10 +1,15 @@
-"""The Python API: load a scenario (with overrides), run it, read its results as DataFrames.
+"""The Python API: load a scenario (with overrides), run or sweep it, read its results as DataFrames.
 
     import testbed
-    sc = testbed.load("scenarios/quickstart.yaml", overrides={"duration_h": 12})
-    res = testbed.run(sc, substrate="sim")            # results in a temporary directory
+    sc = testbed.load("scenarios/quickstart.yaml", overrides={"duration_h": 24})
+    res = testbed.run(sc, substrate="sim")            # results in a temporary directory, removed with res
     res.summary                                       # one row per policy
     res.migrations.groupby("policy").size()
+    table = testbed.sweep(sc, grid={"policies[feasibility_aware].alpha": [0.1, 0.2]}, seeds=range(3))
+    testbed.open(table.attrs["path"]).summary         # every trial x policy, with run_id, cell, seed
+
+A scenario is a file, a dict holding what a file would (relative paths resolve from ``base=``,
+default the current directory) or a :class:`~testbed.spec.Scenario`.
 
 Every scenario that runs is validated the way ``testbed validate`` checks a file: overrides are
 applied to the file's data by the sweep's path engine (:mod:`testbed.sweep.override`) and the
@@ -18,24 +23,27 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import tempfile
 import warnings
 import weakref
 from dataclasses import dataclass
-from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from testbed.errors import SpecError
+from testbed.results import RESULTS_FORMAT, Results
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
     from testbed.spec import LoadedScenario, Scenario
+    from testbed.sweep_results import SweepResults
 
 PathLike = str | os.PathLike
 
-RESULTS_FORMAT = "testbed-results/1"
+__all__ = ["RESULTS_FORMAT", "Prepared", "Results", "check_seed", "check_substrate", "load", "open_results",
+           "parse_set", "prepare", "run", "run_prepared", "sweep"]
 
 
 @dataclass(frozen=True)
@@ -77,7 +85,7 @@ def parse_set(items: list[str] | tuple[str, ...], flag: str = "--set") -> dict[s
 
 def _apply(data: dict, overrides: Mapping[str, Any], where: str) -> dict:
     """Set every override in ``data`` (in place) with the sweep's path engine; an override that does
-    not fit the data is a SpecError naming its path."""
+    not fit the data is a SpecError naming its path as typed."""
     from testbed.sweep.override import OverrideError, check_path, set_path
 
     problems = []
@@ -98,17 +106,29 @@ def _apply(data: dict, overrides: Mapping[str, Any], where: str) -> dict:
     return data
 
 
-def _validated(data: dict, base: Path, overrides: Mapping[str, Any], where: str) -> "Scenario":
-    """``scenario_from_dict``; a problem at (or under) an overridden path is named by the override."""
+def _validated(data: dict, base: Path, overrides: Mapping[str, Any], where: str,
+               valid: Any = None) -> "Scenario":
+    """``scenario_from_dict``; a problem at (or under) an overridden path, or an unknown key an
+    override made, is named by the override as typed. ``valid``: the (valid) Scenario before the
+    overrides, whose paths are suggested for an unknown key."""
+    from testbed.override_errors import owner, resolve, with_hint
     from testbed.spec import scenario_from_dict
 
     try:
         return scenario_from_dict(data, base)
     except SpecError as e:
+        resolved = {resolve(data, p): p for p in overrides if isinstance(p, str)}
+
         def blame(w: str, m: str) -> tuple[str, str]:
-            if any(w == p or w.startswith((f"{p}.", f"{p}[")) for p in overrides):
-                return f"{where} {w}", m
-            return w, (f"{m} (with the {where} values applied)" if overrides else m)
+            mine = owner(w, m, resolved)
+            if mine is None:
+                return w, (f"{m} (with the {where} values applied)" if overrides else m)
+            typed, below = mine
+            if below.startswith(("[", ".")):  # under the override: name it as typed, then the rest
+                return f"{where} {typed}{below}", m
+            if below:  # an unknown key above it, which the override made: name that key too
+                return f"{where} {typed}", f"{below}: {with_hint(m, below, valid)}"
+            return f"{where} {typed}", with_hint(m, typed, valid)
 
         raise SpecError([blame(w, m) for w, m in e.problems]) from None
 
@@ -135,13 +155,29 @@ def _remember(prepared: Prepared) -> None:
     weakref.finalize(prepared.loaded.scenario, _ORIGINS.pop, key, None)
 
 
-def prepare(source: "PathLike | Scenario", overrides: Mapping[str, Any] | None = None,
-            where: str = "overrides") -> Prepared:
-    """The scenario :func:`run` would run: a file (with overrides applied to its data) or a Scenario
-    object, validated as a whole. ``where`` names the overrides in errors (``--set`` on the CLI)."""
+def _from_data(data: Mapping, base: Path) -> "Scenario":
+    """A scenario given as data (a dict, as a scenario file would hold it), validated; relative
+    paths in it resolve from ``base``. Errors name its fields."""
+    import copy
+
+    from testbed.spec import scenario_from_dict
+
+    return scenario_from_dict(copy.deepcopy(dict(data)), base)
+
+
+def prepare(source: "PathLike | Mapping | Scenario", overrides: Mapping[str, Any] | None = None,
+            where: str = "overrides", base: PathLike | None = None) -> Prepared:
+    """The scenario :func:`run` would run: a file (with overrides applied to its data), a dict (a
+    scenario as data: relative paths resolve from ``base``, default the current directory) or a
+    Scenario object, validated as a whole. ``where`` names the overrides in errors (``--set`` on
+    the CLI)."""
     from testbed.spec import LoadedScenario, Scenario, load_scenario
 
     overrides = dict(overrides or {})
+    if base is not None:
+        base = Path(base).expanduser().resolve()
+    if isinstance(source, Mapping):
+        source = _from_data(source, base or Path.cwd())
     if isinstance(source, Scenario):
         came = _ORIGINS.get(id(source))
         if came is not None and came.loaded.scenario is not source:
@@ -153,9 +189,9 @@ def prepare(source: "PathLike | Scenario", overrides: Mapping[str, Any] | None =
             warnings.simplefilter("ignore", UserWarning)
             data = source.model_dump(mode="json")
         data.pop("topology", None)  # the loader inlined its sites and links
-        base = origin.path.parent if origin is not None else Path.cwd()
+        base = origin.path.parent if origin is not None else (base or Path.cwd())
         _apply(data, overrides, where)
-        sc = _validated(data, base, overrides, where)
+        sc = _validated(data, base, overrides, where, valid=source)
         file_text = (came.original_text or origin.text) if came is not None else None
         file_sha = (came.original_sha256 or origin.sha256) if came is not None else None
         head = [f"scenario {sc.name}, {'edited' if origin is not None else 'built'} in Python"]
@@ -164,13 +200,13 @@ def prepare(source: "PathLike | Scenario", overrides: Mapping[str, Any] | None =
         if overrides:
             head.append(f"overrides: {json.dumps(overrides, sort_keys=True, default=str)}")
         text = _text(data, head)
-        path = origin.path if origin is not None else Path.cwd() / "(python)"
+        path = origin.path if origin is not None else base / "(python)"
         loaded = LoadedScenario(scenario=sc, path=path, text=text, sha256=_sha(text),
                                 topology_path=origin.topology_path if origin is not None else None)
         done = {**(came.overrides or {}), **overrides} if came is not None else overrides
         return Prepared(loaded, file_text, file_sha, done or None)
     if not isinstance(source, (str, os.PathLike)):
-        raise TypeError(f"expected a scenario file path or a testbed Scenario, got {type(source).__name__}")
+        raise TypeError(f"expected a scenario file path, a dict or a testbed Scenario, got {type(source).__name__}")
     path = Path(source)
     if not overrides:
         return Prepared(load_scenario(path))
@@ -183,7 +219,7 @@ def prepare(source: "PathLike | Scenario", overrides: Mapping[str, Any] | None =
 
         data = inline_topology(data, base.path.parent)
     _apply(data, overrides, where)
-    sc = _validated(data, base.path.parent, overrides, where)
+    sc = _validated(data, base.path.parent, overrides, where, valid=base.scenario)
     from testbed.recorder.manifest import ORIGINAL_COPY
 
     text = _text(data, [f"scenario {path.name} as it ran, with overrides (the file itself: {ORIGINAL_COPY})",
@@ -197,12 +233,15 @@ def _sha(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def load(path: "PathLike | Scenario", overrides: Mapping[str, Any] | None = None) -> "Scenario":
-    """A validated :class:`~testbed.spec.Scenario` from a file, with ``overrides`` (``{dotted.path:
-    value}``, the sweep's syntax: ``{"policies[feasibility_aware].alpha": 0.2}``) applied first.
-    Given a Scenario instead of a path, returns a validated copy with the overrides: the supported
-    way to edit one. Raises :class:`~testbed.errors.SpecError` naming every bad field."""
-    prepared = prepare(path, overrides)
+def load(source: "PathLike | Mapping | Scenario", overrides: Mapping[str, Any] | None = None, *,
+         base: PathLike | None = None) -> "Scenario":
+    """A validated :class:`~testbed.spec.Scenario` from a file, or from a dict holding what a
+    scenario file holds (its relative paths resolve from ``base``, default the current
+    directory), with ``overrides`` (``{dotted.path: value}``, the sweep's syntax:
+    ``{"policies[feasibility_aware].alpha": 0.2}``) applied first. Given a Scenario, returns a
+    validated copy with the overrides: the supported way to edit one. Raises
+    :class:`~testbed.errors.SpecError` naming every bad field."""
+    prepared = prepare(source, overrides, base=base)
     _remember(prepared)
     return prepared.loaded.scenario
 
@@ -233,20 +272,29 @@ def check_substrate(substrate: str, flag: str = "substrate") -> str:
     return substrate
 
 
-def run(scenario: "PathLike | Scenario", substrate: str = "sim", out: PathLike | None = None,
+def run(scenario: "PathLike | Mapping | Scenario", substrate: str = "sim", out: PathLike | None = None,
         overrides: Mapping[str, Any] | None = None, seed: int | None = None, *, force: bool = False,
-        progress: bool = True, plots: bool = True, argv: list[str] | None = None) -> "Results":
-    """Run every policy of a scenario (a file or a :func:`load`-ed Scenario) on ``substrate`` (sim,
-    netns, mininet or auto) and return its :class:`Results`. ``out=None`` writes to a new temporary
-    directory (kept; ``Results.path`` names it). ``seed`` replaces the scenario's seed."""
+        progress: bool = True, plots: bool = True, argv: list[str] | None = None,
+        base: PathLike | None = None) -> "Results":
+    """Run every policy of a scenario (a file, a dict as :func:`load` takes it, or a Scenario) on
+    ``substrate`` (sim, netns, mininet or auto) and return its :class:`Results`. ``out=None``
+    writes to a new temporary directory that the returned Results owns: it is removed when that
+    object is garbage collected or Python exits (``Results.keep()`` keeps it). ``seed`` replaces
+    the scenario's seed."""
     check_substrate(substrate)
     seed = check_seed(seed)
-    prepared = prepare(scenario, overrides)
-    if out is None:
-        out = Path(tempfile.mkdtemp(prefix=f"testbed-{prepared.loaded.scenario.name}-"))
-    path = run_prepared(prepared, out=Path(out), substrate=substrate, seed=seed, force=force,
-                        progress=progress, plots=plots, argv=argv)
-    return Results(path)
+    prepared = prepare(scenario, overrides, base=base)
+    if out is not None:
+        return Results(run_prepared(prepared, out=Path(out), substrate=substrate, seed=seed, force=force,
+                                    progress=progress, plots=plots, argv=argv))
+    tmp = Path(tempfile.mkdtemp(prefix=f"testbed-{prepared.loaded.scenario.name}-"))
+    try:
+        path = run_prepared(prepared, out=tmp, substrate=substrate, seed=seed, force=force,
+                            progress=progress, plots=plots, argv=argv)
+        return Results(path, temporary=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
 
 
 def run_prepared(prepared: Prepared, *, out: Path | None, substrate: str, seed: int | None, force: bool = False,
@@ -269,153 +317,35 @@ def run_prepared(prepared: Prepared, *, out: Path | None, substrate: str, seed: 
 
 # ------------------------------------------------------------------------------ results
 
-TABLES_MIGRATION = ("migrations", "jobs", "timeseries", "decisions", "power")
+def open_results(path: PathLike) -> "Results | SweepResults":
+    """What a run or a sweep wrote (``testbed.open``): a run's results directory (``testbed run``'s
+    ``--out``) as :class:`Results`, a sweep directory as :class:`~testbed.sweep_results.SweepResults`
+    (every table over all its trials, with ``run_id``, ``cell``, ``seed``, ``policy`` and ``label``)."""
+    from testbed.sweep_results import SWEEP_MANIFEST, SweepResults
 
-
-class Results:
-    """A results directory as DataFrames. Every per-policy table (``<label>/<name>.parquet``) is
-    read for all policies at once, with ``label`` (the policy's entry: its directory) and ``policy``
-    (the policy's name) columns; ``summary`` has one row per policy (its ``summary.json``).
-
-    Migration study: ``migrations``, ``jobs``, ``timeseries``, ``decisions``, ``power``. Federated
-    (PowerTrip) study: ``rounds``, ``sites``. ``tables`` lists what this run has; ``table(name)``
-    reads any of them."""
-
-    def __init__(self, path: PathLike):
-        self.path = Path(path).resolve()
-        man = self.path / "manifest.json"
-        try:
-            manifest = json.loads(man.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise SpecError([(str(path), "not a testbed results directory (no manifest.json)")]) from None
-        except (OSError, ValueError) as e:
-            raise SpecError([(str(man), f"cannot be read as JSON ({type(e).__name__})")]) from None
-        if not isinstance(manifest, dict) or manifest.get("format") != RESULTS_FORMAT:
-            raise SpecError([(str(man), f"not a testbed results manifest (format {RESULTS_FORMAT} expected)")])
-        self.manifest: dict = manifest
-
-    def __repr__(self) -> str:
-        return f"Results({str(self.path)!r}: {len(self.labels)} policies, tables {', '.join(self.tables)})"
-
-    @cached_property
-    def labels(self) -> list[str]:
-        """The policy entries that ran, in run order (then any best-of entry such as ``static_k``)."""
-        found = sorted(p.name for p in self.path.iterdir() if p.is_dir() and (p / "summary.json").is_file())
-        order: list[str] = []
-        for spec in self.manifest.get("policies", []):  # the scenario's order; a static_k list's runs after it
-            label = spec.get("label") or spec.get("name") if isinstance(spec, dict) else None
-            order += [d for d in found if d not in order and (d == label or d.startswith(f"{label}-"))]
-        return order + [d for d in found if d not in order]
-
-    def _summary_of(self, label: str) -> dict:
-        from testbed.analysis.names import current
-
-        return current(json.loads((self.path / label / "summary.json").read_text(encoding="utf-8")))
-
-    @cached_property
-    def _summaries(self) -> dict[str, dict]:
-        return {lb: self._summary_of(lb) for lb in self.labels}
-
-    @cached_property
-    def summary(self) -> "pd.DataFrame":
-        """One row per policy entry: its ``summary.json``."""
-        import pandas as pd
-
-        rows = [{"policy": s.get("policy", lb), "label": lb, **s} for lb, s in self._summaries.items()]
-        return pd.DataFrame.from_records(rows)
-
-    @cached_property
-    def comparison(self) -> dict:
-        return json.loads((self.path / "comparison.json").read_text(encoding="utf-8"))
-
-    @cached_property
-    def scenario_text(self) -> str:
-        """``scenario.yaml``: the scenario as it ran."""
-        return (self.path / "scenario.yaml").read_text(encoding="utf-8")
-
-    @cached_property
-    def traces(self) -> "pd.DataFrame":
-        import pandas as pd
-
-        return pd.read_parquet(self.path / "traces.parquet")
-
-    @cached_property
-    def tables(self) -> list[str]:
-        names = {p.stem for lb in self.labels for p in (self.path / lb).glob("*.parquet")}
-        return sorted(names)
-
-    def table(self, name: str) -> "pd.DataFrame":
-        """``<label>/<name>.parquet`` of every policy entry, concatenated, with ``label`` and ``policy``."""
-        cache = self.__dict__.setdefault("_tables", {})
-        if name not in cache:
-            cache[name] = self._read_table(name)
-        return cache[name]
-
-    def _read_table(self, name: str) -> "pd.DataFrame":
-        import pandas as pd
-
-        from testbed.analysis.names import current_columns, typed_as_today
-
-        if name not in self.tables:
-            from testbed.suggest import did_you_mean
-
-            raise KeyError(f"{self.path}: no {name!r} table{did_you_mean(name, self.tables)} "
-                           f"(this run has: {', '.join(self.tables) or 'none'})")
-        frames = []
-        for lb in self.labels:
-            f = self.path / lb / f"{name}.parquet"
-            if not f.is_file():
-                continue
-            df = typed_as_today(name, current_columns(name, pd.read_parquet(f)))  # older results read as today's
-            if "label" not in df.columns:
-                df["label"] = lb
-            if "policy" not in df.columns:
-                df["policy"] = self._summaries[lb].get("policy", lb)
-            frames.append(df[["policy", "label", *(c for c in df.columns if c not in ("policy", "label"))]])
-        nonempty = [f for f in frames if len(f)]
-        if not nonempty:
-            return frames[0].iloc[0:0].reset_index(drop=True)
-        with warnings.catch_warnings():  # all-NA columns of one policy's table (e.g. no migration measured)
-            warnings.simplefilter("ignore", FutureWarning)
-            return pd.concat(nonempty, ignore_index=True)
-
-    @property
-    def migrations(self) -> "pd.DataFrame":
-        return self.table("migrations")
-
-    @property
-    def jobs(self) -> "pd.DataFrame":
-        return self.table("jobs")
-
-    @property
-    def timeseries(self) -> "pd.DataFrame":
-        return self.table("timeseries")
-
-    @property
-    def decisions(self) -> "pd.DataFrame":
-        return self.table("decisions")
-
-    @property
-    def power(self) -> "pd.DataFrame":
-        return self.table("power")
-
-    def __getattr__(self, name: str):
-        if name.startswith("_"):
-            raise AttributeError(name)
-        try:
-            return self.table(name)
-        except KeyError as e:
-            raise AttributeError(str(e.args[0])) from None
-
-
-def open_results(path: PathLike) -> Results:
-    """The :class:`Results` of an existing results directory (``testbed run``'s ``--out``)."""
+    if (Path(path) / SWEEP_MANIFEST).is_file():
+        return SweepResults(path)
     return Results(path)
 
 
-def sweep(path: PathLike, out: PathLike | None = None, *, parallel: int | None = None, ray: str | None = None,
-          substrate: str | None = None, force: bool = False) -> "pd.DataFrame":
-    """Run a sweep file (see :func:`testbed.sweep.api.sweep`); returns its statistics table."""
-    from testbed.sweep.api import sweep as _sweep
+# ------------------------------------------------------------------------------ sweep
 
-    return _sweep(path, out, parallel=parallel, ray=ray, substrate=substrate, force=force)
+def sweep(source: "PathLike | Mapping | Scenario", out: PathLike | None = None, *,
+          grid: Mapping[str, Any] | None = None, seeds: "int | Iterable[int] | None" = None,
+          variants: list[Mapping[str, Any]] | None = None, metrics: list[str] | None = None,
+          name: str | None = None, parallel: int | None = None, ray: str | None = None,
+          substrate: str | None = None, force: bool = False, base: PathLike | None = None) -> "pd.DataFrame":
+    """Run a sweep through the sweep engine (:mod:`testbed.sweep`) and return its statistics table
+    (``table.csv``; ``attrs``: ``path``, ``results``, ``failed``). ``source`` is a sweep file, a
+    sweep as a dict, or a scenario (a file, a dict or a Scenario) swept over ``grid`` (override
+    path -> values, a sweep file's ``grid:``) and ``seeds`` (a count or the seeds, e.g.
+    ``range(10)``); ``variants``, ``metrics`` and ``name`` are the sweep file's fields, and any of
+    them given here replaces the sweep's own. Relative paths in a dict resolve from ``base``
+    (default: the current directory). ``out=None``: a temporary directory, removed when Python exits."""
+    from testbed.sweep_from_python import run_sweep
+
+    if substrate is not None:
+        check_substrate(substrate)
+    fields = {"grid": grid, "seeds": seeds, "variants": variants, "metrics": metrics, "name": name}
+    return run_sweep(source, out, {k: v for k, v in fields.items() if v is not None}, prepare=prepare,
+                     base=base, parallel=parallel, ray=ray, substrate=substrate, force=force)

@@ -14,13 +14,14 @@ __all__ = ["Cell", "SweepFile", "SweepPlan", "SweepSpec", "Trial", "load_sweep_f
 
 
 class _CallableModule(types.ModuleType):
-    """``testbed.sweep(path, ...)`` runs a sweep (:func:`testbed.sweep.api.sweep`), while
-    ``testbed.sweep.plan_sweep`` and the other names stay this package's."""
+    """``testbed.sweep(source, ...)`` runs a sweep (:func:`testbed.api.sweep`: a sweep file, or a
+    scenario with a grid and seeds), while ``testbed.sweep.plan_sweep`` and the other names stay
+    this package's."""
 
     def __call__(self, *args, **kwargs):
-        from testbed.sweep.api import sweep
+        import testbed  # the package's lazy API names: the engine does not import the API layer
 
-        return sweep(*args, **kwargs)
+        return testbed._sweep(*args, **kwargs)
 
 
 sys.modules[__name__].__class__ = _CallableModule

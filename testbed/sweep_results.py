@@ -1,0 +1,197 @@
+"""A sweep directory as tidy DataFrames: each table of every completed trial, concatenated.
+
+    sw = testbed.open("results/sweep-example")       # what `testbed sweep --out` or testbed.sweep wrote
+    sw.summary                                       # one row per trial x policy
+    ts = sw.timeseries
+    ts[(ts["policy"] == "feasibility_aware") & (ts["seed"] == 0)]
+    sw.results, sw.stats                             # results.parquet and table.csv
+
+Every table (``summary``, ``migrations``, ``jobs``, ``timeseries``, ... whatever the trials'
+:class:`~testbed.results.Results` offer; ``tables`` lists them) starts with ``run_id`` (the trial:
+``<cell>/seed-<seed>``), ``cell``, the cell's parameters (the columns ``results.parquet`` has),
+``seed``, ``policy`` and ``label``. Trials that did not complete are left out (``trials`` lists
+every trial with its status).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from testbed.errors import SpecError
+from testbed.results import Results
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+SWEEP_MANIFEST = "sweep.json"
+SWEEP_FORMAT = "testbed-sweep/1"
+KEYS = ("run_id", "cell", "seed", "policy", "label")
+
+
+def _value(v: Any) -> Any:
+    """A parameter as a column value: lists and mappings as JSON text, as ``results.parquet`` has them."""
+    return json.dumps(v, sort_keys=True, default=str) if isinstance(v, (list, dict)) else v
+
+
+class SweepResults:
+    """A sweep directory (``sweep.json``) as DataFrames over all its completed trials."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path).resolve()
+        man = self.path / SWEEP_MANIFEST
+        try:
+            manifest = json.loads(man.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise SpecError([(str(path), f"not a testbed sweep directory (no {SWEEP_MANIFEST})")]) from None
+        except (OSError, ValueError) as e:
+            raise SpecError([(str(man), f"cannot be read as JSON ({type(e).__name__})")]) from None
+        if not isinstance(manifest, dict) or manifest.get("format") != SWEEP_FORMAT:
+            raise SpecError([(str(man), f"not a testbed sweep manifest (format {SWEEP_FORMAT} expected)")])
+        self.manifest: dict = manifest
+
+    def __repr__(self) -> str:
+        return (f"SweepResults({str(self.path)!r}: {len(self.runs)} of {len(self.trials)} trials done, "
+                f"tables {', '.join(self.tables)})")
+
+    @cached_property
+    def param_columns(self) -> list[str]:
+        """The cells' parameter columns (``variant``, one per grid path, ``$name`` parameters)."""
+        return [str(c) for c in self.manifest.get("param_columns", [])]
+
+    @cached_property
+    def _params(self) -> dict[str, dict]:
+        return {c["id"]: c.get("params") or {} for c in self.manifest.get("cells", []) if isinstance(c, dict)}
+
+    @cached_property
+    def trials(self) -> "pd.DataFrame":
+        """Every planned trial: ``run_id``, ``cell``, parameters, ``seed``, ``status`` (``missing``
+        when it has not run) and ``error``."""
+        import pandas as pd
+
+        from testbed.analysis.names import TRIAL_DONE
+
+        rows = []
+        for t in self.manifest.get("trials", []):
+            rec = self._record(t)
+            status = rec.get("status", "missing") if rec.get("key") == t.get("key") else "missing"
+            rows.append({**self._keys(t), "status": "completed" if status in TRIAL_DONE else status,
+                         "error": rec.get("error")})
+        columns = ["run_id", "cell", *self.param_columns, "seed", "status", "error"]
+        return pd.DataFrame(rows, columns=columns)
+
+    def _record(self, trial: dict) -> dict:
+        try:
+            rec = json.loads((self.path / trial["dir"] / "trial.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError, KeyError, TypeError):
+            return {}
+        return rec if isinstance(rec, dict) else {}
+
+    def _keys(self, trial: dict) -> dict:
+        cell, seed = trial.get("cell"), trial.get("seed")
+        params = self._params.get(cell, {})
+        return {"run_id": f"{cell}/seed-{seed}", "cell": cell,
+                **{c: _value(params.get(c)) for c in self.param_columns}, "seed": seed}
+
+    @cached_property
+    def runs(self) -> dict[str, Results]:
+        """``run_id`` -> the :class:`Results` of each completed trial, in plan order."""
+        done = set(self.trials.loc[self.trials["status"] == "completed", "run_id"])
+        return {self._keys(t)["run_id"]: Results(self.path / t["dir"])
+                for t in self.manifest.get("trials", []) if self._keys(t)["run_id"] in done}
+
+    @cached_property
+    def _trial_keys(self) -> dict[str, dict]:
+        return {k["run_id"]: k for k in map(self._keys, self.manifest.get("trials", []))}
+
+    @cached_property
+    def tables(self) -> list[str]:
+        """The per-policy tables the trials wrote (``summary`` aside)."""
+        return sorted({name for res in self.runs.values() for name in res.tables})
+
+    def _tidy(self, frames: "list[tuple[str, pd.DataFrame]]") -> "pd.DataFrame":
+        """Each run's frame with the keys in front, concatenated."""
+        import pandas as pd
+
+        out = []
+        for run_id, df in frames:
+            df = df.copy()
+            keys = {**self._trial_keys[run_id]}
+            for i, (col, v) in enumerate(keys.items()):
+                if col in df.columns:
+                    df = df.drop(columns=[col])
+                df.insert(i, col, [v] * len(df))
+            front = [*keys, "policy", "label"]
+            out.append(df[[c for c in front if c in df.columns] + [c for c in df.columns if c not in front]])
+        nonempty = [f for f in out if len(f)]
+        if not nonempty:
+            return out[0].iloc[0:0] if out else pd.DataFrame(columns=list(KEYS))
+        with warnings.catch_warnings():  # all-NA columns of one trial's table
+            warnings.simplefilter("ignore", FutureWarning)
+            return pd.concat(nonempty, ignore_index=True)
+
+    @cached_property
+    def summary(self) -> "pd.DataFrame":
+        """One row per completed trial x policy: its ``summary.json``, with the keys in front."""
+        return self._tidy([(rid, res.summary) for rid, res in self.runs.items()])
+
+    def table(self, name: str) -> "pd.DataFrame":
+        """``<trial>/<label>/<name>.parquet`` of every completed trial and policy, concatenated."""
+        cache = self.__dict__.setdefault("_tables", {})
+        if name not in cache:
+            if name not in self.tables:
+                from testbed.suggest import did_you_mean
+
+                raise KeyError(f"{self.path}: no {name!r} table{did_you_mean(name, self.tables)} "
+                               f"(this sweep's trials have: {', '.join(self.tables) or 'none'})")
+            cache[name] = self._tidy([(rid, res.table(name)) for rid, res in self.runs.items()
+                                      if name in res.tables])
+        return cache[name]
+
+    @cached_property
+    def results(self) -> "pd.DataFrame":
+        """``results.parquet``: per trial x policy, the sweep's metrics (with ``run_id`` in front)."""
+        import pandas as pd
+
+        df = pd.read_parquet(self.path / "results.parquet")
+        df.insert(0, "run_id", [f"{c}/seed-{s}" for c, s in zip(df["cell"], df["seed"])])
+        return df
+
+    @cached_property
+    def stats(self) -> "pd.DataFrame":
+        """``table.csv``: per cell x policy x metric, n, mean, std and ci95."""
+        import pandas as pd
+
+        return pd.read_csv(self.path / "table.csv")
+
+    @property
+    def migrations(self) -> "pd.DataFrame":
+        return self.table("migrations")
+
+    @property
+    def jobs(self) -> "pd.DataFrame":
+        return self.table("jobs")
+
+    @property
+    def timeseries(self) -> "pd.DataFrame":
+        return self.table("timeseries")
+
+    @property
+    def decisions(self) -> "pd.DataFrame":
+        return self.table("decisions")
+
+    @property
+    def power(self) -> "pd.DataFrame":
+        return self.table("power")
+
+    def __getattr__(self, name: str):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        try:
+            return self.table(name)
+        except KeyError as e:
+            raise AttributeError(str(e.args[0])) from None
