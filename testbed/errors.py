@@ -64,3 +64,10 @@ class OutDirError(TestbedError):
     """An output directory (``--out``) testbed may not write or replace (see testbed/recorder/out_dir.py)."""
 
     exit_code = 2
+
+
+class TestbedWarning(UserWarning):
+    """Something testbed changed or left out on purpose and says so (the CLI prints ``warning: ...``,
+    one line; Python shows it as a warning)."""
+
+    __test__ = False  # not a pytest test class, whatever its name

@@ -38,16 +38,23 @@ def _os_error(e: OSError) -> str:
 
 def main(argv: list[str] | None = None, *, exiting: bool = False) -> int:
     """The first SIGINT/SIGTERM raises (KeyboardInterrupt / SystemExit(143)) so that every context
-    manager tears down; later ones wait for the teardown (:mod:`testbed.lifecycle`)."""
+    manager tears down; later ones wait for the teardown (:mod:`testbed.lifecycle`). testbed's own
+    warnings are ``warning: ...`` lines on stderr (:mod:`testbed.cli.streams`)."""
+    from testbed.cli.streams import warning_lines
     from testbed.lifecycle import handling_signals
 
-    with handling_signals(exiting=exiting):
+    with handling_signals(exiting=exiting), warning_lines():
         return _main(argv)
 
 
 def console() -> None:
-    """The ``testbed`` executable (and ``python -m testbed``): :func:`main`, then exit with its code."""
-    sys.exit(main(exiting=True))
+    """The ``testbed`` executable (and ``python -m testbed``): :func:`main`, then exit with its code.
+    Output a reader did not wait for (``testbed schema | head``) is dropped quietly, as ``cat`` does."""
+    from testbed.cli.streams import flush_stdout
+
+    code = main(exiting=True)
+    flush_stdout()  # here, not at interpreter exit: a closed pipe would print a traceback there
+    sys.exit(code)
 
 
 def _main(argv: list[str] | None) -> int:
@@ -66,6 +73,11 @@ def _main(argv: list[str] | None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return e.exit_code
     except OSError as e:  # the machine refused (a full disk, a permission, a vanished file): a failed run
+        from testbed.cli.streams import silence_stdout, stdout_closed
+
+        if isinstance(e, BrokenPipeError) and stdout_closed():  # the reader stopped early (`| head`): no error
+            silence_stdout()
+            return 0
         print(f"error: {_os_error(e)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -7,6 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from testbed.cli.choices import SubstrateChoices
 from testbed.errors import SpecError
 from testbed.substrate import SUBSTRATES
 
@@ -15,7 +16,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("run", help="run a scenario (all its policies) and write results/RUN_ID/")
     p.add_argument("scenario", help="scenario YAML file")
     kinds = " | ".join(f"{name} ({SUBSTRATES.get(name).help})" for name in SUBSTRATES)
-    p.add_argument("--substrate", default="sim",
+    p.add_argument("--substrate", choices=SubstrateChoices(), default="sim",
                    help=f"{kinds} | auto (netns where the machine allows, else sim; says which and why)")
     p.add_argument("--out", type=Path, default=None, help="results directory (default results/NAME-sSEED-TIME)")
     p.add_argument("--seed", default=None, help="override the scenario's seed")

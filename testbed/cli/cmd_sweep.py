@@ -8,19 +8,9 @@ import sys
 from pathlib import Path
 
 from testbed.errors import SpecError
-from testbed.substrate import substrate_choices
+from testbed.cli.choices import SubstrateChoices
 
 MAX_PARALLEL = 4096  # trials at once: far beyond any machine's cores, short of a fork bomb
-
-
-class _SubstrateChoices:
-    """The registered substrates and ``auto``, read when argparse checks or lists them."""
-
-    def __contains__(self, name: object) -> bool:
-        return name in substrate_choices()
-
-    def __iter__(self):
-        return iter(substrate_choices())
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -33,7 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--ray", metavar="ADDRESS", default=None,
                    help="run each trial as a Ray task on the cluster at ADDRESS ('auto', 'ray://host:10001'), "
                         "or 'local' to start a private Ray instance for this sweep")
-    p.add_argument("--substrate", choices=_SubstrateChoices(), default=None,
+    p.add_argument("--substrate", choices=SubstrateChoices(), default=None,
                    help="override the file's substrate")
     p.add_argument("--force", action="store_true", help="re-run every trial (removes the earlier trials of the sweep in --out; "
                         "a directory that holds no sweep is never written)")

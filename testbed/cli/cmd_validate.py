@@ -1,11 +1,13 @@
-"""``testbed validate FILE...``: check scenario and sweep files the way ``run`` and ``sweep`` would.
+"""``testbed validate FILE...``: check scenario, sweep and topology files the way ``run``, ``sweep``
+and ``net up`` would.
 
 For each file: the fields, the files it names (topology, trace files: opened and read through
 the same loaders as a run, so validate and run never disagree), and the size of the work it asks
 for (``limits:``). A sweep file (it names a ``scenario:`` and has no ``traces:``) is checked as
 a sweep: its grid size, then every cell's scenario. Prints ``FILE: ok (...)`` for a good file and
 one ``FILE: field.path: message`` line per problem on stderr for a bad one, goes on with the next
-file, and exits 2 if any file is bad.
+file, and exits 2 if any file is bad. A topology file (sites and links only) is checked as the
+topology ``testbed net up`` and a scenario's ``topology:`` read.
 """
 
 from __future__ import annotations
@@ -16,9 +18,9 @@ from pathlib import Path
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("validate", help="check scenario and sweep files, and the trace files they name "
+    p = sub.add_parser("validate", help="check scenario, sweep and topology files, and the trace files they name "
                                         "(exit 2 and one line per problem if any is invalid)")
-    p.add_argument("files", nargs="+", metavar="FILE", help="scenario or sweep YAML file(s)")
+    p.add_argument("files", nargs="+", metavar="FILE", help="scenario, sweep or topology YAML file(s)")
     p.set_defaults(func=_validate)
 
 
@@ -38,6 +40,14 @@ def _check_scenario(path: str) -> str:
     _check_inputs(sc)
     return (f"{len(sc.sites)} sites, {len(sc.links)} links, {len(sc.policies)} policies, "
             f"{sc.duration_h:g} h at {sc.step_s:g} s steps")
+
+
+def _check_topology(path: str) -> str:
+    from testbed.spec.topology import read_topology
+
+    topo = read_topology(Path(path))
+    return (f"topology file, {len(topo.sites)} sites, {len(topo.links)} links: `testbed net up {path}` takes it, "
+            "and a scenario names it in `topology:`")
 
 
 def _check_sweep(path: str) -> str:
@@ -83,12 +93,13 @@ def _check_draws(sweep, plan) -> None:
 def check_file(path: str) -> tuple[str | None, list[str]]:
     """``(summary, [])`` if ``path`` is valid, else ``(None, problem lines)``; lines name the file."""
     from testbed.errors import SpecError, TestbedError, TraceError
+    from testbed.spec.kinds import file_kind
     from testbed.spec.load import read_yaml
-    from testbed.sweep.api import is_sweep
 
+    check = {"sweep": _check_sweep, "topology": _check_topology, "scenario": _check_scenario}
     try:
         data = read_yaml(Path(path), "scenario file")
-        return (_check_sweep(path) if is_sweep(data) else _check_scenario(path)), []
+        return check[file_kind(data) or "scenario"](path), []
     except SpecError as e:
         return None, e.in_file(path).lines()
     except TraceError as e:

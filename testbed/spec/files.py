@@ -96,11 +96,28 @@ def archive_problem(path: Path, max_bytes: int, limit_hint: str = "") -> str | N
     return None
 
 
+def shipped_root() -> Path | None:
+    """The folder testbed ships its topologies, trace samples and scenarios in (the repository of an
+    editable install); None when this install has none."""
+    root = Path(__file__).resolve().parents[2]
+    return root if (root / "topologies").is_dir() else None
+
+
+def _shipped(p: Path) -> list[Path]:
+    """Where a relative path that is not beside its file may name a shipped file: from the
+    repository (``topologies/eu-5.yaml``, ``traces/samples/...``) or from its scenarios
+    (``data/carbon-paris-48h.csv``, which a copied shipped scenario names)."""
+    root = shipped_root()
+    return [] if root is None else [root / p, root / "scenarios" / p]
+
+
 def resolve_file(name: str, base_dir: Path) -> Path | None:
-    """A relative path is looked up beside the scenario, then from the working directory, then
-    one level above the scenario's folder (so ``topologies/x.yaml`` works from ``scenarios/``)."""
+    """A relative path is looked up relative to the file that names it (``base_dir``, its folder),
+    then one level above that folder (so ``topologies/x.yaml`` works from ``scenarios/``), then
+    among the files testbed ships: never from the working directory, so a file means the same
+    wherever testbed runs."""
     p = Path(name).expanduser()
-    candidates = [p] if p.is_absolute() else [base_dir / p, Path.cwd() / p, base_dir.parent / p]
+    candidates = [p] if p.is_absolute() else [base_dir / p, base_dir.parent / p, *_shipped(p)]
     for c in candidates:
         if c.is_file():
             return c.resolve()
@@ -108,6 +125,29 @@ def resolve_file(name: str, base_dir: Path) -> Path | None:
         if c.exists():
             return c.resolve()
     return None
+
+
+_BARE_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+
+
+def builtin_topologies() -> list[str]:
+    """The names of the shipped topologies (``topology: eu-5``)."""
+    root = shipped_root()
+    return sorted(p.stem for p in (root / "topologies").glob("*.yaml")) if root is not None else []
+
+
+def resolve_topology(name: str, base_dir: Path) -> Path | None:
+    """A topology a scenario names: a file (as :func:`resolve_file`), or a shipped topology by
+    name (``eu-5``: ``topologies/eu-5.yaml`` of this install)."""
+    import re
+
+    path = resolve_file(name, base_dir)
+    if path is None and re.match(_BARE_NAME, name) and not name.endswith((".yaml", ".yml")):
+        root = shipped_root()
+        builtin = root / "topologies" / f"{name}.yaml" if root is not None else None
+        if builtin is not None and builtin.is_file():
+            return builtin.resolve()
+    return path
 
 
 def trace_file(name: str, base_dir: Path, max_bytes: int) -> tuple[Path | None, str | None]:

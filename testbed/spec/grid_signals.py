@@ -39,7 +39,7 @@ class SignalCsv(Strict):
     that holds until the next row."""
 
     kind: Literal["csv"] = Field(description="Signal kind: csv (a time,value CSV file).")
-    file: str = Field(description="Path of the CSV file (relative to the scenario file, the working directory or the repository).")
+    file: str = Field(description="Path of the CSV file (relative to the scenario file; else a file testbed ships, e.g. traces/samples/...).")
     unit: str | None = Field(
         None, description="Unit of the values: carbon g/kWh (default), kg/MWh, kg/kWh, t/MWh, lb/MWh; price "
         "per_kWh (default) or per_MWh (currency per MWh, e.g. day-ahead market prices).")

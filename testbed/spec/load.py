@@ -18,7 +18,9 @@ from pydantic import ValidationError
 
 from testbed.errors import SpecError
 from testbed.spec.errors_format import problems_from
-from testbed.spec.files import input_file_problem, resolve_file, with_trace_file
+from testbed.spec.dates import date_problems
+from testbed.spec.files import builtin_topologies, input_file_problem, resolve_file, resolve_topology, with_trace_file
+from testbed.spec.kinds import wrong_kind
 from testbed.spec.limits import size_problems
 from testbed.spec.federated_checks import federated_problems
 from testbed.spec.grid_signals import GRID_SIGNAL_UNION, signal_checks
@@ -26,6 +28,7 @@ from testbed.spec.policies import POLICY_UNION
 from testbed.spec.scenario import Scenario
 from testbed.spec.topology import read_topology
 from testbed.spec.trace_sources import RENEWABLE_UNION
+from testbed.spec.trim import trim_to_run, warn_trimmed
 from testbed.safe_yaml import YamlProblem, parse_yaml
 
 
@@ -88,12 +91,17 @@ def _merge_topology(data: dict, base_dir: Path) -> tuple[dict, Path | None]:
     if topo_name is None:
         return data, None
     if not isinstance(topo_name, str):
-        raise SpecError([("topology", "must be a file path")])
+        raise SpecError([("topology", "must be a file path or a shipped topology's name")])
     if data.get("sites") or data.get("links"):
         raise SpecError([("topology", "give either a topology file or inline sites/links, not both")])
-    path = resolve_file(topo_name, base_dir)
+    path = resolve_topology(topo_name, base_dir)
     if path is None:
-        raise SpecError([("topology", f"file not found: {topo_name}")])
+        from testbed.suggest import did_you_mean
+
+        shipped = builtin_topologies()
+        raise SpecError([("topology", f"file not found: {topo_name}{did_you_mean(topo_name, shipped)} (relative to "
+                                      "the scenario file; or a shipped topology by name: "
+                                      f"{', '.join(shipped) or 'none in this install'})")])
     topo = read_topology(path)  # values are not quoted: the topology file may not be the user's own
     merged = dict(data)
     merged["sites"] = [s.model_dump() for s in topo.sites]
@@ -225,13 +233,18 @@ def _profile_shape_problem(d: dict) -> str | None:
 
 
 def load_scenario(path: str | Path) -> LoadedScenario:
+    """A scenario file, validated; its relative paths resolve from its own folder. A sweep or
+    topology file given instead is refused in one line that says which command takes it."""
     path = Path(path)
     data = read_yaml(path, "scenario file")
+    why = wrong_kind(data, path, "scenario")
+    if why is not None:
+        raise SpecError([(str(path), why)])
     text = path.read_text(encoding="utf-8")
     base_dir = path.resolve().parent
     topo_name = data.get("topology")
-    sc = scenario_from_dict(data, base_dir)
-    topo_path = resolve_file(topo_name, base_dir) if isinstance(topo_name, str) else None
+    sc = scenario_from_dict(data, base_dir, trim=False)  # a file as written: what begins after its end is an error
+    topo_path = resolve_topology(topo_name, base_dir) if isinstance(topo_name, str) else None
     digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
     return LoadedScenario(scenario=sc, path=path.resolve(), text=text, sha256=digest, topology_path=topo_path)
 
@@ -259,9 +272,16 @@ def _per_study(problems: list[tuple[str, str]], data: dict) -> list[tuple[str, s
     return out
 
 
-def scenario_from_dict(data: dict, base_dir: Path | None = None) -> Scenario:
-    """Validate an in-memory scenario (used by the loader, tests and sweeps)."""
+def scenario_from_dict(data: dict, base_dir: Path | None = None, *, trim: bool = True) -> Scenario:
+    """Validate an in-memory scenario (used by the loader, overrides, tests and sweeps). ``trim``:
+    bandwidth events and listed jobs that begin at or after the end of the run (a ``duration_h``
+    overridden shorter) are dropped, with one :class:`~testbed.errors.TestbedWarning`
+    (:mod:`testbed.spec.trim`; ``data`` itself is not changed); without it (a file as written,
+    :func:`load_scenario`) each is an error naming it."""
     base_dir = base_dir or Path.cwd()
+    if trim:
+        data, note = trim_to_run(data)
+        warn_trimmed(note, stacklevel=2)
     data, _ = _merge_topology(data, base_dir)
     from testbed.spec.plugins import resolve_class_entries  # policies named by class join the union first
 
@@ -277,6 +297,7 @@ def scenario_from_dict(data: dict, base_dir: Path | None = None) -> Scenario:
     except ValidationError as e:
         raise SpecError(_per_study(problems_from(e, _tags(), model=Scenario), data)) from e
     problems, resolved = _cross_checks(sc, base_dir)
+    problems += date_problems(sc)  # every instant the run implies: representable (pandas' range)
     signal_problems, signal_traces = signal_checks(sc, base_dir)  # carbon, price, batteries
     problems += signal_problems
     from testbed.spec.programs import program_problems  # user programs need node agents

@@ -155,9 +155,15 @@ class Topology(Strict):
 def read_topology(path: Path) -> Topology:
     """The one reader of topology files: parsed by the hardened loader, validated; every problem a
     SpecError ``FILE: field: message`` (values not quoted: the file may not be the user's own)."""
+    from testbed.errors import SpecError
+    from testbed.spec.kinds import wrong_kind
     from testbed.spec.load import read_yaml
 
-    return _topology_from(read_yaml(path, "topology file"), path)
+    data = read_yaml(path, "topology file")
+    why = wrong_kind(data, path, "topology")
+    if why is not None:
+        raise SpecError([(str(path), why)])
+    return _topology_from(data, path)
 
 
 def _topology_from(raw: object, path: Path) -> Topology:
@@ -175,11 +181,16 @@ def _topology_from(raw: object, path: Path) -> Topology:
 def read_sites_and_links(path: Path) -> tuple[list[Site], list[Link]]:
     """Sites and links of a scenario file (it has ``traces``; loaded in full, its topology file merged)
     or of a topology file: what ``testbed net up`` and ``testbed bench`` build."""
+    from testbed.errors import SpecError
+    from testbed.spec.kinds import wrong_kind
     from testbed.spec.load import read_yaml, scenario_from_dict
 
     data = read_yaml(path, "file")
+    why = wrong_kind(data, path, "topology", accepted=("scenario",))
+    if why is not None:
+        raise SpecError([(str(path), why)])
     if "traces" in data:
-        sc = scenario_from_dict(data, path.resolve().parent)
+        sc = scenario_from_dict(data, path.resolve().parent, trim=False)
         return list(sc.sites), list(sc.links)
     topo = _topology_from(data, path)
     return list(topo.sites), list(topo.links)

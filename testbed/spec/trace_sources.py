@@ -61,7 +61,7 @@ class Caiso(Strict):
     """CAISO 'Production and Curtailments' workbook (.xlsx) or the same table as CSV."""
 
     kind: Literal["caiso"] = Field(description="Trace kind: caiso (the CAISO Production and Curtailments workbook or its CSV).")
-    file: str = Field(description="Path of the CAISO .xlsx or .csv file (relative to the scenario file, the working directory or the repository).")
+    file: str = Field(description="Path of the CAISO .xlsx or .csv file (relative to the scenario file; else a file testbed ships, e.g. traces/samples/...).")
     column: str = Field("solar_curtailment", description="solar_curtailment | wind_curtailment | total_curtailment | production:<Column>")
     scale_to_kw: float = Field(
         gt=0, description="Required: the kW that the series' maximum over the scenario window maps to (CAISO "
@@ -73,7 +73,7 @@ class GooglePower(Strict):
     """Google 2019 power-trace CSV (measured_power_util / production_power_util, 5-minute)."""
 
     kind: Literal["google"] = Field(description="Trace kind: google (a Google 2019 power-trace CSV).")
-    file: str = Field(description="Path of the Google power-trace CSV (relative to the scenario file, the working directory or the repository).")
+    file: str = Field(description="Path of the Google power-trace CSV (relative to the scenario file; else a file testbed ships, e.g. traces/samples/...).")
     column: Literal["measured_power_util", "production_power_util"] = Field("measured_power_util", description="Which utilisation column to replay.")
     cell: str | None = Field(None, description="Keep only rows of this cell (the trace's `cell` column; default: all).")
     pdu: str | None = Field(None, description="Keep only rows of this PDU (the trace's `pdu` column; default: the mean of all PDUs per 5-minute slot).")
@@ -116,7 +116,7 @@ class CsvSeries(Strict):
     """Plain ``timestamp,value`` CSV (seconds from scenario start, or ISO-8601 datetimes)."""
 
     kind: Literal["csv"] = Field(description="Trace kind: csv (a plain time,value CSV file).")
-    file: str = Field(description="Path of the CSV file (relative to the scenario file, the working directory or the repository).")
+    file: str = Field(description="Path of the CSV file (relative to the scenario file; else a file testbed ships, e.g. traces/samples/...).")
     unit: str = Field("kW", description="Unit of the values, recorded with the trace (renewable power is read as kW: convert with scale).")
     scale: float = Field(1.0, gt=0, description="Factor every value is multiplied by after the unit conversion.")
     time_column: str = Field("timestamp", description="Column with the time: seconds from the scenario start, or ISO-8601 date-times.")

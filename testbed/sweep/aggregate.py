@@ -53,7 +53,8 @@ def _summaries(out: Path, trial: Trial) -> list[dict]:
     return rows
 
 
-def _metric_names(summaries: list[dict], wanted: list[str] | None, sweep_file: str | Path) -> list[str]:
+def _metric_names(summaries: list[dict], wanted: list[str] | None, sweep_file: str | Path,
+                  declared: tuple[str, ...] = ()) -> list[str]:
     numeric: dict[str, bool] = {}
     for s in summaries:
         for k, v in s.items():
@@ -64,8 +65,9 @@ def _metric_names(summaries: list[dict], wanted: list[str] | None, sweep_file: s
         return [k for k, ok in numeric.items() if ok]
     if not summaries:  # no trial done: nothing to check the names against
         return list(wanted)
-    # plan_sweep checked the names against the study's columns; this catches what the runs lack
-    problems = metric_problems(wanted, numeric, str(sweep_file))
+    # plan_sweep checked the names against the study's columns (``declared``); a declared column no
+    # run wrote (co2_kg without a carbon trace) is NaN; this catches values that are not numbers
+    problems = metric_problems(wanted, numeric, str(sweep_file), optional=declared)
     if problems:
         raise SpecError(problems)
     return list(wanted)
@@ -82,7 +84,10 @@ def results_frame(out: Path, plan: SweepPlan, done: set[str]) -> tuple[pd.DataFr
             summaries.append(s)
             rows.append({"cell": trial.cell.id, **{c: trial.cell.params.get(c) for c in plan.param_columns},
                          "seed": trial.seed, "policy": s.get("policy"), "label": s.get("label"), "_s": s})
-    metrics = _metric_names(summaries, plan.sweep.spec.metrics, plan.sweep.where or plan.sweep.path)
+    from testbed.studies import summary_metrics_for
+
+    declared = summary_metrics_for(plan.base.scenario) or ()
+    metrics = _metric_names(summaries, plan.sweep.spec.metrics, plan.sweep.where or plan.sweep.path, declared)
     for row in rows:
         s = row.pop("_s")
         row.update({m: (float(s[m]) if s.get(m) is not None else math.nan) for m in metrics})

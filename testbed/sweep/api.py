@@ -17,27 +17,20 @@ from typing import TextIO
 import pandas as pd
 
 from testbed.errors import SpecError, TestbedError
+from testbed.spec.kinds import SCENARIO_KEYS, is_sweep, wrong_kind  # noqa: F401  (both also imported from here)
 from testbed.spec.load import read_yaml
 from testbed.sweep.plan import SweepPlan, plan_sweep
 from testbed.sweep.runner import SweepOutcome, run_sweep
 from testbed.sweep.spec import load_sweep_file
 
-SCENARIO_KEYS = ("traces", "policies", "sites", "workloads", "federated", "topology")
-"""Sections only a scenario has: a file with one of them is not a sweep."""
-
-
-def is_sweep(data: dict) -> bool:
-    """A sweep file names a scenario file and carries none of a scenario's own sections."""
-    return isinstance(data.get("scenario"), str) and not any(k in data for k in SCENARIO_KEYS)
-
 
 def plan(path: str | os.PathLike, substrate: str | None = None) -> SweepPlan:
-    """The checked plan of a sweep file; a scenario file given instead is refused in one line."""
+    """The checked plan of a sweep file; a scenario or topology file given instead is refused in one line."""
     path = Path(path)
     data = read_yaml(path, "sweep file")
-    if not is_sweep(data) and any(k in data for k in SCENARIO_KEYS):
-        raise SpecError([(str(path), f"this is a scenario, not a sweep: run it with `testbed run {path}` "
-                                     "(a sweep file names a `scenario:` file and a `grid:` of values)")])
+    why = wrong_kind(data, path, "sweep") if any(k in data for k in SCENARIO_KEYS) else None
+    if why is not None:
+        raise SpecError([(str(path), f"{why} (a sweep file names a `scenario:` file and a `grid:` of values)")])
     return plan_sweep(load_sweep_file(path), substrate)
 
 

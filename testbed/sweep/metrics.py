@@ -1,24 +1,31 @@
 """A sweep's ``metrics:`` names against the summary columns they must be: one problem line per bad name.
 
-Checked twice with the same words: before any trial runs, against the numeric columns the base
-scenario's study can write (:func:`testbed.studies.summary_metrics_for`), and after the trials,
-against the summaries they wrote (a column a given run lacks, e.g. battery columns without a battery).
+Checked before any trial runs, against the numeric columns the base scenario's study can write
+(:func:`testbed.studies.summary_metrics_for`): a misspelt or renamed name never costs a trial. Some
+of those columns are optional (``co2_kg`` needs a carbon trace, the battery columns a battery): a
+study whose runs lack one still gets its table, with NaN in that column. After the trials the same
+words name a column the runs wrote with values that are not numbers, or (for a study that does not
+declare its columns) one no run wrote.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 from testbed.analysis.names import RENAMED
 from testbed.suggest import did_you_mean
 
 
-def metric_problems(wanted: list[str], numeric: Mapping[str, bool], where: str) -> list[tuple[str, str]]:
+def metric_problems(wanted: list[str], numeric: Mapping[str, bool], where: str,
+                    optional: Collection[str] = ()) -> list[tuple[str, str]]:
     """(``WHERE: metrics[i]``, message) for each name in ``wanted`` that is renamed, unknown or not
-    numeric; ``numeric``: column -> whether its values are numbers."""
+    numeric; ``numeric``: column -> whether its values are numbers. A name in ``optional`` (the
+    study declares it) that ``numeric`` lacks is no problem: the runs did not write it (NaN)."""
     problems = []
     for i, m in enumerate(wanted):
         field = f"{where}: metrics[{i}]"
+        if m not in numeric and m in optional:
+            continue
         if m not in numeric and m in RENAMED:
             problems.append((field, f"{m!r} is now called {RENAMED[m]!r}"))
         elif m not in numeric:

@@ -76,8 +76,11 @@ def _select(items: list, label: str, where: str) -> int:
         return hits[0]
     if hits:
         raise OverrideError(f"{where}: {len(hits)} entries are named {label!r}; select by index")
-    known = ", ".join(sorted({str(ident(item)) for item in items})) or "none"
-    raise OverrideError(f"{where}: no entry with label or name {label!r} (present: {known})")
+    from testbed.suggest import did_you_mean
+
+    names = sorted({str(ident(item)) for item in items})
+    raise OverrideError(f"{where}: no entry with label or name {label!r}{did_you_mean(label, names)} "
+                        f"(present: {', '.join(names) or 'none'})")
 
 
 def set_path(data: dict, path: str, value: Any) -> None:

@@ -18,8 +18,10 @@ from typing import Any
 import yaml
 
 from testbed.errors import SpecError
-from testbed.spec.load import LoadedScenario, read_yaml, resolve_file, scenario_from_dict
+from testbed.spec.files import resolve_topology
+from testbed.spec.load import LoadedScenario, read_yaml, scenario_from_dict
 from testbed.spec.topology import read_topology
+from testbed.spec.trim import trim_to_run, warn_trimmed
 from testbed.sweep.metrics import metric_problems
 from testbed.sweep.override import OverrideError, set_path, substitute
 from testbed.sweep.spec import SweepFile, canonical
@@ -103,7 +105,7 @@ def cell_id(index: int, variant: str | None, values: list[tuple[str, Any]]) -> s
 def inline_topology(data: dict, base_dir: Path) -> dict:
     """Inline a referenced topology file so that overrides can reach ``sites`` and ``links``."""
     name = data.get("topology")
-    path = resolve_file(name, base_dir) if isinstance(name, str) else None
+    path = resolve_topology(name, base_dir) if isinstance(name, str) else None
     if path is None:
         return data
     topo = read_topology(path)
@@ -120,8 +122,10 @@ def _scenario_text(data: dict, sweep: SweepFile, cell: str, overrides: dict[str,
     return head + yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
 
 
-def _build_cell(sweep: SweepFile, base_data: dict, index: int, variant, point: tuple) -> Cell:
-    """One cell: apply the variant's and the grid point's overrides, validate the scenario."""
+def _build_cell(sweep: SweepFile, base_data: dict, index: int, variant, point: tuple,
+                notes: dict[str, list[str]] | None = None) -> Cell:
+    """One cell: apply the variant's and the grid point's overrides, drop what begins after a
+    shortened run (its note added to ``notes``, per cell), validate the scenario."""
     params: dict[str, Any] = {}
     if variant is not None:
         params["variant"] = variant.name
@@ -149,6 +153,9 @@ def _build_cell(sweep: SweepFile, base_data: dict, index: int, variant, point: t
             set_path(data, p, v)
         except OverrideError as e:
             problems.append((origin[p], str(e)))  # the same in every cell: no cell id
+    data, note = trim_to_run(data)  # the cell's saved scenario is the one that runs
+    if note is not None and notes is not None:
+        notes.setdefault(note, []).append(cid)
     try:
         sc = scenario_from_dict(data, sweep.scenario_path.parent)
     except SpecError as e:
@@ -207,13 +214,17 @@ def plan_sweep(sweep: SweepFile, substrate: str | None = None) -> SweepPlan:
     cells: list[Cell] = []
     errors: list[CellError] = []
     combos = [(v, p) for v, p in itertools.product(variants, points) if v is None or v.applies(sweep.axes, p)]
+    notes: dict[str, list[str]] = {}
     for index, (variant, point) in enumerate(combos):
         try:
-            cells.append(_build_cell(sweep, base_data, index, variant, point))
+            cells.append(_build_cell(sweep, base_data, index, variant, point, notes))
         except CellError as e:
             errors.append(e)
     if errors or bad_metrics:
         raise SpecError(bad_metrics + _cell_problems(sweep, errors, len(combos)))
+    for note, ids in notes.items():  # one line per distinct drop, naming its cells
+        which = "every cell" if len(ids) == len(combos) > 1 else ("cell " if len(ids) == 1 else "cells ") + ", ".join(ids)
+        warn_trimmed(f"{sweep.where or sweep.path}: {which}: {note}")
     _check_distinct(sweep, cells)
     substrate, why = choose_substrate(substrate or sweep.spec.substrate, base.scenario)
     seeds = sweep.seeds(base.scenario.seed)

@@ -141,7 +141,8 @@ def test_unimported_plugins_are_refused_by_name(tmp_path):
     good = _write(tmp_path, small_scenario_dict(policies=["static"]), "good.yaml")
     r = _fresh_testbed("run", str(good), "--substrate", "sim_twin", "--out", str(tmp_path / "out"), cwd=tmp_path)
     assert r.returncode == 2 and not (tmp_path / "out").exists()
-    assert r.stderr.strip() == "error: --substrate: unknown substrate 'sim_twin' (known: auto, sim, netns, mininet)"
+    assert r.stderr.strip() == ("error: testbed run: argument --substrate: invalid choice: 'sim_twin' "
+                                "(choose from auto, sim, netns, mininet) (see testbed run --help)")
 
 
 # -- imported: one file each, run through `testbed run` on sim --------------------------------

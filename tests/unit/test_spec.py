@@ -121,7 +121,9 @@ def test_missing_topology_file_is_named(tmp_path, capsys):
     del d["sites"], d["links"]
     d["topology"] = "topologies/atlantis.yaml"
     code, err = _validate(tmp_path, capsys, d)
-    assert code == 2 and err == ["topology: file not found: topologies/atlantis.yaml"]
+    assert code == 2 and len(err) == 1
+    assert err[0].startswith("topology: file not found: topologies/atlantis.yaml (relative to the scenario file")
+    assert "shipped topology by name: eu-5, global-7, us-100" in err[0]
 
 
 def test_topology_file_is_merged(tmp_path):

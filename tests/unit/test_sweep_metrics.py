@@ -83,3 +83,34 @@ def test_federated_names_are_checked_against_the_federated_study(tmp_path):
 def test_real_names_plan(tmp_path):
     plan = plan_sweep(load_sweep_file(_sweep(tmp_path, MIGRATION, ["grid_kwh", "mean_jct_h", "battery_charge_kwh"])))
     assert len(plan.trials) == 2
+
+
+def test_an_optional_metric_the_runs_lack_comes_out_nan(tmp_path, capsys):
+    """``co2_kg`` needs a carbon trace: a study without one still gets its table, with NaN there
+    (before, every trial ran and then the sweep exited 2 with no table)."""
+    import math
+
+    import pandas as pd
+
+    from tests.unit.sweep_support import write_sweep
+
+    path = write_sweep(tmp_path / "s", {"seeds": [1], "grid": {"feasibility.alpha": [0.1, 0.2]},
+                                        "metrics": ["grid_kwh", "co2_kg", "battery_charge_kwh"]})
+    out = tmp_path / "out"
+    assert main(["sweep", str(path), "--out", str(out), "--parallel", "1"]) == 0, capsys.readouterr().err
+    table = pd.read_csv(out / "table.csv")
+    assert list(table["metric"].unique()) == ["grid_kwh", "co2_kg", "battery_charge_kwh"]
+    co2 = table[table["metric"] == "co2_kg"]
+    assert len(co2) == 4 and (co2["n"] == 0).all() and co2["mean"].isna().all()
+    assert (table[table["metric"] == "grid_kwh"]["n"] == 1).all()
+    results = pd.read_parquet(out / "results.parquet")
+    assert results["co2_kg"].isna().all() and not any(math.isnan(x) for x in results["grid_kwh"])
+
+
+def test_optional_names_pass_only_when_the_study_declares_them():
+    from testbed.sweep.metrics import metric_problems
+
+    numeric = {"grid_kwh": True}
+    assert metric_problems(["grid_kwh", "co2_kg"], numeric, "s.yaml", optional=("grid_kwh", "co2_kg")) == []
+    [(where, msg)] = metric_problems(["grid_kwh", "co2_kg"], numeric, "s.yaml")
+    assert where == "s.yaml: metrics[1]" and msg.startswith("no summary column 'co2_kg'")
