@@ -191,6 +191,7 @@ def prepare(source: "PathLike | Mapping | Scenario", overrides: Mapping[str, Any
         data.pop("topology", None)  # the loader inlined its sites and links
         base = origin.path.parent if origin is not None else (base or Path.cwd())
         _apply(data, overrides, where)
+        data = _trimmed(data)
         sc = _validated(data, base, overrides, where, valid=source)
         file_text = (came.original_text or origin.text) if came is not None else None
         file_sha = (came.original_sha256 or origin.sha256) if came is not None else None
@@ -219,6 +220,7 @@ def prepare(source: "PathLike | Mapping | Scenario", overrides: Mapping[str, Any
 
         data = inline_topology(data, base.path.parent)
     _apply(data, overrides, where)
+    data = _trimmed(data)
     sc = _validated(data, base.path.parent, overrides, where, valid=base.scenario)
     from testbed.recorder.manifest import ORIGINAL_COPY
 
@@ -227,6 +229,16 @@ def prepare(source: "PathLike | Mapping | Scenario", overrides: Mapping[str, Any
     topo = base.topology_path if isinstance(data.get("topology"), str) else None
     loaded = LoadedScenario(scenario=sc, path=base.path, text=text, sha256=_sha(text), topology_path=topo)
     return Prepared(loaded, base.text, base.sha256, overrides)
+
+
+def _trimmed(data: dict) -> dict:
+    """``data`` without what a shortened ``duration_h`` leaves outside the run (said in one warning),
+    so that the scenario.yaml saved with the results is the one that ran and loads again."""
+    from testbed.spec.trim import trim_to_run, warn_trimmed
+
+    data, note = trim_to_run(data)
+    warn_trimmed(note, stacklevel=4)
+    return data
 
 
 def _sha(text: str) -> str:

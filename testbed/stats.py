@@ -39,6 +39,21 @@ def t_interval(values, level: float = 0.95) -> Interval | None:
     return Interval(mean, mean - half, mean + half, int(x.size), level)
 
 
+def mean_ci95(values) -> tuple[int, float, float, float]:
+    """(n, mean, sample std, half-width of the Student-t 95 % CI of the mean) of the non-NaN ``values``:
+    a sweep table's columns (``std`` and ``ci95`` NaN below two values, everything NaN for none)."""
+    x = np.asarray(values, dtype=float)
+    x = x[~np.isnan(x)]
+    n = int(x.size)
+    if n == 0:
+        return 0, math.nan, math.nan, math.nan
+    mean = float(np.mean(x))
+    if n < 2:
+        return n, mean, math.nan, math.nan
+    std = float(np.std(x, ddof=1))
+    return n, mean, std, float(stats.t.ppf(0.975, n - 1) * std / math.sqrt(n))
+
+
 @dataclass(frozen=True)
 class PairedTest:
     """Paired comparison of ``a`` against ``b`` over the same seeds (``paired_test``): ``n`` pairs,

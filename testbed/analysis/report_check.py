@@ -182,7 +182,7 @@ def check_sweep_tables(directory: Path) -> CheckResult:
     import pandas as pd
 
     from testbed.analysis.report_data import comparisons
-    from testbed.sweep.aggregate import _stats
+    from testbed.stats import mean_ci95
 
     res = CheckResult(Path(directory))
     stored: dict[tuple[str, str, int, str], dict] = {}
@@ -232,7 +232,7 @@ def check_sweep_tables(directory: Path) -> CheckResult:
             if t["metric"] not in group:
                 res.problems.append(f"{sweep.name}/table.csv: metric {t['metric']} is not in results.csv")
                 continue
-            derived = _stats(group[t["metric"]].to_numpy(dtype=float))
+            derived = mean_ci95(group[t["metric"]].to_numpy(dtype=float))  # the sweep table's own rule
             for name, want in zip(("n", "mean", "std", "ci95"), derived):
                 got = float(t[name])
                 if not (np.isnan(got) and np.isnan(want)) and not np.isclose(got, want, rtol=1e-9, atol=0.0):

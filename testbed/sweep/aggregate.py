@@ -18,9 +18,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
-from scipy import stats
+from testbed.stats import mean_ci95  # n, mean, std, 95 % CI half-width: the one rule (report --check uses it)
 
 from testbed.analysis.names import current
 from testbed.errors import SpecError
@@ -98,18 +97,6 @@ def results_frame(out: Path, plan: SweepPlan, done: set[str]) -> tuple[pd.DataFr
     return pd.DataFrame(rows, columns=columns), metrics
 
 
-def _stats(values: np.ndarray) -> tuple[int, float, float, float]:
-    x = values[~np.isnan(values)]
-    n = int(x.size)
-    if n == 0:
-        return 0, math.nan, math.nan, math.nan
-    mean = float(np.mean(x))
-    if n < 2:
-        return n, mean, math.nan, math.nan
-    std = float(np.std(x, ddof=1))
-    return n, mean, std, float(stats.t.ppf(0.975, n - 1) * std / math.sqrt(n))
-
-
 def stats_table(results: pd.DataFrame, metrics: list[str], plan: SweepPlan) -> pd.DataFrame:
     """mean / std / n / ci95 per cell x policy (label) x metric, in plan and policy order."""
     rows = []
@@ -117,7 +104,7 @@ def stats_table(results: pd.DataFrame, metrics: list[str], plan: SweepPlan) -> p
     for _, key in first.iterrows():
         group = results[(results["cell"] == key["cell"]) & (results["label"] == key["label"])].sort_values("seed")
         for m in metrics:
-            n, mean, std, ci = _stats(group[m].to_numpy(dtype=float))
+            n, mean, std, ci = mean_ci95(group[m].to_numpy(dtype=float))
             rows.append({"cell": key["cell"], **{c: key[c] for c in plan.param_columns}, "policy": key["label"],
                          "metric": m, "n": n, "mean": mean, "std": std, "ci95": ci})
     return pd.DataFrame(rows, columns=["cell", *plan.param_columns, "policy", "metric", *STAT_COLUMNS])

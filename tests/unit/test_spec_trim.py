@@ -70,6 +70,8 @@ def test_the_documented_cli_example_runs_with_one_warning_line(tmp_path, capsys)
     assert not any(line.startswith("error:") for line in err)
     resolved = json.loads((out / "manifest.json").read_text())["scenario"]["resolved"]
     assert resolved["duration_h"] == 12 and resolved["traces"]["bandwidth"]["events"] == []
+    saved = testbed.load(out / "scenario.yaml")  # the scenario saved with the results is the one that ran
+    assert saved.duration_h == 12 and saved.traces.bandwidth.events == []
 
 
 def test_a_sweep_over_duration_drops_per_cell_in_one_line(tmp_path):
