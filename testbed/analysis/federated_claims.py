@@ -325,15 +325,18 @@ def km_figures(runs: list, comparisons: list, out) -> list[str]:
             for role in ("random", "fixed_radius", "centralized"):
                 lb = next((x for x in pols if g["policy"].get(x) == role), None)
                 pick += [(lb, role, "")] if lb else []
+            right = 0.0
             for lb, role, note in pick[:6]:
                 _km_line(ax, pols[lb], max_h, KM_COLOURS[role], f"{lb}{note}")
-            ax.set_xlim(0, max_h)
+                c = pols[lb]  # the time axis ends where the last curve stops changing
+                right = max(right, max_h if not c.reached.all() else float(np.nanmax(c.tta_h)))
+            ax.set_xlim(0, min(max_h, 1.1 * right) if right > 0 else max_h)
             ax.set_ylim(0, 1.02)
             ax.set_xlabel("scenario time (h)")
             ax.set_ylabel("fraction of seeds at the target")
             ax.set_title(f"{clock} clock", fontsize=9)
             ax.legend(fontsize=7, loc="lower right")
-        fig.suptitle(f"{scenario} ({substrate}{', cell ' + cell if cell else ''}): time-to-accuracy over "
+        fig.suptitle(f"{scenario} ({substrate}{', cell ' + cell if cell else ''})\ntime-to-accuracy over "
                      f"{len(next(iter(g['clocks'].values()))[g['powertrip'][clocks[0]]].seeds)} seeds "
                      "(Kaplan-Meier, 95 % band; censored runs counted)", fontsize=9)
         fig.tight_layout()
