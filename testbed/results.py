@@ -27,7 +27,44 @@ RESULTS_FORMAT = "testbed-results/1"
 TABLES_MIGRATION = ("migrations", "jobs", "timeseries", "decisions", "power")
 
 
-class Results:
+class TableAccess:
+    """A run's or a sweep's tables as attributes: ``migrations``, ``jobs``, ``timeseries``,
+    ``decisions``, ``power``, and any other table by its name (``rounds``, ``sites``); the class
+    gives ``table(name)`` (a KeyError naming what there is when it has no such table)."""
+
+    def table(self, name: str) -> "pd.DataFrame":  # pragma: no cover - every subclass has its own
+        raise NotImplementedError
+
+    @property
+    def migrations(self) -> "pd.DataFrame":
+        return self.table("migrations")
+
+    @property
+    def jobs(self) -> "pd.DataFrame":
+        return self.table("jobs")
+
+    @property
+    def timeseries(self) -> "pd.DataFrame":
+        return self.table("timeseries")
+
+    @property
+    def decisions(self) -> "pd.DataFrame":
+        return self.table("decisions")
+
+    @property
+    def power(self) -> "pd.DataFrame":
+        return self.table("power")
+
+    def __getattr__(self, name: str):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        try:
+            return self.table(name)
+        except KeyError as e:
+            raise AttributeError(str(e.args[0])) from None
+
+
+class Results(TableAccess):
     """A results directory as DataFrames. Every per-policy table (``<label>/<name>.parquet``) is
     read for all policies at once, with ``label`` (the policy's entry: its directory) and ``policy``
     (the policy's name) columns; ``summary`` has one row per policy (its ``summary.json``).
@@ -152,30 +189,3 @@ class Results:
             warnings.simplefilter("ignore", FutureWarning)
             return pd.concat(nonempty, ignore_index=True)
 
-    @property
-    def migrations(self) -> "pd.DataFrame":
-        return self.table("migrations")
-
-    @property
-    def jobs(self) -> "pd.DataFrame":
-        return self.table("jobs")
-
-    @property
-    def timeseries(self) -> "pd.DataFrame":
-        return self.table("timeseries")
-
-    @property
-    def decisions(self) -> "pd.DataFrame":
-        return self.table("decisions")
-
-    @property
-    def power(self) -> "pd.DataFrame":
-        return self.table("power")
-
-    def __getattr__(self, name: str):
-        if name.startswith("_"):
-            raise AttributeError(name)
-        try:
-            return self.table(name)
-        except KeyError as e:
-            raise AttributeError(str(e.args[0])) from None

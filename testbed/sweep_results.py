@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from testbed.errors import SpecError
-from testbed.results import Results
+from testbed.results import Results, TableAccess
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -38,7 +38,7 @@ def _value(v: Any) -> Any:
     return json.dumps(v, sort_keys=True, default=str) if isinstance(v, (list, dict)) else v
 
 
-class SweepResults:
+class SweepResults(TableAccess):
     """A sweep directory (``sweep.json``) as DataFrames over all its completed trials."""
 
     def __init__(self, path: str | os.PathLike):
@@ -168,30 +168,3 @@ class SweepResults:
 
         return pd.read_csv(self.path / "table.csv")
 
-    @property
-    def migrations(self) -> "pd.DataFrame":
-        return self.table("migrations")
-
-    @property
-    def jobs(self) -> "pd.DataFrame":
-        return self.table("jobs")
-
-    @property
-    def timeseries(self) -> "pd.DataFrame":
-        return self.table("timeseries")
-
-    @property
-    def decisions(self) -> "pd.DataFrame":
-        return self.table("decisions")
-
-    @property
-    def power(self) -> "pd.DataFrame":
-        return self.table("power")
-
-    def __getattr__(self, name: str):
-        if name.startswith("_"):
-            raise AttributeError(name)
-        try:
-            return self.table(name)
-        except KeyError as e:
-            raise AttributeError(str(e.args[0])) from None

@@ -41,45 +41,41 @@ def _clocks(summaries: dict[str, dict]) -> list[str]:
     return list(dict.fromkeys(s.get("round_time", "straggler") for s in summaries.values() if not s.get("best_of")))
 
 
+def _clock_panels(rounds: dict[str, pd.DataFrame], summaries: dict[str, dict], path: Path, title: str,
+                  ylabel: str, height: float, draw, target: float | None = None) -> Path:
+    """One panel per clock, each with :func:`shown`'s runs drawn by ``draw(ax, rounds_df, legend, colour)``."""
+    clocks = _clocks(summaries)
+    fig = Figure(figsize=(6 * len(clocks), height))
+    for j, clock in enumerate(clocks):
+        ax = fig.add_subplot(1, len(clocks), j + 1)
+        for label, legend, colour in shown(summaries, clock):
+            draw(ax, rounds[label], legend, colour)
+        if target is not None:
+            ax.axhline(target, color="k", ls=":", lw=1, label=f"target {target:g}")
+        ax.set_xlabel("scenario time (h)")
+        ax.set_ylabel(ylabel)
+        ax.set_title(f"{clock} clock", fontsize=9)
+        ax.legend(fontsize=7)
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    return path
+
+
 def accuracy_vs_time(rounds: dict[str, pd.DataFrame], summaries: dict[str, dict], target: float, path: Path,
                      title: str) -> Path:
     """Test accuracy against scenario time, one panel per clock, at most ``MAX_LINES`` runs each."""
-    clocks = _clocks(summaries)
-    fig = Figure(figsize=(6 * len(clocks), 4.5))
-    for j, clock in enumerate(clocks):
-        ax = fig.add_subplot(1, len(clocks), j + 1)
-        for label, legend, colour in shown(summaries, clock):
-            df = rounds[label]
-            ax.step([0.0] + list(df["t_end_s"] / 3600.0), [df["accuracy_before"].iloc[0]] + list(df["accuracy"]),
-                    where="post", label=legend, lw=1.3, color=colour)
-        ax.axhline(target, color="k", ls=":", lw=1, label=f"target {target:g}")
-        ax.set_xlabel("scenario time (h)")
-        ax.set_ylabel("test accuracy")
-        ax.set_title(f"{clock} clock", fontsize=9)
-        ax.legend(fontsize=7)
-    fig.suptitle(title, fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    return path
+    def draw(ax, df, legend, colour):
+        ax.step([0.0] + list(df["t_end_s"] / 3600.0), [df["accuracy_before"].iloc[0]] + list(df["accuracy"]),
+                where="post", label=legend, lw=1.3, color=colour)
+    return _clock_panels(rounds, summaries, path, title, "test accuracy", 4.5, draw, target)
 
 
 def sites_selected(rounds: dict[str, pd.DataFrame], summaries: dict[str, dict], path: Path, title: str) -> Path:
-    clocks = _clocks(summaries)
-    fig = Figure(figsize=(6 * len(clocks), 4))
-    for j, clock in enumerate(clocks):
-        ax = fig.add_subplot(1, len(clocks), j + 1)
-        for label, legend, colour in shown(summaries, clock):
-            df = rounds[label]
-            ax.step(list(df["t_start_s"] / 3600.0) + [df["t_end_s"].iloc[-1] / 3600.0],
-                    list(df["k"]) + [df["k"].iloc[-1]], where="post", label=legend, lw=1.3, color=colour)
-        ax.set_xlabel("scenario time (h)")
-        ax.set_ylabel("sites selected (k)")
-        ax.set_title(f"{clock} clock", fontsize=9)
-        ax.legend(fontsize=7)
-    fig.suptitle(title, fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    return path
+    def draw(ax, df, legend, colour):
+        ax.step(list(df["t_start_s"] / 3600.0) + [df["t_end_s"].iloc[-1] / 3600.0],
+                list(df["k"]) + [df["k"].iloc[-1]], where="post", label=legend, lw=1.3, color=colour)
+    return _clock_panels(rounds, summaries, path, title, "sites selected (k)", 4.0, draw)
 
 
 def straggler_vs_pooled(rounds: dict[str, pd.DataFrame], labels: list[str], target: float, path: Path,

@@ -32,16 +32,16 @@ SCENARIO = {
 }
 
 
-def _inputs_left() -> set[str]:
-    return {p.name for p in Path(tempfile.gettempdir()).glob("testbed-sweep-input-*")}
-
-
 @pytest.fixture(scope="module")
 def swept(tmp_path_factory):
     out = tmp_path_factory.mktemp("notebook") / "alpha-sweep"
-    before = _inputs_left()
-    table = testbed.sweep(SCENARIO, grid={ALPHA: [0.05, 0.2]}, seeds=range(10), parallel=2, out=out)
-    assert _inputs_left() <= before  # the sweep and scenario files the engine read are gone
+    private = tmp_path_factory.mktemp("tmp")  # this sweep's temporary files only (other workers make their own)
+    saved, tempfile.tempdir = tempfile.tempdir, str(private)
+    try:
+        table = testbed.sweep(SCENARIO, grid={ALPHA: [0.05, 0.2]}, seeds=range(10), parallel=2, out=out)
+    finally:
+        tempfile.tempdir = saved
+    assert not list(private.glob("testbed-sweep-input-*"))  # the sweep and scenario files the engine read are gone
     return table, out
 
 

@@ -92,7 +92,8 @@ def test_failed_run_leaves_nothing(tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize(("args", "flag"), [(["--substrate", "quantum"], "--substrate"), (["--seed", "-1"], "--seed"),
+@pytest.mark.parametrize(("args", "flag"), [(["--substrate", "quantum"], "testbed run: argument --substrate"),
+                                            (["--seed", "-1"], "--seed"),
                                             (["--seed", "x"], "--seed")])
 def test_bad_run_flags(tmp_path, capsys, args, flag):
     assert main(["run", QUICK, "--out", str(tmp_path / "r"), *args]) == 2
