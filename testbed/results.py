@@ -27,33 +27,34 @@ RESULTS_FORMAT = "testbed-results/1"
 TABLES_MIGRATION = ("migrations", "jobs", "timeseries", "decisions", "power")
 
 
+def _named_table(name: str) -> property:
+    return property(lambda self: self.table(name), doc=f"The ``{name}`` table (:meth:`TableAccess.table`).")
+
+
 class TableAccess:
     """A run's or a sweep's tables as attributes: ``migrations``, ``jobs``, ``timeseries``,
-    ``decisions``, ``power``, and any other table by its name (``rounds``, ``sites``); the class
-    gives ``table(name)`` (a KeyError naming what there is when it has no such table)."""
+    ``decisions``, ``power``, and any other table by its name (``rounds``, ``sites``). A subclass
+    lists ``tables``, says what it is in ``_holder`` ("this run") and reads one in ``_read_table``."""
 
-    def table(self, name: str) -> "pd.DataFrame":  # pragma: no cover - every subclass has its own
-        raise NotImplementedError
+    _holder = "this run"
 
-    @property
-    def migrations(self) -> "pd.DataFrame":
-        return self.table("migrations")
+    def table(self, name: str) -> "pd.DataFrame":
+        """Table ``name`` (read once); a KeyError naming what there is when there is no such table."""
+        cache = self.__dict__.setdefault("_tables", {})
+        if name not in cache:
+            if name not in self.tables:
+                from testbed.suggest import did_you_mean
 
-    @property
-    def jobs(self) -> "pd.DataFrame":
-        return self.table("jobs")
+                raise KeyError(f"{self.path}: no {name!r} table{did_you_mean(name, self.tables)} "
+                               f"({self._holder} has: {', '.join(self.tables) or 'none'})")
+            cache[name] = self._read_table(name)
+        return cache[name]
 
-    @property
-    def timeseries(self) -> "pd.DataFrame":
-        return self.table("timeseries")
-
-    @property
-    def decisions(self) -> "pd.DataFrame":
-        return self.table("decisions")
-
-    @property
-    def power(self) -> "pd.DataFrame":
-        return self.table("power")
+    migrations = _named_table("migrations")
+    jobs = _named_table("jobs")
+    timeseries = _named_table("timeseries")
+    decisions = _named_table("decisions")
+    power = _named_table("power")
 
     def __getattr__(self, name: str):
         if name.startswith("_"):
@@ -62,6 +63,18 @@ class TableAccess:
             return self.table(name)
         except KeyError as e:
             raise AttributeError(str(e.args[0])) from None
+
+
+def concat_nonempty(frames: "list[pd.DataFrame]", empty: "pd.DataFrame") -> "pd.DataFrame":
+    """The frames that have rows, concatenated (``empty`` when none has)."""
+    import pandas as pd
+
+    nonempty = [f for f in frames if len(f)]
+    if not nonempty:
+        return empty
+    with warnings.catch_warnings():  # all-NA columns of one policy's or trial's table
+        warnings.simplefilter("ignore", FutureWarning)
+        return pd.concat(nonempty, ignore_index=True)
 
 
 class Results(TableAccess):
@@ -154,24 +167,12 @@ class Results(TableAccess):
         names = {p.stem for lb in self.labels for p in (self.path / lb).glob("*.parquet")}
         return sorted(names)
 
-    def table(self, name: str) -> "pd.DataFrame":
-        """``<label>/<name>.parquet`` of every policy entry, concatenated, with ``label`` and ``policy``."""
-        cache = self.__dict__.setdefault("_tables", {})
-        if name not in cache:
-            cache[name] = self._read_table(name)
-        return cache[name]
-
     def _read_table(self, name: str) -> "pd.DataFrame":
         import pandas as pd
 
         from testbed.analysis.names import current_columns, typed_as_today
 
-        if name not in self.tables:
-            from testbed.suggest import did_you_mean
-
-            raise KeyError(f"{self.path}: no {name!r} table{did_you_mean(name, self.tables)} "
-                           f"(this run has: {', '.join(self.tables) or 'none'})")
-        frames = []
+        frames = []  # ``<label>/<name>.parquet`` of every policy entry, with ``label`` and ``policy``
         for lb in self.labels:
             f = self.path / lb / f"{name}.parquet"
             if not f.is_file():
@@ -182,10 +183,5 @@ class Results(TableAccess):
             if "policy" not in df.columns:
                 df["policy"] = self._summaries[lb].get("policy", lb)
             frames.append(df[["policy", "label", *(c for c in df.columns if c not in ("policy", "label"))]])
-        nonempty = [f for f in frames if len(f)]
-        if not nonempty:
-            return frames[0].iloc[0:0].reset_index(drop=True)
-        with warnings.catch_warnings():  # all-NA columns of one policy's table (e.g. no migration measured)
-            warnings.simplefilter("ignore", FutureWarning)
-            return pd.concat(nonempty, ignore_index=True)
+        return concat_nonempty(frames, frames[0].iloc[0:0].reset_index(drop=True))
 

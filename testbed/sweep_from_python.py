@@ -22,7 +22,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from testbed.errors import SpecError, TestbedError
+from testbed.errors import SpecError
 
 WHERE = "sweep"
 """How errors name a sweep given from Python (a sweep file is named by its path)."""
@@ -135,13 +135,8 @@ def _run_data(data: dict, folder: Path, out: Path, *, parallel: int | None, ray:
         sweep_file = dataclasses.replace(load_sweep_file(path), where=WHERE)
     except SpecError as e:
         raise _named(e, path) from None
-    outcome = sweep_api.run(plan_sweep(sweep_file, substrate), out, parallel=parallel, ray=ray, force=force)
-    df = sweep_api.table(outcome.out)
-    df.attrs["failed"] = list(outcome.failed)
-    if df.attrs["failed"] and df.empty:
-        raise TestbedError(f"{WHERE}: all {len(df.attrs['failed'])} trials failed (see {df.attrs['path']}/"
-                           f"<trial>/trial.json){sweep_api._unguarded_script_hint()}")
-    return df
+    return sweep_api.run_table(plan_sweep(sweep_file, substrate), out, where=WHERE, parallel=parallel, ray=ray,
+                               force=force)
 
 
 def run_sweep(source: Any, out: str | os.PathLike | None, fields: dict, *, prepare: Callable,

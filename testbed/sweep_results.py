@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import json
 import os
-import warnings
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from testbed.errors import SpecError
-from testbed.results import Results, TableAccess
+from testbed.results import Results, TableAccess, concat_nonempty
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -40,6 +39,8 @@ def _value(v: Any) -> Any:
 
 class SweepResults(TableAccess):
     """A sweep directory (``sweep.json``) as DataFrames over all its completed trials."""
+
+    _holder = "this sweep's trials"
 
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path).resolve()
@@ -101,8 +102,8 @@ class SweepResults(TableAccess):
     def runs(self) -> dict[str, Results]:
         """``run_id`` -> the :class:`Results` of each completed trial, in plan order."""
         done = set(self.trials.loc[self.trials["status"] == "completed", "run_id"])
-        return {self._keys(t)["run_id"]: Results(self.path / t["dir"])
-                for t in self.manifest.get("trials", []) if self._keys(t)["run_id"] in done}
+        return {rid: Results(self.path / t["dir"])
+                for rid, t in zip(self._trial_keys, self.manifest.get("trials", [])) if rid in done}
 
     @cached_property
     def _trial_keys(self) -> dict[str, dict]:
@@ -127,30 +128,16 @@ class SweepResults(TableAccess):
                 df.insert(i, col, [v] * len(df))
             front = [*keys, "policy", "label"]
             out.append(df[[c for c in front if c in df.columns] + [c for c in df.columns if c not in front]])
-        nonempty = [f for f in out if len(f)]
-        if not nonempty:
-            return out[0].iloc[0:0] if out else pd.DataFrame(columns=list(KEYS))
-        with warnings.catch_warnings():  # all-NA columns of one trial's table
-            warnings.simplefilter("ignore", FutureWarning)
-            return pd.concat(nonempty, ignore_index=True)
+        return concat_nonempty(out, out[0].iloc[0:0] if out else pd.DataFrame(columns=list(KEYS)))
 
     @cached_property
     def summary(self) -> "pd.DataFrame":
         """One row per completed trial x policy: its ``summary.json``, with the keys in front."""
         return self._tidy([(rid, res.summary) for rid, res in self.runs.items()])
 
-    def table(self, name: str) -> "pd.DataFrame":
+    def _read_table(self, name: str) -> "pd.DataFrame":
         """``<trial>/<label>/<name>.parquet`` of every completed trial and policy, concatenated."""
-        cache = self.__dict__.setdefault("_tables", {})
-        if name not in cache:
-            if name not in self.tables:
-                from testbed.suggest import did_you_mean
-
-                raise KeyError(f"{self.path}: no {name!r} table{did_you_mean(name, self.tables)} "
-                               f"(this sweep's trials have: {', '.join(self.tables) or 'none'})")
-            cache[name] = self._tidy([(rid, res.table(name)) for rid, res in self.runs.items()
-                                      if name in res.tables])
-        return cache[name]
+        return self._tidy([(rid, res.table(name)) for rid, res in self.runs.items() if name in res.tables])
 
     @cached_property
     def results(self) -> "pd.DataFrame":

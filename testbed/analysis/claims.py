@@ -15,7 +15,7 @@ import pandas as pd
 
 from testbed.analysis import compare as cmp
 from testbed.analysis.federated_claims import is_federated
-from testbed.analysis.markdown import md_table
+from testbed.analysis.markdown import ci_cells, md_table, p_text
 from testbed.analysis.paper_setup import paper_setup
 from testbed.stats import paired_test, t_interval
 
@@ -29,10 +29,6 @@ def _label(policies: dict, policy: str) -> str | None:
 
 def _num(x) -> float:
     return float(x) if x is not None else float("nan")
-
-
-def _p(x: float) -> str:
-    return "-" if not np.isfinite(x) else f"{x:.2g}"
 
 
 def run_groups(runs: list, comparisons: list) -> tuple[dict[tuple[str, str, str], list[dict]],
@@ -83,9 +79,9 @@ def policy_table(runs: list, comparisons: list) -> pd.DataFrame:
                 a, b = _change(comps, lb, metric)
                 ci, test = t_interval(_pct(a, b)), paired_test(a, b)
                 row["seeds"] = 0 if ci is None else ci.n
-                shown = _shown(ci, "%")
+                shown = ci_cells(ci, "%")
                 row[name] = shown["mean"] + ("" if shown["95 % CI"] == "-" else f" {shown['95 % CI'].removesuffix(' %')}")
-                row[f"{name}: paired t p"] = "-" if test is None else _p(test.t_p)
+                row[f"{name}: paired t p"] = "-" if test is None else p_text(test.t_p)
             runs_lb = [c["policies"][lb] for c in comps if lb in c["policies"]]
             row["migrations per run"] = float(np.mean([_num(r.get("migrations")) for r in runs_lb]))
             row["overran per run"] = float(np.mean([_num(r.get("migrations_overran")) for r in runs_lb]))
@@ -105,9 +101,9 @@ def judge(runs: list, comparisons: list) -> tuple[pd.DataFrame, list[tuple[str, 
             a, b = _change(comps, lb, metric) if lb else (np.array([]), np.array([]))
             ci, test = t_interval(_pct(a, b)), paired_test(a, b)
             verdict = cmp.verdict(ci, test, value) if ci is not None or lb is None else f"not measured (no {metric})"
-            rows.append({"claim": text, "paper": paper_text, **where, **_shown(ci, "%"),
+            rows.append({"claim": text, "paper": paper_text, **where, **ci_cells(ci, "%"),
                          "paired test vs static (t p / Wilcoxon p)":
-                         "-" if test is None else f"{_p(test.t_p)} / {_p(test.wilcoxon_p)}",
+                         "-" if test is None else f"{p_text(test.t_p)} / {p_text(test.wilcoxon_p)}",
                          "verdict": verdict})
         for text, policy, metric in cmp.MIGRATION_EFFECTS:
             rows.append({"claim": text, "paper": "-", **where, **_migration_effect(comps, policy, metric)})
@@ -118,7 +114,7 @@ def judge(runs: list, comparisons: list) -> tuple[pd.DataFrame, list[tuple[str, 
                 over.append(100.0 * _num(c["policies"][lb].get("migration_overhead_frac")))
                 migrations += int(c["policies"][lb].get("migrations") or 0)
         ci = t_interval(over)
-        rows.append({"claim": cmp.OVERHEAD_CLAIM, "paper": "< 2 %", **where, **_shown(ci, "%", 2, sign=""),
+        rows.append({"claim": cmp.OVERHEAD_CLAIM, "paper": "< 2 %", **where, **ci_cells(ci, "%", 2, sign=""),
                      "paired test vs static (t p / Wilcoxon p)": "-",
                      "verdict": cmp.overhead_verdict(ci, migrations) if over else "not measured (policy missing)"})
         worst = [r.get("max_breakeven_min") for c in comps for r in c["policies"].values()]
@@ -140,16 +136,9 @@ def _migration_effect(comps: list[dict], policy: str, metric: str) -> dict:
         verdict = f"not measured ({policy if lb is None else cmp.PLACEMENT_BASELINE} not run)"
     else:
         verdict = cmp.effect_verdict(ci, test) if ci is not None else f"not measured (no {metric})"
-    return {**_shown(ci, "%"), "paired test vs static (t p / Wilcoxon p)":
-            "-" if test is None else f"vs {cmp.PLACEMENT_BASELINE}: {_p(test.t_p)} / {_p(test.wilcoxon_p)}",
+    return {**ci_cells(ci, "%"), "paired test vs static (t p / Wilcoxon p)":
+            "-" if test is None else f"vs {cmp.PLACEMENT_BASELINE}: {p_text(test.t_p)} / {p_text(test.wilcoxon_p)}",
             "verdict": verdict}
-
-
-def _shown(ci, unit: str, digits: int = 1, sign: str = "+") -> dict:
-    if ci is None:
-        return {"mean": "-", "95 % CI": "-"}
-    span = "-" if ci.n < 2 else f"[{ci.lo:{sign}.{digits}f}, {ci.hi:{sign}.{digits}f}] {unit}"
-    return {"mean": f"{ci.mean:{sign}.{digits}f} {unit}", "95 % CI": span}
 
 
 def markdown(runs: list, comparisons: list) -> list[str]:

@@ -36,7 +36,7 @@ from scipy import stats as sps
 
 from testbed.analysis import compare as cmp
 from testbed.analysis.federated_summary import PAPER
-from testbed.analysis.markdown import md_table
+from testbed.analysis.markdown import ci_cells, md_table, p_text
 from testbed.stats import paired_test, t_interval
 
 PAPER_VS_BEST_STATIC_PCT = 100.0 * (1.0 - PAPER["powertrip_h"] / PAPER["static_best_h"])  # 0.65 h vs 1.16 h: 44 %
@@ -149,13 +149,18 @@ def _folds(n: int) -> np.ndarray:
     return np.arange(n) % 2
 
 
+def _judged(bases: list[Censored]) -> Censored:
+    """The baseline judged at each seed: ``bases[i]`` (a Censored of all seeds) gives seed ``i``."""
+    def pick(field: str) -> np.ndarray:
+        return np.array([getattr(b, field)[i] if getattr(b, field) is not None else np.nan
+                         for i, b in enumerate(bases)])
+    return Censored(bases[0].seeds, pick("tta_h"), pick("end_h"), pick("energy_kwh"), pick("grid_kwh"))
+
+
 def _judge(pt: Censored, bases: list[Censored], max_h: float, paper: float) -> dict:
-    """PowerTrip against a baseline per seed (``bases[i]`` is the baseline run judged at seed ``i``:
-    a Censored of all seeds, of which seed ``i`` is used)."""
+    """PowerTrip against a baseline per seed (``bases[i]`` is the baseline run judged at seed ``i``)."""
     n = len(pt.seeds)
-    b_tta = np.array([bases[i].tta_h[i] for i in range(n)])
-    b_end = np.array([bases[i].end_h[i] for i in range(n)])
-    base = Censored(pt.seeds, b_tta, b_end)
+    base = _judged(bases)
     tau = min(pt.horizon_h(max_h), base.horizon_h(max_h))
     r_pt, r_b = pt.restricted_h(tau), base.restricted_h(tau)
     red = 100.0 * (1.0 - r_pt / r_b)
@@ -170,11 +175,10 @@ def _energy_effect(pt: Censored, bases: list[Censored], max_h: float, metric: st
     Comparable only where every run compared ended at the target or at max_hours (none stopped
     earlier): then each is the energy to min(T, max_hours), a restricted energy-to-accuracy."""
     n = len(pt.seeds)
-    a = getattr(pt, metric)
-    b = np.array([getattr(bases[i], metric)[i] for i in range(n)])
-    b_ok = np.array([bases[i].reached[i] or bases[i].end_h[i] >= max_h - 1e-9 for i in range(n)])
-    ok = (pt.reached | (pt.end_h >= max_h - 1e-9)) & b_ok
-    reached = f"{int(pt.reached.sum())}/{n} / {sum(int(bases[i].reached[i]) for i in range(n))}/{n}"
+    base = _judged(bases)
+    a, b = getattr(pt, metric), getattr(base, metric)
+    ok = (pt.reached | (pt.end_h >= max_h - 1e-9)) & (base.reached | (base.end_h >= max_h - 1e-9))
+    reached = f"{int(pt.reached.sum())}/{n} / {int(base.reached.sum())}/{n}"
     if not ok.all():
         return {"n": n, "reached": reached, "ci": None, "test": None,
                 "verdict": "not comparable (a run stopped before max_hours without reaching the target)"}
@@ -212,8 +216,12 @@ def _weakest(cands: dict[str, Censored], pt: Censored, max_h: float) -> str:
 
 def claims_table(runs: list, comparisons: list) -> pd.DataFrame:
     """``comparisons[i]``: the federated comparison.json of ``runs[i]`` (None where there is none)."""
+    return _claims(_policies(runs, comparisons))
+
+
+def _claims(groups: dict[tuple, dict]) -> pd.DataFrame:
     rows = []
-    for (scenario, substrate, cell), g in _policies(runs, comparisons).items():
+    for (scenario, substrate, cell), g in groups.items():
         for clock, pols in g["clocks"].items():
             pt_label = g["powertrip"].get(clock)
             if pt_label is None:
@@ -236,18 +244,18 @@ def claims_table(runs: list, comparisons: list) -> pd.DataFrame:
             for claim, paper, per_seed, chosen in todo:
                 j = _judge(pt, per_seed, max_h, paper)
                 rows.append({"claim": claim, "paper": f"{paper:+.0f} %", **where, "seeds": j["n"],
-                             "baseline (fold A / fold B)": chosen[0] if chosen[0] == chosen[1] else " / ".join(chosen),
+                             "baseline (fold A / fold B)": " / ".join(dict.fromkeys(chosen)),
                              "reached (PowerTrip / baseline)": f"{j['reached_pt']}/{j['n']} / {j['reached_base']}/{j['n']}",
-                             "horizon tau h": round(j["tau_h"], 3), **_shown(j["ci"]),
+                             "horizon tau h": round(j["tau_h"], 3), **ci_cells(j["ci"], "%"),
                              "paired test (t p / Wilcoxon p)": _ps(j["test"]), "verdict": j["verdict"]})
             for claim, _, per_seed, chosen in energy_todo:
                 for metric, what in (("energy_kwh", "energy"), ("grid_kwh", "grid energy")):
                     e = _energy_effect(pt, per_seed, max_h, metric)
                     rows.append({"claim": f"{claim.split(' (')[0]}: {what} to the target (no paper number)", "paper": "-",
                                  **where, "seeds": e["n"],
-                                 "baseline (fold A / fold B)": chosen[0] if chosen[0] == chosen[1] else " / ".join(chosen),
+                                 "baseline (fold A / fold B)": " / ".join(dict.fromkeys(chosen)),
                                  "reached (PowerTrip / baseline)": e["reached"], "horizon tau h": round(max_h, 3),
-                                 **_shown(e["ci"]), "paired test (t p / Wilcoxon p)": _ps(e["test"]),
+                                 **ci_cells(e["ci"], "%"), "paired test (t p / Wilcoxon p)": _ps(e["test"]),
                                  "verdict": e["verdict"]})
             if not todo:
                 rows.append({"claim": CLAIM_BEST_STATIC, "paper": f"{PAPER_VS_BEST_STATIC_PCT:+.0f} %", **where,
@@ -258,8 +266,12 @@ def claims_table(runs: list, comparisons: list) -> pd.DataFrame:
 def policy_table(runs: list, comparisons: list) -> pd.DataFrame:
     """Per group, clock and policy: reached-k-of-n, the Kaplan-Meier median and the restricted mean
     time-to-accuracy over seeds (censored runs counted)."""
+    return _policy_rows(_policies(runs, comparisons))
+
+
+def _policy_rows(groups: dict[tuple, dict]) -> pd.DataFrame:
     rows = []
-    for (scenario, substrate, cell), g in _policies(runs, comparisons).items():
+    for (scenario, substrate, cell), g in groups.items():
         for clock, pols in g["clocks"].items():
             tau = min(c.horizon_h(g["max_h"]) for c in pols.values())  # one horizon for the whole clock
             for lb, c in pols.items():
@@ -283,22 +295,20 @@ def _hours(x: float) -> str:
     return "not reached" if not math.isfinite(x) else f"{x:.3f}"
 
 
-def _shown(ci) -> dict:
-    if ci is None:
-        return {"mean": "-", "95 % CI": "-"}
-    return {"mean": f"{ci.mean:+.1f} %", "95 % CI": "-" if ci.n < 2 else f"[{ci.lo:+.1f}, {ci.hi:+.1f}] %"}
-
-
 def _ps(test) -> str:
     if test is None or not math.isfinite(test.t_p):
         return "-"
-    return f"{test.t_p:.2g} / {test.wilcoxon_p:.2g}"
+    return f"{p_text(test.t_p)} / {p_text(test.wilcoxon_p)}"
 
 
 KM_COLOURS = {"powertrip": "C3", "best": "C0", "k70": "C2", "random": "C1", "fixed_radius": "C4", "centralized": "C7"}
 
 
 def km_figures(runs: list, comparisons: list, out) -> list[str]:
+    return _km_figures(_policies(runs, comparisons), out)
+
+
+def _km_figures(groups: dict[tuple, dict], out) -> list[str]:
     """Per scenario, substrate and cell: the fraction of seeds that reached the target by each time
     (1 - Kaplan-Meier survival, 95 % log-log band), one panel per clock, at most six policies each:
     PowerTrip, the fastest static k over these seeds (by the choice rule), static k = 70, random,
@@ -308,7 +318,7 @@ def km_figures(runs: list, comparisons: list, out) -> list[str]:
     from testbed.analysis.params import file_stem
 
     names = []
-    for (scenario, substrate, cell), g in _policies(runs, comparisons).items():
+    for (scenario, substrate, cell), g in groups.items():
         clocks = [c for c in g["clocks"] if g["powertrip"].get(c)]
         if not clocks:
             continue
@@ -317,7 +327,7 @@ def km_figures(runs: list, comparisons: list, out) -> list[str]:
             ax = fig.add_subplot(1, len(clocks), j + 1)
             pols, max_h = g["clocks"][clock], g["max_h"]
             statics = [lb for lb in pols if lb in g["static"]]
-            best = min(statics, key=lambda lb: (pols[lb].ranked_h(max_h), lb)) if statics else None
+            best = _fastest({lb: pols[lb] for lb in statics}, pols[g["powertrip"][clock]], max_h) if statics else None
             k70 = next((lb for lb in statics if g["static"][lb] == PAPER["static_best_k"] and lb != best), None)
             pick = [(g["powertrip"][clock], "powertrip", "")]
             pick += [(best, "best", " (fastest static k here)")] if best else []
@@ -364,17 +374,18 @@ def _km_line(ax, c: Censored, max_h: float, colour: str, label: str) -> None:
 
 
 def markdown(runs: list, comparisons: list, out=None) -> list[str]:
-    table = claims_table(runs, comparisons)
+    groups = _policies(runs, comparisons)  # read once for the tables and the figures
+    table = _claims(groups)
     if table.empty:
         return []
-    figures = km_figures(runs, comparisons, out) if out is not None else []
+    figures = _km_figures(groups, out) if out is not None else []
     return ["## The PowerTrip paper's claims, over seeds", "",
             "Time-to-accuracy per policy over seeds, per scenario, substrate, sweep cell and round-time clock. A run "
             "that stopped before reaching the target is censored at its stop, never dropped: `reached` counts the "
             "runs that reached it; the Kaplan-Meier median (95 % CI) and the restricted mean up to the horizon "
             "`tau` (max_hours, or the earliest stop of a run that missed the target; min(T, tau) is known exactly "
             "for every run) count the others.", "",
-            md_table(policy_table(runs, comparisons)), "",
+            md_table(_policy_rows(groups)), "",
             *[line for f in figures for line in (f"![time-to-accuracy over seeds]({f})", "")],
             "PowerTrip's reduction per seed, 1 - R_PowerTrip / R_baseline of the restricted times (common tau of the "
             "runs compared): the mean, its 95 % Student-t CI, paired tests of the restricted times, and the verdict: "

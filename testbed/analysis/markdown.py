@@ -21,3 +21,16 @@ def md_table(df: pd.DataFrame, digits: int = 3) -> str:
                 cells.append(str(x))
         out.append("| " + " | ".join(cells) + " |")
     return "\n".join(out) + "\n"
+
+
+def ci_cells(ci, unit: str, digits: int = 1, sign: str = "+") -> dict:
+    """A claim row's ``mean`` and ``95 % CI`` cells of a stats.Interval (``-`` where there is none)."""
+    if ci is None:
+        return {"mean": "-", "95 % CI": "-"}
+    span = "-" if ci.n < 2 else f"[{ci.lo:{sign}.{digits}f}, {ci.hi:{sign}.{digits}f}] {unit}"
+    return {"mean": f"{ci.mean:{sign}.{digits}f} {unit}", "95 % CI": span}
+
+
+def p_text(x: float) -> str:
+    """A p-value in a table (``-`` where there is none)."""
+    return "-" if not np.isfinite(x) else f"{x:.2g}"

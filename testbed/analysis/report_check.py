@@ -181,7 +181,6 @@ def check_sweep_tables(directory: Path) -> CheckResult:
     import numpy as np
     import pandas as pd
 
-    from testbed.analysis.report_data import comparisons
     from testbed.stats import mean_ci95
 
     res = CheckResult(Path(directory))
@@ -194,11 +193,10 @@ def check_sweep_tables(directory: Path) -> CheckResult:
         for srow in data.summaries:
             run = data.runs[srow["run"]]
             stored[(data.sources[srow["run"]], run.cell, run.seed, srow["label"])] = srow["summary"]
-        for i, comp in enumerate(comparisons(data)):
-            if i in data.fed_comparisons and comp:
-                run = data.runs[i]
-                for label, summary in (comp.get("policies") or {}).items():
-                    stored[(data.sources[i], run.cell, run.seed, label)] = summary
+        for i, comp in data.fed_comparisons.items():  # the federated study keeps its summaries there
+            run = data.runs[i]
+            for label, summary in ((comp or {}).get("policies") or {}).items():
+                stored[(data.sources[i], run.cell, run.seed, label)] = summary
     sources = {k[0] for k in stored}
     for sweep in sorted(d for d in Path(directory).iterdir() if (d / "results.csv").is_file()):
         where = f"{sweep.name}/results.csv"

@@ -181,19 +181,19 @@ class FederatedController:
         row = {"round": r, "site": site, "n_samples": d.n_train, "available_kw": cap.budget_kw,
                "effective_kw": cap.power_kw, "capacity": cap.capacity, "n_active": cap.n_active, "cap_w": cap.cap_w,
                "compute_s": comp, "down_s": 0.0, "up_s": 0.0, "down_pred_s": 0.0, "up_pred_s": 0.0,
-               "comm_measured": False, "epochs": 1, **self._energy(site, t, [(cap.power_kw, comp)])}
+               "comm_measured": False, "epochs": 1, **self._energy(site, t, compute=(cap.power_kw, comp))}
         return comp, [row]
 
-    def _energy(self, site: str, t: float, phases: list[tuple[float, float]]) -> dict:
-        """Energy of ``phases`` ([(kW, s)]: compute, communication, idle) at ``site`` in the round
-        starting at ``t``: each phase's renewable part is up to the available power, the rest grid."""
+    def _energy(self, site: str, t: float, compute=(0.0, 0.0), comm=(0.0, 0.0), idle=(0.0, 0.0)) -> dict:
+        """Energy of the phases ((kW, s) each) at ``site`` in the round starting at ``t``: each
+        phase's renewable part is up to the available power, the rest grid."""
         renewable_kw = self.inp.renewable_kw[site].at(t)
+        phases = (compute, comm, idle)
         kwh = [kw * sec / 3600.0 for kw, sec in phases]
         green = sum(min(kw, max(renewable_kw, 0.0)) * sec / 3600.0 for kw, sec in phases)
         total = sum(kwh)
         grid = self.inp.grid  # carbon intensity and price of the site's grid power at the round's start
         carbon, price = grid.carbon_g_per_kwh.get(site), grid.price_per_kwh.get(site)
-        kwh += [0.0] * (3 - len(kwh))
         return {"renewable_kw": renewable_kw, "energy_kwh": total, "compute_kwh": kwh[0], "comm_kwh": kwh[1],
                 "idle_kwh": kwh[2], "renewable_kwh": green, "grid_kwh": total - green,
                 "co2_kg": (total - green) * carbon.at(t) / 1000.0 if carbon is not None else float("nan"),
@@ -216,13 +216,14 @@ class FederatedController:
                          "compute_s": st.compute_s, "down_s": st.down_s, "up_s": st.up_s, "down_pred_s": p.down_s,
                          "up_pred_s": p.up_s, "comm_measured": bool(self.exchange.measured),
                          "epochs": self.fl.training.local_epochs,
-                         **self._energy(st.site, t, [(c.power_kw, st.compute_s), (end_kw, comm_s), (idle_kw, idle_s)])})
+                         **self._energy(st.site, t, compute=(c.power_kw, st.compute_s), comm=(end_kw, comm_s),
+                                         idle=(idle_kw, idle_s))})
         agg_comm_s = sum(st.down_s + st.up_s for st in actual)  # the aggregator's end of every transfer
         agg = self.capacity(self.agg, t)
         rows.append({"round": r, "site": self.agg, "n_samples": 0, "available_kw": agg.budget_kw, "effective_kw": 0.0,
                      "capacity": 0.0, "n_active": 0, "cap_w": 0.0, "compute_s": 0.0, "down_s": 0.0, "up_s": 0.0,
                      "down_pred_s": 0.0, "up_pred_s": 0.0, "comm_measured": False, "epochs": 0,
-                     **self._energy(self.agg, t, [(0.0, 0.0), (end_kw, agg_comm_s)])})
+                     **self._energy(self.agg, t, comm=(end_kw, agg_comm_s))})
         self._actual = actual
         return round_s, rows
 

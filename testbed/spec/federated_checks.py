@@ -66,6 +66,12 @@ def policy_entries(sc) -> list:
     return out
 
 
+def policy_run_count(sc) -> int:
+    """How many policy runs a run of ``sc`` makes: each entry under each of its clocks, a static_k
+    with a list of k once per k."""
+    return sum(len(p.k) if isinstance(getattr(p, "k", None), list) else 1 for p in policy_entries(sc))
+
+
 def output_labels(entries) -> list[str]:
     """Every output folder the entries write (a static_k with a list of k: one per k, and its best)."""
     labels = []

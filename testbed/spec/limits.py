@@ -63,9 +63,9 @@ def expected_jobs(sc) -> float:
 
 def _federated_problems(sc) -> list[tuple[str, str]]:
     fl, lim = sc.federated, sc.limits
-    from testbed.spec.federated_checks import policy_entries  # each policy under each clock
+    from testbed.spec.federated_checks import policy_run_count  # each policy under each clock
 
-    n_pol = sum(len(p.k) if isinstance(getattr(p, "k", None), list) else 1 for p in policy_entries(sc))
+    n_pol = policy_run_count(sc)
     batches = math.ceil(DATASET_SAMPLES.get(fl.data.dataset, 1797) / fl.training.batch_size)
     steps = fl.max_rounds * fl.training.local_epochs * batches * n_pol
     if steps <= lim.max_fl_sgd_steps:

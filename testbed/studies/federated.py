@@ -107,7 +107,7 @@ class FederatedStudy(Study):
         data = load_dataset(fl.data.dataset)
         self.shards = partition(data, self.parts, scheme=fl.data.partition, alpha=fl.data.dirichlet_alpha,
                                 seed=pick_seed(fl.data.seed, inputs.seed, "fl-partition"))
-        self.entries = policy_entries(self.sc)  # each policy under each clock of federated.round_time
+        self.entries = policy_entries(self.sc)  # each policy under each clock: every entry names its clock
         runs = [PolicyRun(pol.label, spec, pol) for spec in self.entries
                 for pol in make_selection_policies(spec, fl.aggregator)]
         self._statics = [r.label for r in runs if isinstance(r.policy, StaticKPolicy)]
@@ -135,15 +135,15 @@ class FederatedStudy(Study):
                 "measured on this machine (CPU time, one thread): the study's model")
 
     def run(self, run: PolicyRun) -> FlRecord:
-        model = run.spec.round_time or self.sc.federated.clocks[0]
-        return FederatedController(self.inputs, self.shards, run.policy, round_time=model, exchange=self.exchange,
-                                   participants=self.parts, samples_per_s=self.samples_per_s).run()
+        return FederatedController(self.inputs, self.shards, run.policy, round_time=run.spec.round_time,
+                                   exchange=self.exchange, participants=self.parts,
+                                   samples_per_s=self.samples_per_s).run()
 
     def summarize(self, run: PolicyRun, record: FlRecord, wall_s: float, folder: Path) -> dict:
         fl, pol = self.sc.federated, run.policy
         rdf, sdf = pd.DataFrame(record.rounds), pd.DataFrame(record.sites)
         summary = summarize_rounds(rdf, label=pol.label, policy=run.spec.name, target=fl.target_accuracy,
-                                   round_time=run.spec.round_time or fl.clocks[0], tta_mode=fl.time_to_accuracy)
+                                   round_time=run.spec.round_time, tta_mode=fl.time_to_accuracy)
         summary.update(energy_summary(sdf))
         summary["wall_s"] = wall_s
         summary["samples_per_s"] = self.samples_per_s

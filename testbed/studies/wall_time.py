@@ -104,7 +104,7 @@ def _migration(loaded: LoadedScenario, inputs: Inputs, substrate: str = "netns")
 
 
 def _federated(sc) -> WallEstimate:
-    from testbed.spec.federated_checks import participants, policy_entries
+    from testbed.spec.federated_checks import participants, policy_run_count
 
     fl = sc.federated
     t = sc.emulation.time_scale
@@ -113,7 +113,7 @@ def _federated(sc) -> WallEstimate:
     slowest = min((bw.get(frozenset((p, fl.aggregator)), float("inf")) for p in parts), default=float("inf"))
     update_gb = fl.update_gb or 0.0
     round_s = 2 * update_gb * 8 / slowest if slowest not in (0, float("inf")) else 0.0
-    runs = sum(len(p.k) if isinstance(getattr(p, "k", None), list) else 1 for p in policy_entries(sc))
+    runs = policy_run_count(sc)
     per_run_s = min(fl.max_rounds * round_s, fl.max_hours * 3600.0)
     transfers = runs * fl.max_rounds * 2 * len(parts)
     return WallEstimate(runs * per_run_s / t, transfers, t,

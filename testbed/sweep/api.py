@@ -62,11 +62,18 @@ def sweep(path: str | os.PathLike, out: str | os.PathLike | None = None, *, para
     and :class:`TestbedError` says so. Local trials run in fresh processes that, as Python's
     multiprocessing does, first import the calling script: a script calls this under
     ``if __name__ == "__main__":`` (a notebook needs nothing)."""
-    outcome = run(plan(path, substrate), out, parallel=parallel, ray=ray, force=force)
+    return run_table(plan(path, substrate), out, where=str(path), parallel=parallel, ray=ray, force=force)
+
+
+def run_table(plan_: SweepPlan, out: str | os.PathLike | None, *, where: str, parallel: int | None = None,
+              ray: str | None = None, force: bool = False) -> pd.DataFrame:
+    """Run ``plan_`` and return its statistics table, failed trials in ``attrs["failed"]``; every
+    trial failed: a TestbedError naming ``where`` (the sweep file, or how Python's caller named it)."""
+    outcome = run(plan_, out, parallel=parallel, ray=ray, force=force)
     df = table(outcome.out)
     df.attrs["failed"] = list(outcome.failed)
     if df.attrs["failed"] and df.empty:
-        raise TestbedError(f"{path}: all {len(df.attrs['failed'])} trials failed (see {df.attrs['path']}/"
+        raise TestbedError(f"{where}: all {len(df.attrs['failed'])} trials failed (see {df.attrs['path']}/"
                            f"<trial>/trial.json){_unguarded_script_hint()}")
     return df
 
