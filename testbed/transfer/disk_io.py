@@ -31,6 +31,9 @@ from testbed.transfer.source import BallastSource, Source
 IO_CHUNK_BYTES = 4 << 20
 SAMPLE_MIN_BYTES = 32 << 20  # a disk phase's throughput is measured on at least this many bytes
 # (32 MiB: ~65 ms of fsync'd writes on this machine's disk, several times its fsync jitter)
+PER_FILE_PROBES = 3  # the per-file part is the fastest of this many empty files: a busy disk's
+# jitter only ever adds to an fsync, and one slow probe larger than the sample's own per-file
+# share would leave no time for its bytes (a 5 GB load measured as 0 s)
 
 
 @dataclass(frozen=True)
@@ -173,21 +176,21 @@ def load_once(path: str | os.PathLike) -> IoTiming:
 def save_top_up(directory: str | os.PathLike, n_done: int, *, min_bytes: int = SAMPLE_MIN_BYTES) -> IoTiming:
     """What a save of ``n_done`` bytes lacks to be a sample: ``min_bytes - n_done`` bytes of ballast
     written with :func:`write_file` (no file if none are lacking), and ``per_file_s``, an empty file
-    written the same way. Both files are removed."""
+    written the same way (the fastest of :data:`PER_FILE_PROBES`). Both files are removed."""
     path, probe = _sample_paths(directory)
     try:
         top = write_file(path, BallastSource(min_bytes - n_done, seed=11)) if n_done < min_bytes else NOTHING
-        empty = write_file(probe, BallastSource(0))
+        per_file_s = _fastest(lambda: write_file(probe, BallastSource(0)))
     finally:
         path.unlink(missing_ok=True)
         probe.unlink(missing_ok=True)
-    return replace(top, per_file_s=empty.seconds)
+    return replace(top, per_file_s=per_file_s)
 
 
 def load_top_up(directory: str | os.PathLike, n_done: int, *, min_bytes: int = SAMPLE_MIN_BYTES) -> IoTiming:
     """What a load of ``n_done`` bytes lacks to be a sample: ballast stored as received bytes are
     (``write_file(sync=False)``, untimed), then loaded with :func:`load_once` (no file if none are lacking), and
-    ``per_file_s``, an empty file loaded the same way. Both files are removed."""
+    ``per_file_s``, an empty file loaded the same way (the fastest of :data:`PER_FILE_PROBES`). Both files are removed."""
     path, probe = _sample_paths(directory)
     try:
         top = NOTHING
@@ -195,11 +198,16 @@ def load_top_up(directory: str | os.PathLike, n_done: int, *, min_bytes: int = S
             write_file(path, BallastSource(min_bytes - n_done, seed=13), sync=False)
             top = load_once(path)
         write_file(probe, BallastSource(0), sync=False)
-        empty = load_once(probe)
+        per_file_s = _fastest(lambda: load_once(probe))
     finally:
         path.unlink(missing_ok=True)
         probe.unlink(missing_ok=True)
-    return replace(top, per_file_s=empty.seconds)
+    return replace(top, per_file_s=per_file_s)
+
+
+def _fastest(probe: Callable[[], IoTiming], times: int = PER_FILE_PROBES) -> float:
+    """The fastest of ``times`` runs of an empty-file probe: its fixed cost, jitter left out."""
+    return min(probe().seconds for _ in range(times))
 
 
 def _sample_paths(directory: str | os.PathLike) -> tuple[Path, Path]:

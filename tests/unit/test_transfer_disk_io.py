@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from dataclasses import replace
 
 import pytest
 
@@ -97,3 +98,23 @@ def test_samples_are_topped_up_to_the_minimum_and_leave_no_file(tmp_path, done_m
     assert load.n_bytes == max(done_bytes, minimum) and load.per_file_s > 0
     assert load.files == 1 + (done_bytes < minimum)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt"]  # the top-ups and probes are gone
+
+
+@pytest.mark.parametrize("which", ["save", "load"])
+def test_one_slow_empty_probe_does_not_swallow_the_bytes(tmp_path, monkeypatch, which):
+    """A busy disk's fsync stalls once during the per-file probe: the per-file part is the fastest
+    probe, so the sample's bytes keep their time (one probe of 1 s would have left none)."""
+    import testbed.transfer.disk_io as dio
+
+    slow = iter([1.0])  # the first empty-file probe stalls for 1 s; the others take their real time
+    real = dio.write_file if which == "save" else dio.load_once
+
+    def probe(path, *a, **kw):
+        t = real(path, *a, **kw)
+        return t if t.n_bytes else replace(t, seconds=next(slow, t.seconds))
+
+    monkeypatch.setattr(dio, "write_file" if which == "save" else "load_once", probe)
+    top = (dio.save_top_up if which == "save" else dio.load_top_up)(tmp_path, 0, min_bytes=4 << 20)
+    assert top.per_file_s < 0.5 and top.growing_s > 0
+    done = IoTiming(1 << 20, 2 * top.per_file_s + 1e-3)
+    assert dio.sampled(done, top).bytes_s(1e9) > 0
