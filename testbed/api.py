@@ -111,7 +111,7 @@ def _validated(data: dict, base: Path, overrides: Mapping[str, Any], where: str,
     """``scenario_from_dict``; a problem at (or under) an overridden path, or an unknown key an
     override made, is named by the override as typed. ``valid``: the (valid) Scenario before the
     overrides, whose paths are suggested for an unknown key."""
-    from testbed.override_errors import owner, resolve, with_hint
+    from testbed.override_errors import attribute, resolve
     from testbed.spec import scenario_from_dict
 
     try:
@@ -120,15 +120,11 @@ def _validated(data: dict, base: Path, overrides: Mapping[str, Any], where: str,
         resolved = {resolve(data, p): p for p in overrides if isinstance(p, str)}
 
         def blame(w: str, m: str) -> tuple[str, str]:
-            mine = owner(w, m, resolved)
+            mine = attribute(w, m, resolved, valid)
             if mine is None:
                 return w, (f"{m} (with the {where} values applied)" if overrides else m)
-            typed, below = mine
-            if below.startswith(("[", ".")):  # under the override: name it as typed, then the rest
-                return f"{where} {typed}{below}", m
-            if below:  # an unknown key above it, which the override made: name that key too
-                return f"{where} {typed}", f"{below}: {with_hint(m, below, valid)}"
-            return f"{where} {typed}", with_hint(m, typed, valid)
+            typed, below, message = mine
+            return f"{where} {typed}{below}", message
 
         raise SpecError([blame(w, m) for w, m in e.problems]) from None
 

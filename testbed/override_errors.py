@@ -67,6 +67,23 @@ def owner(where: str, message: str, resolved: Mapping[str, str]) -> tuple[str, s
     return None
 
 
+def attribute(where: str, message: str, resolved: Mapping[str, str], valid: Any = None) -> tuple[str, str, str] | None:
+    """A validation problem (``where``, ``message``) as the override that caused it names it: the
+    override as typed, the place below it (``"[0].x"``, ``".x"``; ``""`` for the override's own path)
+    and the message, an unknown key gaining the nearest valid paths of ``valid``; None when no
+    override caused it (:func:`owner`). An unknown key above the override's path (one the override
+    made) is named in the message: ``feasibilty.alpha`` -> ``feasibilty: unknown field (...)``."""
+    mine = owner(where, message, resolved)
+    if mine is None:
+        return None
+    typed, below = mine
+    if below.startswith(("[", ".")):  # under the override: its own path, then the rest
+        return typed, below, message
+    if below:  # an unknown key above it, which the override made
+        return typed, "", f"{below}: {with_hint(message, below, valid)}"
+    return typed, "", with_hint(message, typed, valid)
+
+
 def _paths(node: Any, prefix: str = "", depth: int = 0) -> Iterable[str]:
     """Every key path in a scenario's data, list entries by label (or name) where they have one."""
     if depth > 8:

@@ -123,9 +123,11 @@ def _scenario_text(data: dict, sweep: SweepFile, cell: str, overrides: dict[str,
 
 
 def _build_cell(sweep: SweepFile, base_data: dict, index: int, variant, point: tuple,
-                notes: dict[str, list[str]] | None = None) -> Cell:
+                notes: dict[str, list[str]] | None = None, valid: Any = None) -> Cell:
     """One cell: apply the variant's and the grid point's overrides, drop what begins after a
-    shortened run (its note added to ``notes``, per cell), validate the scenario."""
+    shortened run (its note added to ``notes``, per cell), validate the scenario. A key the base
+    scenario does not have (``grid[feasibility.alpah]``) is named by the grid axis or variant that
+    sets it, with the nearest valid paths of ``valid`` (the base scenario), once for every cell."""
     params: dict[str, Any] = {}
     if variant is not None:
         params["variant"] = variant.name
@@ -159,7 +161,8 @@ def _build_cell(sweep: SweepFile, base_data: dict, index: int, variant, point: t
     try:
         sc = scenario_from_dict(data, sweep.scenario_path.parent)
     except SpecError as e:
-        raise CellError(cid, problems, e.problems) from e
+        raise CellError(cid, problems + _unknown_keys(e.problems, data, overrides, origin, valid),
+                        [pm for pm in e.problems if not _is_unknown_key(pm, data, overrides)]) from e
     if problems:
         raise CellError(cid, problems, [])
     text = _scenario_text(data, sweep, cid, overrides)
@@ -167,6 +170,35 @@ def _build_cell(sweep: SweepFile, base_data: dict, index: int, variant, point: t
                             sha256=hashlib.sha256(text.encode("utf-8")).hexdigest(), topology_path=None)
     return Cell(index=index, id=cid, variant=variant.name if variant else None, params=params,
                 overrides=overrides, loaded=loaded)
+
+
+def _unknown_key(problem: tuple[str, str], data: dict, overrides: dict[str, Any], valid: Any):
+    """``(path as typed, message)`` when ``problem`` is an unknown key an override's path made
+    (at its path, or a key above it the path created), else None. Unknown keys inside an override's
+    value stay the cell's problem (the value may differ between cells)."""
+    from testbed.override_errors import attribute, resolve
+
+    where, message = problem
+    if not message.startswith("unknown field"):
+        return None
+    mine = attribute(where, message, {resolve(data, p): p for p in overrides}, valid)
+    return (mine[0], mine[2]) if mine is not None and not mine[1] else None
+
+
+def _is_unknown_key(problem: tuple[str, str], data: dict, overrides: dict[str, Any]) -> bool:
+    return _unknown_key(problem, data, overrides, None) is not None
+
+
+def _unknown_keys(problems: list[tuple[str, str]], data: dict, overrides: dict[str, Any], origin: dict[str, str],
+                  valid: Any) -> list[tuple[str, str]]:
+    """The unknown keys among ``problems`` named by the grid axis or variant (``origin``) that set them."""
+    out = []
+    for problem in problems:
+        mine = _unknown_key(problem, data, overrides, valid)
+        if mine is not None:  # a zipped axis names the path that is wrong too
+            where = origin[mine[0]]
+            out.append((where, mine[1] if where.endswith(f"[{mine[0]}]") else f"{mine[0]}: {mine[1]}"))
+    return out
 
 
 def _check_distinct(sweep: SweepFile, cells: list[Cell]) -> None:
@@ -217,7 +249,7 @@ def plan_sweep(sweep: SweepFile, substrate: str | None = None) -> SweepPlan:
     notes: dict[str, list[str]] = {}
     for index, (variant, point) in enumerate(combos):
         try:
-            cells.append(_build_cell(sweep, base_data, index, variant, point, notes))
+            cells.append(_build_cell(sweep, base_data, index, variant, point, notes, valid=base.scenario))
         except CellError as e:
             errors.append(e)
     if errors or bad_metrics:

@@ -185,9 +185,41 @@ def test_bad_values_fail_up_front_naming_the_cells(tmp_path):
     assert lines == [
         f"{path}: grid[policies[fa].epsilon]: policies: no entry with label or name 'fa' "
         "(present: feasibility_aware, static)",
-        f"{path}: every cell: traces.bandwidth.nope: unknown field",
+        f"{path}: grid[traces.bandwidth.nope]: unknown field (did you mean emulation.nodes or sites[a].nodes or "
+        "sites[b].nodes?)",  # once, not in every cell, with the nearest keys as --set names them
         f"{path}: cell 001-alpha=2_nope=1_epsilon=0.1: feasibility.alpha: must be <= 1.0 (got 2)",
     ]
+
+
+@pytest.mark.parametrize("grid, line", [
+    ({"feasibility.alpah": [0.05, 0.2]}, "grid[feasibility.alpah]: unknown field (did you mean alpha?)"),
+    ({"policies[feasibility_aware].alpah": [0.05]},
+     "grid[policies[feasibility_aware].alpah]: unknown field (did you mean alpha?)"),
+    ({"feasibilty.alpha": [0.05, 0.2]}, "grid[feasibilty.alpha]: feasibilty: unknown field (did you mean feasibility?)"),
+    ({"alpah": [0.05, 0.2]}, "grid[alpah]: unknown field (did you mean feasibility.alpha or "
+                             "policies[feasibility_aware].alpha?)"),
+    ({"feasibility.alpha, policies[feasibility_aware].alpah": [0.05, 0.2]},
+     "grid[feasibility.alpha, policies[feasibility_aware].alpah]: policies[feasibility_aware].alpah: "
+     "unknown field (did you mean alpha?)"),
+])
+def test_a_grid_key_that_is_no_scenario_field_is_named_as_typed_once(tmp_path, grid, line):
+    path = write_sweep(tmp_path, {"grid": grid})
+    assert _problems(path) == [f"{path}: {line}"]  # one line, not one per cell, before any trial
+
+
+def test_a_variant_key_that_is_no_scenario_field_is_named_by_the_variant(tmp_path):
+    path = write_sweep(tmp_path, {"grid": {"feasibility.alpha": [0.05, 0.2]},
+                                  "variants": [{"name": "v", "set": {"traces.bandwith.cv": 0.1}}]})
+    assert _problems(path) == [f"{path}: variants[0].set[traces.bandwith.cv]: traces.bandwith: unknown field "
+                               "(did you mean bandwidth?)"]
+
+
+def test_the_cli_stops_a_mistyped_grid_key_before_any_trial(tmp_path, capsys):
+    path = write_sweep(tmp_path, {"grid": {"feasibility.alpah": [0.05, 0.2]}})
+    assert main(["sweep", str(path), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"error: {path}: grid[feasibility.alpah]: unknown field (did you mean alpha?)"]
+    assert not (tmp_path / "out").exists()
 
 
 def test_missing_scenario_and_invalid_base_scenario(tmp_path):
