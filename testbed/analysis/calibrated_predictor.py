@@ -71,7 +71,7 @@ def _io_terms(size_gb: pd.Series, model: IoMeanModel) -> pd.DataFrame:
 
 
 def predictions(m: pd.DataFrame, model: IoMeanModel) -> pd.DataFrame:
-    """Completed migrations with a realised total: ``substrate``, ``seed``, ``actual_or_model_total_s``
+    """Completed migrations with a realised total: ``substrate``, ``seed``, ``outcome_total_s``
     (the realised total, checkpoint write included), ``pred_total_eq1_s`` (Eq. 1 with the corrected
     transfer), ``pred_total_calibrated_s`` and the model's three terms (``cal_*_s``)."""
     if not len(m) or "status" not in m.columns:
@@ -88,14 +88,14 @@ def predictions(m: pd.DataFrame, model: IoMeanModel) -> pd.DataFrame:
     io = _io_terms(done["checkpoint_gb"], model)
     out = pd.DataFrame({"substrate": done["substrate"] if "substrate" in done.columns else "?",
                         "seed": done["seed"] if "seed" in done.columns else 0,
-                        "checkpoint_gb": size, "actual_or_model_total_s": realised[done.index].astype(float),
+                        "checkpoint_gb": size, "outcome_total_s": realised[done.index].astype(float),
                         "pred_total_eq1_s": transfer + fixed}, index=done.index)
     out = out.join(io)
     out["pred_total_calibrated_s"] = transfer + io.sum(axis=1, skipna=False)
     for name in ("eq1", "calibrated"):
-        err = out[f"pred_total_{name}_s"] - out["actual_or_model_total_s"]
+        err = out[f"pred_total_{name}_s"] - out["outcome_total_s"]
         out[f"abs_err_{name}_s"] = err.abs()
-        out[f"abs_rel_err_{name}"] = (err / out["actual_or_model_total_s"]).abs()
+        out[f"abs_rel_err_{name}"] = (err / out["outcome_total_s"]).abs()
     return out.reset_index(drop=True)
 
 

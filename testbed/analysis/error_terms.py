@@ -20,8 +20,8 @@ where ``total`` is the outcome's own total (testbed.analysis.outcomes). A term's
 ``|its error| / sum over terms of |error|``: the part of the error budget it accounts for, in
 [0, 1], so that terms of opposite sign do not hide each other.
 
-On an emulated substrate the phases are measurements (``actual_*``); on sim they are the model's
-(``model_*``): the table says which (``basis``: measured, modelled, "none recorded (0 s)" for a term
+On an emulated substrate the phases are measurements (``outcome_*`` with ``outcome_basis``
+``measured``, also in ``actual_*``); on sim they are the model's (``modelled``): the table says which (``basis``: measured, modelled, "none recorded (0 s)" for a term
 the substrate does not produce, such as the control delay on sim, or "not recorded": no value).
 Where the checkpoint phase has no column of its own, it is what the outcome's total holds beyond
 transfer, load and downtime (the outcome's total is by definition the sum of the four phases).
@@ -36,6 +36,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from testbed.analysis.markdown import md_table
+from testbed.analysis.outcomes import basis as outcome_basis
 from testbed.analysis.outcomes import outcome_s
 
 TERMS = ("checkpoint", "transfer", "load", "downtime", "control")
@@ -52,12 +53,9 @@ def _col(m: pd.DataFrame, name: str) -> pd.Series:
 
 
 def _basis(m: pd.DataFrame, phase: str) -> pd.Series:
-    """Per row: ``measured`` where ``actual_<phase>_s`` holds a value, ``modelled`` where
-    ``model_<phase>_s`` does, else :data:`MISSING`."""
-    out = pd.Series(MISSING, index=m.index, dtype=object)
-    out[_col(m, f"model_{phase}_s").notna()] = MODELLED
-    out[_col(m, f"actual_{phase}_s").notna()] = MEASURED
-    return out
+    """Per row: ``measured`` where ``actual_<phase>_s`` holds a value, ``modelled`` where only the
+    outcome does, else :data:`MISSING`."""
+    return outcome_basis(m, phase).fillna(MISSING)
 
 
 def term_errors(m: pd.DataFrame) -> pd.DataFrame:
@@ -209,7 +207,8 @@ def sim_emulation_gap(m: pd.DataFrame) -> pd.DataFrame:
         a = sim[sim[key].astype(str).apply(tuple, axis=1).isin(common)]
         b = emu[emu[key].astype(str).apply(tuple, axis=1).isin(common)]
         for phase in PHASES:
-            x, y = _col(a, f"model_{phase}_s").dropna(), _col(b, f"actual_{phase}_s").dropna()
+            x = outcome_s(a, phase).where(outcome_basis(a, phase) == MODELLED).dropna()
+            y = _col(b, f"actual_{phase}_s").dropna()
             if not len(x) or not len(y):
                 continue
             ms, me = float(x.median()), float(y.median())
@@ -229,7 +228,7 @@ def markdown(m: pd.DataFrame, out: Path | None = None) -> list[str]:
              "`8S/B` at the predicted bandwidth), **load** and **downtime** (the scenario's constants or per-GB "
              "model), **control delay** (the control plane's start lag; Eq. 1 predicts 0). The terms add up to "
              "the total error. `share`: |term error| / the sum of the |term errors| (the part of the error "
-             "budget it accounts for). `basis`: measured (emulated `actual_*`), modelled (sim `model_*`: "
+             "budget it accounts for). `basis`: measured (emulated: `outcome_basis` measured), modelled (sim: "
              "nothing on sim is a measurement), none recorded (a term the substrate does not produce: 0 s) or not "
              "recorded (no value: left out of that term's statistics and of the total).", ""]
     if not len(e):

@@ -11,9 +11,20 @@ that move them); ``migrations.parquet`` written before called it ``size_gb``. Re
 tables pass each frame through :func:`current_columns`, which also brings durations written in
 another unit to today's (jobs' ``jct_h`` / ``queue_wait_h`` are ``jct_s`` / ``queue_wait_s``, a
 migration's ``predicted_breakeven_min`` is ``predicted_breakeven_s``) and a job that ran to its end
-from ``done`` to ``completed``."""
+from ``done`` to ``completed``.
+
+A migration's outcome is ``outcome_*`` with ``outcome_basis`` (``measured`` or ``modelled``) on every
+substrate; ``actual_*`` holds measurements only. Migrations written before filed a modelled phase as
+``model_*`` and a measured one only as ``actual_*``: :func:`current_columns` derives today's
+``outcome_*`` from them and drops ``model_*`` (noted once per process on the ``testbed`` logger)."""
 
 from __future__ import annotations
+
+import logging
+
+_LOG = logging.getLogger("testbed")
+_OUTCOME_QUANTITIES = ("checkpoint_s", "transfer_s", "load_s", "downtime_s", "total_s", "goodput_gbps")
+_noted: set[str] = set()
 
 RENAMED: dict[str, str] = {
     "non_renewable_kwh": "grid_kwh",
@@ -81,6 +92,9 @@ def current(summary: dict) -> dict:
 def current_columns(table: str, df):
     """``df``, a run's ``table`` (``"migrations"``, ...), with today's column names, units and status
     words (a column already under its new name wins; the frame is returned as is when nothing changed)."""
+    if table == "migrations" and "outcome_total_s" not in df.columns and (
+            "model_total_s" in df.columns or "actual_total_s" in df.columns):
+        df = _outcomes_from_model_and_actual(df)
     old = {o: n for o, n in RENAMED_COLUMNS.get(table, {}).items() if o in df.columns}
     converted = {o: nf for o, nf in CONVERTED_COLUMNS.get(table, {}).items() if o in df.columns}
     words = {o: n for o, n in RENAMED_STATUS.get(table, {}).items()
@@ -97,6 +111,29 @@ def current_columns(table: str, df):
     if words:
         df["status"] = df["status"].replace(words)
     return df
+
+
+def _outcomes_from_model_and_actual(df):
+    """Migrations written before ``outcome_*``: each outcome is the measurement (``actual_*``) where
+    there is one, else the model's (``model_*``); the basis is ``measured`` where the total was."""
+    import numpy as np
+    import pandas as pd
+
+    if "model_*" not in _noted:
+        _noted.add("model_*")
+        _LOG.info("migrations written before outcome_* (model_* / actual_*) are read as outcome_* with "
+                  "outcome_basis; model_* is deprecated")
+    df = df.copy()
+    for q in _OUTCOME_QUANTITIES:
+        measured = pd.to_numeric(df.get(f"actual_{q}", pd.Series(np.nan, index=df.index)), errors="coerce")
+        modelled = pd.to_numeric(df.get(f"model_{q}", pd.Series(np.nan, index=df.index)), errors="coerce")
+        df[f"outcome_{q}"] = measured.fillna(modelled).astype("float64")
+    actual_total = pd.to_numeric(df.get("actual_total_s", pd.Series(np.nan, index=df.index)), errors="coerce")
+    basis = pd.Series(None, index=df.index, dtype=object)
+    basis[df["outcome_total_s"].notna()] = "modelled"
+    basis[actual_total.notna()] = "measured"
+    df["outcome_basis"] = basis.astype("str")  # as the recorder writes it (missing: NaN)
+    return df.drop(columns=[c for c in df.columns if c.startswith("model_") and c[6:] in _OUTCOME_QUANTITIES])
 
 
 def typed_as_today(table: str, df):

@@ -200,8 +200,8 @@ def plot_normalised_phase(path: str | Path, migrations, *, title: str | None = N
     """Every migration judged against its *own* budget: x = predicted total / (alpha x the
     predicted window), y = actual total / (alpha x the true window), both log; Eq. 1's boundary is
     1 on both axes, so the quadrants are the confusion matrix. Needs the migrations.parquet
-    columns ``predicted_total_s``, ``predicted_budget_s``, ``actual_total_s`` (``model_total_s`` on
-    sim: testbed.controller.records.outcome_s), ``true_budget_s``,
+    columns ``predicted_total_s``, ``predicted_budget_s``, ``outcome_total_s`` (measured or
+    modelled: testbed.analysis.outcomes.outcome_s), ``true_budget_s``,
     ``status`` (optional ``degradation_kind`` colours the points, ``substrate`` picks markers).
     A migration that never completed is drawn at the top edge."""
     import pandas as pd
@@ -210,8 +210,8 @@ def plot_normalised_phase(path: str | Path, migrations, *, title: str | None = N
     for column in ("predicted_total_s", "predicted_budget_s", "true_budget_s", "status"):
         if column not in m:
             raise ValueError(f"migrations: missing column {column!r}")
-    if "actual_total_s" not in m and "model_total_s" not in m:
-        raise ValueError("migrations: missing column 'actual_total_s' (or 'model_total_s' on sim)")
+    if not {"outcome_total_s", "actual_total_s", "model_total_s"} & set(m.columns):
+        raise ValueError("migrations: missing column 'outcome_total_s'")
     path = Path(path)
     fig = Figure(figsize=(9, 7.5), layout="constrained")
     ax = fig.add_subplot()

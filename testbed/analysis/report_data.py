@@ -95,8 +95,9 @@ class ReportData:
                 git.append(dict(r["git"]))
             fed = {int(k): v for k, v in _read(folder / "comparisons.json.gz").items()}
             summaries = [{**s, "summary": current(s["summary"])} for s in _read(folder / "summaries.json.gz")]
-            return cls(runs, sources, git, summaries,
-                       pd.read_parquet(folder / "migrations.parquet"), pd.read_parquet(folder / "jobs.parquet"), fed)
+            migrations = current_columns("migrations", pd.read_parquet(folder / "migrations.parquet"))
+            jobs = current_columns("jobs", pd.read_parquet(folder / "jobs.parquet"))
+            return cls(runs, sources, git, summaries, migrations, jobs, fed)
         except ReportError:
             raise
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:

@@ -10,6 +10,24 @@ from testbed.recorder.tables import dtypes_of
 from testbed.substrate.base import MigrationOutcome
 
 
+MEASURED, MODELLED, PARTLY_MEASURED = "measured", "modelled", "partly measured"
+"""``outcome_basis``: every phase measured, none, or some (the total then counts as modelled)."""
+
+
+def outcome_basis(measured: set[str], phases) -> str:
+    """How a migration's outcome was obtained, from the phases that were measured."""
+    if measured >= set(phases):
+        return MEASURED
+    return PARTLY_MEASURED if measured else MODELLED
+
+
+# What a move answered (``trigger``; testbed.controller.policy_api.Move.trigger): a renewable window at
+# the destination (Eq. 1's budget, alpha x that window, applies: a move can overrun it), or a grid signal,
+# carbon intensity or price, with no window and so no budget to overrun.
+WINDOW, CARBON, PRICE = "window", "carbon", "price"
+TRIGGERS = (WINDOW, CARBON, PRICE)
+
+
 # column of migrations.parquet: the Prediction attribute it holds. ``predicted_*`` are the
 # deterministic Eq. 1 terms and verdict on the forecasts; the risk budget's are ``p_window_ok`` and
 # ``predicted_risk_feasible`` (null without one).
@@ -55,10 +73,22 @@ class MigrationRecord:
     # the truth at decision time (not seen by the controller)
     true_window_s: float
     true_budget_s: float
-    # what happened. ``actual_*``: measured on an emulated substrate (phases scaled back to the real
-    # checkpoint size at measured throughputs); ``model_*``: the analytic substrate's modelled truth.
-    # A phase is in one family or the other, never both (see :meth:`finish`).
+    # what the move answered (policy_api.Move.trigger): ``window``, a renewable window at the destination
+    # (Eq. 1's budget applies), or ``carbon`` / ``price``, a grid signal: no window, so no budget, and the
+    # verdicts below stay null (a move without a budget cannot overrun one)
+    trigger: str = WINDOW
+    # what happened. ``outcome_*``: the realised phases on every substrate alike, and ``outcome_basis``
+    # how they were obtained: ``measured`` (an emulated substrate: phases scaled back to the real
+    # checkpoint size at measured throughputs) or ``modelled`` (the analytic substrate). ``actual_*``
+    # hold measurements only: the same values where measured, null where modelled (see :meth:`finish`).
     status: str = "in_flight"
+    outcome_basis: str | None = None
+    outcome_checkpoint_s: float | None = None
+    outcome_transfer_s: float | None = None
+    outcome_load_s: float | None = None
+    outcome_downtime_s: float | None = None
+    outcome_total_s: float | None = None
+    outcome_goodput_gbps: float | None = None
     actual_checkpoint_s: float | None = None
     actual_checkpoint_bytes: int | None = None
     actual_transfer_s: float | None = None
@@ -66,12 +96,6 @@ class MigrationRecord:
     actual_downtime_s: float | None = None
     actual_total_s: float | None = None
     actual_goodput_gbps: float | None = None
-    model_checkpoint_s: float | None = None
-    model_transfer_s: float | None = None
-    model_load_s: float | None = None
-    model_downtime_s: float | None = None
-    model_total_s: float | None = None
-    model_goodput_gbps: float | None = None
     # how the measurement was made: bytes really written and read back (the scaled checkpoint), the
     # sample the disk throughputs were measured on (those, topped up to a minimum), the measured save /
     # load throughputs, the control plane's delay (scenario s) and own time (wall s)
@@ -93,20 +117,22 @@ class MigrationRecord:
     detail: str = ""
 
     def finish(self, out: MigrationOutcome) -> None:
-        """File an outcome: measured phases as ``actual_*``, modelled ones as ``model_*``; the total
-        and goodput are ``actual_*`` only when every phase was measured."""
+        """File an outcome: every phase as ``outcome_*``, and as ``actual_*`` too where it was measured;
+        the total and goodput are measured only when every phase was (``outcome_basis``)."""
         self.status = out.status
         measured = set(out.phases_measured)
-        phases = {"transfer": out.transfer_s, "load": out.load_s, "downtime": out.downtime_s}
+        phases = {"checkpoint": out.checkpoint_s, "transfer": out.transfer_s, "load": out.load_s,
+                  "downtime": out.downtime_s}
         for name, value in phases.items():
-            setattr(self, f"{'actual' if name in measured else 'model'}_{name}_s", value)
+            setattr(self, f"outcome_{name}_s", value)
+            if name in measured:
+                setattr(self, f"actual_{name}_s", value)
         if "checkpoint" in measured:
-            self.actual_checkpoint_s, self.actual_checkpoint_bytes = out.checkpoint_s, out.checkpoint_bytes
-        else:  # the sim's modelled write at the source (0 where none is modelled: io_model constant)
-            self.model_checkpoint_s = out.checkpoint_s
-        whole = "actual" if measured >= set(phases) else "model"
-        setattr(self, f"{whole}_total_s", out.total_s)
-        setattr(self, f"{whole}_goodput_gbps", out.goodput_gbps)
+            self.actual_checkpoint_bytes = out.checkpoint_bytes
+        self.outcome_total_s, self.outcome_goodput_gbps = out.total_s, out.goodput_gbps
+        self.outcome_basis = outcome_basis(measured, phases)
+        if self.outcome_basis == MEASURED:
+            self.actual_total_s, self.actual_goodput_gbps = out.total_s, out.goodput_gbps
         self.measured_io_bytes = out.io_bytes
         self.io_sample_bytes = out.io_sample_bytes
         self.save_mb_per_s = None if out.save_bytes_per_s is None else out.save_bytes_per_s / 1e6
@@ -117,9 +143,10 @@ class MigrationRecord:
             h = out.host_load
             self.host_cpu_cores, self.own_cpu_cores = h.host_cores, h.own_cores
             self.other_cpu_cores, self.steal_cpu_cores, self.contended = h.other_cores, h.steal_cores, h.contended
-        self.completed_in_window = out.status == "completed" and out.total_s <= self.true_window_s
-        self.within_budget = out.status == "completed" and out.total_s < self.true_budget_s
-        self.overran = not self.within_budget
+        if self.trigger == WINDOW:  # a move on a grid signal had no window: nothing to judge it against
+            self.completed_in_window = out.status == "completed" and out.total_s <= self.true_window_s
+            self.within_budget = out.status == "completed" and out.total_s < self.true_budget_s
+            self.overran = not self.within_budget
         self.detail = out.detail
 
     def row(self) -> dict:

@@ -82,8 +82,8 @@ def _migration(loaded: LoadedScenario, inputs: Inputs, substrate: str = "netns")
             for run in study.start(inputs, None, stack):
                 mig = study.run(run).tables()["migrations"]
                 n += len(mig)
-                if len(mig) and "model_transfer_s" in mig:
-                    transfer_s += float(mig["model_transfer_s"].fillna(0.0).sum())
+                if len(mig) and "outcome_transfer_s" in mig:
+                    transfer_s += float(mig["outcome_transfer_s"].fillna(0.0).sum())
     except TestbedError:
         return _upper_bound(sc)
     control_s = time.perf_counter() - t0

@@ -34,8 +34,8 @@ class HostLoadSample:
 @dataclass(frozen=True)
 class MigrationOutcome:
     """What happened, in scenario seconds. ``phases_measured`` names the phases that were measured
-    (the migration record files them as ``actual_*``); the others are modelled (``model_*``): the
-    analytic substrate measures none.
+    (the migration record files them as ``actual_*`` as well as ``outcome_*``); the others are
+    modelled (``outcome_*`` only, ``outcome_basis`` modelled): the analytic substrate measures none.
 
     The phases: ``checkpoint_s`` (saving the checkpoint at the source; not in the paper's model),
     ``transfer_s`` (bytes on the wire, connect to the receiver's final ack), ``load_s`` (making the

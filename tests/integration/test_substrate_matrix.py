@@ -68,8 +68,8 @@ def _migrations(out) -> pd.DataFrame:
 
 def _resume_s(m: pd.DataFrame) -> dict[str, float]:
     """Each migrating job's resume time: decision + start lag + the whole migration, measured
-    (``actual_total_s``) or, on sim, modelled (``model_total_s``)."""
-    total = m["actual_total_s"].astype(float).fillna(m["model_total_s"].astype(float))
+    or, on sim, modelled (``outcome_total_s``, ``outcome_basis`` says which)."""
+    total = m["outcome_total_s"].astype(float)
     return dict(zip(m["job_id"], m["t_decision_s"] + m["start_lag_s"].astype(float).fillna(0.0) + total))
 
 

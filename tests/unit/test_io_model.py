@@ -154,21 +154,21 @@ def _migrations(d: dict, seed=None):
 def test_by_default_the_sim_draws_size_dependent_io_not_the_predictors_constants():
     done = _migrations(_two_sizes())
     assert done["checkpoint_gb"].nunique() == 2, "needs migrations of both sizes"
-    assert (done["model_load_s"] != 10.3).all() and (done["model_checkpoint_s"] > 0).all()
-    assert done["model_load_s"].nunique() == len(done)  # drawn, not one constant
+    assert (done["outcome_load_s"] != 10.3).all() and (done["outcome_checkpoint_s"] > 0).all()
+    assert done["outcome_load_s"].nunique() == len(done)  # drawn, not one constant
     assert (done["predicted_load_s"] == 10.3).all()  # the prediction keeps the paper's constant
-    by_size = done.groupby("checkpoint_gb")[["model_checkpoint_s", "model_load_s"]].mean()
+    by_size = done.groupby("checkpoint_gb")[["outcome_checkpoint_s", "outcome_load_s"]].mean()
     assert (by_size.loc[120.0] > 4 * by_size.loc[10.0]).all()
-    total = done[["model_checkpoint_s", "model_transfer_s", "model_load_s", "model_downtime_s"]].sum(axis=1)
-    assert np.allclose(done["model_total_s"], total) and (done["model_downtime_s"] == 0.4).all()
+    total = done[["outcome_checkpoint_s", "outcome_transfer_s", "outcome_load_s", "outcome_downtime_s"]].sum(axis=1)
+    assert np.allclose(done["outcome_total_s"], total) and (done["outcome_downtime_s"] == 0.4).all()
 
 
 def test_the_draws_are_the_runs_seeds():
     a, b = _migrations(_two_sizes()), _migrations(_two_sizes())
-    assert a["model_checkpoint_s"].tolist() == b["model_checkpoint_s"].tolist()
-    assert a["model_load_s"].tolist() == b["model_load_s"].tolist()
+    assert a["outcome_checkpoint_s"].tolist() == b["outcome_checkpoint_s"].tolist()
+    assert a["outcome_load_s"].tolist() == b["outcome_load_s"].tolist()
     c = _migrations(_two_sizes(), seed=5)
-    assert not set(a["model_load_s"]) & set(c["model_load_s"])
+    assert not set(a["outcome_load_s"]) & set(c["outcome_load_s"])
 
 
 def test_a_migrations_draw_does_not_depend_on_other_jobs_migrations():
@@ -200,9 +200,9 @@ def test_the_transfer_starts_once_the_checkpoint_is_written(tmp_path):
 
 def test_constant_gives_back_the_papers_arithmetic_exactly():
     done = _migrations(_two_sizes(io_model="constant"))
-    assert len(done) and (done["model_checkpoint_s"] == 0.0).all()
-    assert (done["model_load_s"] == 10.3).all() and (done["model_downtime_s"] == 0.4).all()
-    assert done["model_total_s"].tolist() == (done["model_transfer_s"] + 10.3 + 0.4).tolist()
+    assert len(done) and (done["outcome_checkpoint_s"] == 0.0).all()
+    assert (done["outcome_load_s"] == 10.3).all() and (done["outcome_downtime_s"] == 0.4).all()
+    assert done["outcome_total_s"].tolist() == (done["outcome_transfer_s"] + 10.3 + 0.4).tolist()
     inputs = build_inputs(scenario_from_dict(small_scenario_dict(substrate={"io_model": "constant"})))
     sub = SimSubstrate(inputs)
     sub.start_migration(MigrationOrder("x", "a", "b", 40.0, 0.0))

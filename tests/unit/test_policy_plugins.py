@@ -40,7 +40,7 @@ def test_example_policy_runs_through_testbed_run(tmp_path, capsys):
     migrations = pd.read_parquet(out / "window_greedy" / "migrations.parquet")
     assert len(migrations) == len(moves)  # each move recorded with predicted and actual times
     # sim measures nothing: the substrate's outcome is filed as model_* (actual_* only hold measurements)
-    assert migrations["predicted_total_s"].notna().all() and migrations["model_total_s"].notna().all()
+    assert migrations["predicted_total_s"].notna().all() and migrations["outcome_total_s"].notna().all()
     # the manifest's resolved scenario loads again (the entry now carries the class's tag as name)
     manifest = json.loads((out / "manifest.json").read_text())
     resolved = {k: v for k, v in manifest["scenario"]["resolved"].items() if k != "topology"}  # sites inline

@@ -149,13 +149,13 @@ def test_migration_rows_have_prediction_and_truth_side_by_side():
     m = run_all(scenario_from_dict(d))["energy_only"]["migrations"]
     assert len(m) > 0
     for col in ("predicted_transfer_s", "predicted_total_s", "predicted_budget_s", "predicted_feasible",
-                "model_transfer_s", "model_total_s", "true_window_s", "completed_in_window", "overran",
+                "outcome_transfer_s", "outcome_total_s", "true_window_s", "completed_in_window", "overran",
                 "predicted_feasibility_class", "predicted_paper_class"):
         assert col in m.columns
     done = m[m["status"] == "completed"]
     # the plain model predicts 8S/B = 24 s; the modelled truth adds protocol overhead and slow start
-    assert (done["model_transfer_s"] > done["predicted_transfer_s"]).all()
+    assert (done["outcome_transfer_s"] > done["predicted_transfer_s"]).all()
     assert np.allclose(done["predicted_transfer_s"], 8 * 30 / 10)
-    assert all(math.isfinite(x) for x in done["model_total_s"])
+    assert all(math.isfinite(x) for x in done["outcome_total_s"])
     # nothing is measured on sim: no actual_* column holds a value
     assert done.filter(like="actual_").isna().all().all()

@@ -74,7 +74,7 @@ def test_migration_estimate_counts_the_sim_substrates_migrations():
     est = estimate(loaded, build_inputs(loaded.scenario))
     res = testbed.run(loaded.scenario, plots=False, progress=False)
     assert est.transfers == len(res.migrations) > 0
-    moved_s = float(res.migrations["model_transfer_s"].sum())
+    moved_s = float(res.migrations["outcome_transfer_s"].sum())
     assert est.seconds >= moved_s  # at time_scale 1 every transfer second is a wall second
     assert est.warning() is not None and "emulation.time_scale (now 1" in est.warning()
 

@@ -15,7 +15,7 @@ transferred, then loaded at the destination, then the job resumes after the down
 - downtime: the constant ``substrate.t_downtime_s`` (no calibration measures it).
 
 The controller decided on forecasts and the feasibility model's constants. Nothing here is
-measured: the migration record files every phase as ``model_*``.
+measured: the migration record files every phase as ``outcome_*`` with ``outcome_basis`` modelled.
 """
 
 from __future__ import annotations
@@ -136,7 +136,8 @@ class SimSubstrate(Substrate):
             "time_scale": None,
             "byte_scale": 1.0,
             "measured": [],
-            "records": "every phase is modelled: migrations.parquet files them as model_* (no actual_* value)",
+            "records": "every phase is modelled: migrations.parquet files them as outcome_* with outcome_basis "
+                       "modelled (no actual_* value)",
             "io_model": m.io_model,
             "modelled": {
                 "checkpoint_s": io["checkpoint_s"],
