@@ -16,6 +16,9 @@ from pathlib import Path
 import pandas as pd
 
 from testbed.errors import SpecError
+from testbed.html import INDEX
+from testbed.html.live import live_page
+from testbed.html.writer import write_run_page
 from testbed.node_kinds import NODE_KINDS
 from testbed.inputs import build_inputs
 from testbed.netem import state
@@ -50,15 +53,17 @@ def choose_substrate(requested: str, sc) -> tuple[str, str]:
     return "netns", "root and network namespaces available: sites are namespaces, links are shaped, bytes are real"
 
 
-def _say_wall_time(loaded: LoadedScenario, inputs, substrate: str) -> None:
-    """Before an emulation starts: its estimated wall time, and a warning naming
-    ``emulation.time_scale`` when it is long (testbed/studies/wall_time.py)."""
+def _wall_time(loaded: LoadedScenario, inputs, substrate: str, say: bool) -> float:
+    """Before an emulation starts: its estimated wall time (for the live page), said with a warning
+    naming ``emulation.time_scale`` when it is long where ``say`` (testbed/studies/wall_time.py)."""
     from testbed.studies.wall_time import estimate
 
     est = estimate(loaded, inputs, substrate)
-    print(est.line(), file=sys.stderr)
-    if est.warning():
-        print(est.warning(), file=sys.stderr)
+    if say:
+        print(est.line(), file=sys.stderr)
+        if est.warning():
+            print(est.warning(), file=sys.stderr)
+    return est.seconds
 
 
 def traces_table(study: Study, start) -> pd.DataFrame:
@@ -87,25 +92,33 @@ def run_scenario(loaded: LoadedScenario, *, out_dir: Path | None = None, substra
     checked = check_out_dir(out_dir, force, protect=(loaded.path,))
     # emulation: one run id names every live resource, listed in its state file before it exists
     # (the partial results directory included) so that `testbed clean` finds them after a crash
-    run_id = None
+    run_id = estimate_s = None
     if study.live(inputs):
         from testbed.netem.fabric import require_root
 
         require_root(f"--substrate {substrate}")  # before the state file (root's /run/testbed) is written
         run_id = new_run_id()
-        if progress:
-            _say_wall_time(loaded, inputs, substrate)
+        estimate_s = _wall_time(loaded, inputs, substrate, say=progress)
     summaries: dict[str, dict] = {}
     wall: dict[str, float] = {}
     with contextlib.ExitStack() as stack, state.listed(run_id, partial_dirs=[str(partial_dir(checked.path))]), \
             atomic_dir(out_dir, force, protect=(loaded.path,)) as tmp:
-        for run in study.start(inputs, run_id, stack):
-            t_start = time.perf_counter()
-            record = study.run(run)
-            wall[run.label] = time.perf_counter() - t_start
-            folder = tmp / run.label
-            folder.mkdir()
-            summaries[run.label] = study.summarize(run, record, wall[run.label], folder)
+        runs = study.start(inputs, run_id, stack)
+        # an emulation's index.html is rewritten every few seconds while it runs (testbed/html/live.py)
+        if run_id is not None and progress:
+            print(f"live page: {tmp / INDEX} (then {Path(out_dir) / INDEX})", file=sys.stderr)
+        with live_page(run_id is not None, tmp / INDEX, f"Run: {sc.name}", [r.label for r in runs],
+                       estimate_s=estimate_s, progress=study.progress_state, final_path=Path(out_dir) / INDEX) as live:
+            for run in runs:
+                live.started(run.label)
+                t_start = time.perf_counter()
+                record = study.run(run)
+                wall[run.label] = time.perf_counter() - t_start
+                folder = tmp / run.label
+                folder.mkdir()
+                summaries[run.label] = study.summarize(run, record, wall[run.label], folder)
+                live.finished(run.label, summaries[run.label], wall[run.label])
+            live.event("comparing the policies")
         cmp, markdown = study.compare(summaries, tmp)
         write_json(tmp / "comparison.json", cmp)
         (tmp / "comparison.md").write_text(markdown, encoding="utf-8")
@@ -120,4 +133,5 @@ def run_scenario(loaded: LoadedScenario, *, out_dir: Path | None = None, substra
             scenario_resolved=inputs.scenario.model_dump(mode="json"), seed=inputs.seed, substrate=study.describe(),
             policies=[p.model_dump(mode="json") for p in sc.policies], wall_s=wall, argv=argv or [],
             topology_path=loaded.topology_path, original=kept))
+        write_run_page(tmp, plots=plots)  # index.html: the results as one page (the last file written)
     return out_dir

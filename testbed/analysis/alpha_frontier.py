@@ -30,6 +30,7 @@ from matplotlib.figure import Figure
 
 from testbed.analysis.markdown import md_table
 from testbed.stats import Interval, t_interval
+from testbed.analysis.figures import save as save_figure
 
 OVERRUN_BUDGET_FRAC = 0.05
 """The overrun rate (overruns per migration, mean over seeds) a chosen alpha may not exceed."""
@@ -265,8 +266,7 @@ def plot(front: pd.DataFrame, path: Path, budget_frac: float = OVERRUN_BUDGET_FR
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8, loc="best")
     fig.suptitle("The alpha trade-off: grid energy against overruns, one point per alpha")
-    fig.savefig(path, dpi=110)
-    return path
+    return save_figure(fig, path, dpi=110)
 
 
 def markdown(sums: pd.DataFrame, runs: list | None, out: Path | None = None,

@@ -38,6 +38,7 @@ from matplotlib.figure import Figure
 from testbed.analysis.markdown import md_table
 from testbed.analysis.outcomes import basis as outcome_basis
 from testbed.analysis.outcomes import outcome_s
+from testbed.analysis.figures import save as save_figure
 
 TERMS = ("checkpoint", "transfer", "load", "downtime", "control")
 TERM_WORDS = {"checkpoint": "checkpoint write", "transfer": "transfer", "load": "load", "downtime": "downtime",
@@ -181,8 +182,7 @@ def plot(e: pd.DataFrame, path: Path, title: str) -> Path:
         words = "simulation: modelled outcome" if sub == "sim" else f"emulation ({sub}): measured outcome"
         ax.set_title(f"{words} (n={len(g)})", fontsize=10)
     fig.suptitle(title + "\nboxes: quartiles, whiskers: 10th-90th percentile")
-    fig.savefig(path, dpi=110)
-    return path
+    return save_figure(fig, path, dpi=110)
 
 
 PHASES = ("checkpoint", "transfer", "load", "downtime")

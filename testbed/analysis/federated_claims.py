@@ -38,6 +38,7 @@ from testbed.analysis import compare as cmp
 from testbed.analysis.federated_summary import PAPER
 from testbed.analysis.markdown import ci_cells, md_table, p_text
 from testbed.stats import paired_test, t_interval
+from testbed.analysis.figures import save as save_figure
 
 PAPER_VS_BEST_STATIC_PCT = 100.0 * (1.0 - PAPER["powertrip_h"] / PAPER["static_best_h"])  # 0.65 h vs 1.16 h: 44 %
 CLAIM_UP_TO = "PowerTrip: up to 50 % lower time-to-accuracy than the baselines (weakest baseline chosen on other seeds)"
@@ -346,12 +347,12 @@ def _km_figures(groups: dict[tuple, dict], out) -> list[str]:
             ax.set_ylabel("fraction of seeds at the target")
             ax.set_title(f"{clock} clock", fontsize=9)
             ax.legend(fontsize=7, loc="lower right")
-        fig.suptitle(f"{scenario} ({substrate}{', cell ' + cell if cell else ''})\ntime-to-accuracy over "
+        fig.suptitle(f"Time-to-accuracy on {substrate} over "
                      f"{len(next(iter(g['clocks'].values()))[g['powertrip'][clocks[0]]].seeds)} seeds "
                      "(Kaplan-Meier, 95 % band; censored runs counted)", fontsize=9)
         fig.tight_layout()
         name = f"tta_km_{file_stem(f'{scenario}_{substrate}_{cell}')}.png"
-        fig.savefig(out / name, dpi=110)
+        save_figure(fig, out / name, dpi=110)
         names.append(name)
     return names
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 from matplotlib.figure import Figure
+from testbed.analysis.figures import save as save_figure
 
 
 MAX_LINES = 6  # a panel stays readable
@@ -58,8 +59,7 @@ def _clock_panels(rounds: dict[str, pd.DataFrame], summaries: dict[str, dict], p
         ax.legend(fontsize=7)
     fig.suptitle(title, fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    return path
+    return save_figure(fig, path, dpi=120)
 
 
 def accuracy_vs_time(rounds: dict[str, pd.DataFrame], summaries: dict[str, dict], target: float, path: Path,
@@ -99,8 +99,7 @@ def straggler_vs_pooled(rounds: dict[str, pd.DataFrame], labels: list[str], targ
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    return path
+    return save_figure(fig, path, dpi=120)
 
 
 def gain_projection(rounds: dict[str, pd.DataFrame], path: Path, title: str) -> Path | None:
@@ -137,5 +136,4 @@ def gain_projection(rounds: dict[str, pd.DataFrame], path: Path, title: str) -> 
         a.legend(fontsize=6)
     fig.suptitle(title, fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    return path
+    return save_figure(fig, path, dpi=120)

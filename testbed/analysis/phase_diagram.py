@@ -22,6 +22,7 @@ from testbed.feasibility import (
     max_size_gb,
     size_for_transfer_time_gb,
 )
+from testbed.analysis.figures import save as save_figure
 
 BANDWIDTH_RANGE_GBPS = (0.1, 100.0)
 SIZE_RANGE_GB = (1.0, 1000.0)
@@ -174,8 +175,7 @@ def plot_phase_diagram(
     fig.legend(handles=_class_legend(params) + handles, loc="outside lower center", ncols=2, fontsize=9, frameon=False)
     fig.draw_without_rendering()  # lay out first, so that on-screen slopes are known
     _label_paper_cutoffs(ax, bandwidths_gbps, params)
-    fig.savefig(path, dpi=130)
-    return path
+    return save_figure(fig, path, dpi=130)
 
 
 # ------------------------------------------------------------------ normalised, per migration
@@ -261,5 +261,4 @@ def plot_normalised_phase(path: str | Path, migrations, *, title: str | None = N
     ax.grid(alpha=0.3, which="major")
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(0.0, 0.86), framealpha=0.9)
     ax.set_title(title or "Each migration against its own budget (boundary at 1)", fontsize=11)
-    fig.savefig(path, dpi=110)
-    return path
+    return save_figure(fig, path, dpi=110)

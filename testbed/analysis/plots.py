@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
+from testbed.analysis.figures import save as save_figure
 
 
 def energy_mix(ts: pd.DataFrame, migs: pd.DataFrame, path: Path, title: str) -> Path:
@@ -33,8 +34,7 @@ def energy_mix(ts: pd.DataFrame, migs: pd.DataFrame, path: Path, title: str) -> 
     axes[0].legend(loc="upper left", ncols=5, fontsize=8, bbox_to_anchor=(0, 1.35))
     axes[-1].set_xlabel("scenario time (h)")
     fig.suptitle(title)
-    fig.savefig(path, dpi=110)
-    return path
+    return save_figure(fig, path, dpi=110)
 
 
 def jct_cdf(jobs: dict[str, pd.DataFrame], path: Path, title: str) -> Path:
@@ -57,8 +57,7 @@ def jct_cdf(jobs: dict[str, pd.DataFrame], path: Path, title: str) -> Path:
     else:  # no policy completed a job in the run: say so on the plot, not with an empty legend
         ax.text(0.5, 0.5, "no job completed", ha="center", va="center", transform=ax.transAxes, color="0.4")
     ax.set_title(title)
-    fig.savefig(path, dpi=110)
-    return path
+    return save_figure(fig, path, dpi=110)
 
 
 def energy_by_policy(summaries: dict[str, dict], path: Path, title: str) -> Path:
@@ -77,8 +76,7 @@ def energy_by_policy(summaries: dict[str, dict], path: Path, title: str) -> Path
     ax.set_title(title)
     ax.legend(fontsize=8)
     ax.grid(axis="y", alpha=0.3)
-    fig.savefig(path, dpi=110)
-    return path
+    return save_figure(fig, path, dpi=110)
 
 
 def power_caps(ts: pd.DataFrame, power: pd.DataFrame, path: Path, title: str) -> Path:
@@ -112,5 +110,4 @@ def power_caps(ts: pd.DataFrame, power: pd.DataFrame, path: Path, title: str) ->
     axes[0].legend(h1 + h2, l1 + l2, loc="upper left", ncols=4, fontsize=8, bbox_to_anchor=(0, 1.35))
     axes[-1].set_xlabel("scenario time (h)")
     fig.suptitle(title)
-    fig.savefig(path, dpi=110)
-    return path
+    return save_figure(fig, path, dpi=110)

@@ -22,6 +22,7 @@ import pandas as pd
 from testbed.analysis.claims import run_groups
 from testbed.analysis.markdown import md_table
 from testbed.stats import paired_test, t_interval
+from testbed.analysis.figures import save as save_figure
 
 PAPER_NON_RENEWABLE_PCT = -52.0
 SPLIT_METRICS = (("grid_kwh", "grid kWh"), ("mean_jct_h", "mean JCT h"),
@@ -115,7 +116,7 @@ def availability_plot(sums: pd.DataFrame, param: str, path: Path) -> None:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8, loc="lower left")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
 
 

@@ -21,6 +21,7 @@ import pandas as pd
 from testbed.analysis import calibration, claims, federated_claims, grid_report, policy_effects
 from testbed.analysis import validation as v
 from testbed.analysis.report_data import DATA_DIR
+from testbed.analysis.figures import md_links
 from testbed.analysis.markdown import md_table as _md_table
 
 METRICS = ("grid_kwh", "renewable_kwh", "mean_jct_h", "jobs_completed", "migrations", "migrations_overran",
@@ -64,6 +65,7 @@ def build_report(dirs: list[Path], out: Path, title: str | None = None, argv: li
     was derived from (testbed.analysis.report_data), so ``testbed report --check`` can re-derive it."""
     from datetime import datetime, timezone
 
+    from testbed.analysis.figures import current_format
     from testbed.analysis.report_data import collect
     from testbed.recorder.manifest import git_state
     from testbed.recorder.out_dir import check_out_dir
@@ -90,7 +92,8 @@ def build_report(dirs: list[Path], out: Path, title: str | None = None, argv: li
         data.save(tmp / DATA_DIR)
         write_json(tmp / "report.json", {"format": REPORT_FORMAT, "title": title, "inputs": [str(d) for d in dirs],
                                          "created_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                                         "command": list(argv or []), "git": git_state()})
+                                         "command": list(argv or []), "git": git_state(),
+                                         **({"figure_format": current_format()} if current_format() != "png" else {})})
     return Path(out) / "report.md"
 
 
@@ -123,7 +126,7 @@ def _write_report(data, m: pd.DataFrame, sums: pd.DataFrame, comps: list, out: P
     if fed and not runs:  # federated runs only: the migration study's sections have nothing to show
         lines += federated_claims.markdown(fed, fed_comps, out)
         sums.to_csv(out / "summaries.csv", index=False)
-        (out / "report.md").write_text("\n".join(lines), encoding="utf-8")
+        (out / "report.md").write_text(md_links("\n".join(lines)), encoding="utf-8")
         return
     lines += ["## Predicted vs actual migration time", "",
               "Both predictions use only what the controller had (size, predicted bandwidth): the paper's `8S/B` "
@@ -198,10 +201,10 @@ def _write_report(data, m: pd.DataFrame, sums: pd.DataFrame, comps: list, out: P
                 others = [q for q in params if q != p and q not in numeric and one[q].nunique(dropna=True) > 1]
                 quantity = axis_label(p, runs)
                 v.by_level_plot(one[values.notna()].assign(**{p: values.dropna()}), p, f,
-                                f"{src + ': ' if multi else ''}change vs static at each {quantity}\n"
+                                f"Change vs static at each {quantity}\n"
                                 "(paired per seed; mean and 95 % CI over seeds)",
                                 split=others[0] if others else None, xlabel=quantity)
-                lines += [f"![by level]({f.name})", ""]
+                lines += ([f"`{src}`:", ""] if multi else []) + [f"![by level]({f.name})", ""]
 
     if len(m):
         from testbed.analysis.phase_diagram import plot_normalised_phase
@@ -231,4 +234,4 @@ def _write_report(data, m: pd.DataFrame, sums: pd.DataFrame, comps: list, out: P
     if len(m):
         m.drop(columns=["candidates"], errors="ignore").to_parquet(out / "migrations.parquet", index=False)
     sums.to_csv(out / "summaries.csv", index=False)
-    (out / "report.md").write_text("\n".join(lines), encoding="utf-8")
+    (out / "report.md").write_text(md_links("\n".join(lines)), encoding="utf-8")

@@ -146,6 +146,14 @@ def _unmeasured(data: ReportData, comps: list, res: CheckResult) -> None:
                                     f"{', cell ' + key[2] if key[2] else ''}) although its scenario runs {policy}")
 
 
+def _figures_as(meta: dict):
+    """Figures in the format the report was made with (report.json's ``figure_format``; png when absent)."""
+    from testbed.analysis.figures import figure_output
+
+    fmt = meta.get("figure_format")
+    return figure_output(fmt if fmt in ("png", "svg", "pdf") else "png")
+
+
 def check_report(report: Path) -> CheckResult:
     from testbed.analysis.report import render
     from testbed.analysis.report_data import comparisons
@@ -164,7 +172,7 @@ def check_report(report: Path) -> CheckResult:
         res.problems.append(f"{report / 'report.json'}: records no title")
         return res
     data = ReportData.load(report / DATA_DIR)
-    with tempfile.TemporaryDirectory(prefix="tb-report-check-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="tb-report-check-") as tmp, _figures_as(meta):
         render(data, Path(tmp), meta["title"])
         _compare_outputs(Path(report), Path(tmp), res)
     _unmeasured(data, [c for c in comparisons(data)], res)
@@ -259,7 +267,7 @@ def rebuild(report: Path) -> Path:
     report = Path(report)
     meta = json.loads((report / "report.json").read_text())
     data = ReportData.load(report / DATA_DIR)
-    with atomic_dir(report, True, kind="report") as tmp:
+    with atomic_dir(report, True, kind="report") as tmp, _figures_as(meta):
         render(data, tmp, meta["title"])
         data.save(tmp / DATA_DIR)
         write_json(tmp / "report.json", {**meta, "rebuilt_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),

@@ -27,6 +27,7 @@ from testbed.analysis.names import TRIAL_DONE
 from testbed.analysis.scenario_id import scenario_hash
 from testbed.errors import TestbedError
 from testbed.feasibility import TCP_EFFICIENCY_MTU1500
+from testbed.analysis.figures import save as save_figure
 
 
 class ReportError(TestbedError):
@@ -213,8 +214,7 @@ def scatter_pred_vs_actual(m: pd.DataFrame, path: Path, title: str) -> Path:
         ax.legend(fontsize=8, loc="upper left")
         ax.set_title(f"{what} time: predicted vs actual (n={len(done)})", fontsize=10)
     fig.suptitle(title)
-    fig.savefig(path, dpi=110)
-    return path
+    return save_figure(fig, path, dpi=110)
 
 
 _KIND_WORDS = {"none": "no degradation", "steady": "steady degradation", "event": "degradation event during the transfer",
@@ -271,8 +271,7 @@ def error_cdf(m: pd.DataFrame, path: Path, title: str) -> Path:
              Line2D([], [], color="#c8e6c9", lw=8, label="within ±5 %")]
     fig.legend(handles=style, loc="outside lower center", ncols=3, fontsize=9, frameon=False)
     fig.suptitle(title)
-    fig.savefig(path, dpi=110)
-    return path
+    return save_figure(fig, path, dpi=110)
 
 
 def confusion_plot(conf: pd.DataFrame, path: Path, title: str, label_col: str | None = None) -> Path:
@@ -298,8 +297,7 @@ def confusion_plot(conf: pd.DataFrame, path: Path, title: str, label_col: str | 
     for ax in axes[len(conf):]:
         ax.set_axis_off()
     fig.suptitle(title)
-    fig.savefig(path, dpi=110)
-    return path
+    return save_figure(fig, path, dpi=110)
 
 
 def by_level_plot(sums: pd.DataFrame, param: str, path: Path, title: str, split: str | None = None,
@@ -362,5 +360,4 @@ def by_level_plot(sums: pd.DataFrame, param: str, path: Path, title: str, split:
     fig.legend(handles, names, loc="outside lower center", ncols=min(2 if len(splits) == 1 else 4, max(1, len(names))),
                fontsize=9, frameon=False)
     fig.suptitle(title)
-    fig.savefig(path, dpi=110)
-    return path
+    return save_figure(fig, path, dpi=110)

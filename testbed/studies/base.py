@@ -93,6 +93,10 @@ class Study(ABC):
     def traces(self) -> list[tuple[str, Trace]]:
         """(series name, trace) of every input trace the study used, for ``traces.parquet``."""
 
+    def progress_state(self) -> tuple[float, float] | None:
+        """(done, total) of the current policy's run, for the live page; None: not known."""
+        return None
+
     @abstractmethod
     def describe(self) -> dict:
         """The manifest's ``substrate`` entry (after the runs)."""

@@ -175,7 +175,7 @@ class FederatedStudy(Study):
         title = (f"{self.sc.name} (seed {self.inputs.seed}, substrate {self.exchange.describe['substrate']}, "
                  f"target {fl.target_accuracy:g})")
         if self.plots:
-            _plots(out, self._rounds, summaries, cl, fl.target_accuracy, self.sc.name)
+            _plots(out, self._rounds, summaries, cl, fl.target_accuracy)
         return (_finite({"policies": summaries, "claims": cl}),
                 comparison_markdown(summaries, cl, title=title, notes=NOTES))
 
@@ -191,18 +191,18 @@ class FederatedStudy(Study):
                 "compute_samples_per_s": {"value": self.samples_per_s, "source": self.samples_per_s_source}}
 
 
-def _plots(tmp: Path, rounds, summaries, cl, target: float, name: str) -> None:
+def _plots(tmp: Path, rounds, summaries, cl, target: float) -> None:
     from testbed.analysis.federated_plots import accuracy_vs_time, gain_projection, sites_selected, straggler_vs_pooled
 
     accuracy_vs_time(rounds, summaries, target, tmp / "accuracy_vs_time.png",
-                     f"{name}: test accuracy vs scenario time (one seed; the report has the seeds)")
-    sites_selected(rounds, summaries, tmp / "sites_selected.png", f"{name}: sites selected per round")
+                     "Test accuracy vs scenario time (one seed; the report has the seeds)")
+    sites_selected(rounds, summaries, tmp / "sites_selected.png", "Sites selected per round")
     picks = [c[key] for c in cl["by_model"].values() for key in ("powertrip", "best_static") if c.get(key)]
     picks = (list(dict.fromkeys(picks)) or list(rounds))[:2]  # two runs x three clocks: six lines
     straggler_vs_pooled(rounds, picks, target, tmp / "straggler_vs_pooled.png",
-                        f"{name}: the same rounds under three clocks\nstraggler (solid), pooled on the same work "
+                        "The same rounds under three clocks\nstraggler (solid), pooled on the same work "
                         "(dashed), Eq. 7 as written (dotted)")
-    gain_projection(rounds, tmp / "gain_projection.png", f"{name}: projected vs measured accuracy gain per round")
+    gain_projection(rounds, tmp / "gain_projection.png", "Projected vs measured accuracy gain per round")
 
 
 def _best_static_summaries(tmp: Path, specs, summaries: dict[str, dict]) -> None:

@@ -17,6 +17,7 @@ from testbed.analysis.compare import compare, comparison_markdown
 from testbed.analysis.paper_setup import paper_setup
 from testbed.analysis.plots import energy_by_policy, energy_mix, jct_cdf, power_caps
 from testbed.analysis.summary import SUMMARY_METRICS, energy_by_site, summarize
+from testbed.analysis.titles import words
 from testbed.controller.controller import Controller
 from testbed.inputs import Inputs, require_jobs
 from testbed.policies import make_policy
@@ -85,9 +86,10 @@ class MigrationStudy(Study):
     def run(self, run: PolicyRun):
         """A fresh substrate and cap enforcer per policy, released before the next one starts."""
         self._bar.set_postfix_str(run.label)
+        self._step_n = 0
         with make_substrate(self.substrate, self.inputs, self.run_id) as sub, power_backend(self.sc, sub) as caps:
             ctl = Controller(self.inputs, make_policy(run.spec, self.inputs.scenario), sub,
-                             on_step=lambda k, n: self._bar.update(1), caps=caps, policy_name=run.spec.name)
+                             on_step=lambda k, n: self._on_step(), caps=caps, policy_name=run.spec.name)
             rec = ctl.run()
             self._desc = {**sub.describe(), "power_backend": caps.name}
         return rec
@@ -102,14 +104,22 @@ class MigrationStudy(Study):
             self._record_pace(tables["migrations"], wall_s)
         self._jobs[run.label] = tables["jobs"]
         if self.plots:
-            sc, seed = self.sc, self.inputs.seed
+            seed = self.inputs.seed
             energy_mix(tables["timeseries"], tables["migrations"], folder / "energy_mix.png",
-                       f"{sc.name} - {run.label}: energy mix per site (seed {seed})")
+                       f"Energy mix per site under {words(run.label)} (seed {seed})")
             power_caps(tables["timeseries"], tables["power"], folder / "power_caps.png",
-                       f"{sc.name} - {run.label}: GPU caps from renewables + grid top-up (seed {seed})")
+                       f"GPU power caps from renewables + grid top-up under {words(run.label)} (seed {seed})")
         by_site = with_policy(energy_by_site(tables["timeseries"]), run.spec.name, run.label)
         by_site.to_csv(folder / "energy_by_site.csv", index=False, float_format="%.6f")
         return summary
+
+    def progress_state(self) -> tuple[float, float] | None:
+        """Control steps done of the current policy's run, and its steps (for the live page)."""
+        return float(getattr(self, "_step_n", 0)), float(self._steps())
+
+    def _on_step(self) -> None:
+        self._step_n += 1
+        self._bar.update(1)
 
     def _steps(self) -> int:
         """Control steps of one policy's run."""
@@ -128,8 +138,8 @@ class MigrationStudy(Study):
         cmp = compare(summaries, self._jobs, paper=paper_setup(self.sc.model_dump(mode="json")))
         title = f"{self.sc.name} (seed {self.inputs.seed}, substrate {self.substrate})"
         if self.plots:
-            jct_cdf(self._jobs, out / "jct_cdf.png", f"JCT CDF - {self.sc.name}")
-            energy_by_policy(summaries, out / "energy_by_policy.png", f"Energy by policy - {self.sc.name}")
+            jct_cdf(self._jobs, out / "jct_cdf.png", f"Job completion time per policy (seed {self.inputs.seed})")
+            energy_by_policy(summaries, out / "energy_by_policy.png", f"Energy per policy (seed {self.inputs.seed})")
         return cmp, comparison_markdown(cmp, title=title, notes=NOTES)
 
     def traces(self) -> list[tuple[str, Trace]]:

@@ -36,7 +36,8 @@ from testbed.sweep.plan import SweepPlan, Trial
 from testbed.sweep.trial import DONE, TrialJob, unpack
 
 EMULATION_CPUS_PER_TRIAL = 2   # a relay, a transfer server and a client per trial: keep them off each other's core
-OUR_FILES = ("sweep.yaml", "sweep.json", "trials.csv", "results.parquet", "results.csv", "table.csv", "table.md")
+OUR_FILES = ("sweep.yaml", "sweep.json", "trials.csv", "results.parquet", "results.csv", "table.csv", "table.md",
+             "index.html")
 TRIAL_FORMAT = "testbed-sweep-trial/1"
 
 
@@ -235,5 +236,8 @@ def run_sweep(plan: SweepPlan, out: Path, *, parallel: int | None = None, ray_ad
     outcome.failed = _trials_csv(out, plan)
     done = {t.rel_dir for t in plan.trials if is_done(out, t)}
     write_outputs(out, plan, done, len(outcome.failed))
+    from testbed.html.writer import write_sweep_page
+
+    write_sweep_page(out, argv)  # index.html and the sweep's report (report/)
     outcome.wall_s = time.perf_counter() - t0
     return outcome
