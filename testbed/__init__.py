@@ -9,13 +9,14 @@ The Python API (imported on first use, so ``import testbed`` stays light)::
     table = testbed.sweep(sc, grid={"policies[feasibility_aware].alpha": [0.1, 0.2]}, seeds=range(3))
     sw = testbed.open(table.attrs["path"])           # a run's or a sweep's directory
     sw.summary, sw.timeseries                         # every trial's, with run_id, cell, seed, policy, label
+    testbed.compare(run_a, run_b)                     # scenario differences and per-metric changes, paired by seed
     with testbed.net.up("topologies/eu-5.yaml") as wan:   # a live WAN (root): wan.exec, wan.set, wan.status
         wan.exec("rome", ["ping", "-c", "3", wan.sites["paris"]])
 """
 
 __version__ = "0.1.0"
 
-_API = ("load", "run", "open_results", "Results", "parse_set")
+_API = ("load", "run", "open_results", "Results", "parse_set", "compare")
 _ALIASES = {"open": "open_results", "_sweep": "sweep"}  # _sweep: what testbed.sweep(...) calls
 
 __all__ = ["__version__", "sweep", "net", "open", *_API]

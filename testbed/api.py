@@ -42,8 +42,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 PathLike = str | os.PathLike
 
-__all__ = ["RESULTS_FORMAT", "Prepared", "Results", "check_seed", "check_substrate", "load", "open_results",
-           "parse_set", "prepare", "run", "run_prepared", "sweep"]
+__all__ = ["RESULTS_FORMAT", "Prepared", "Results", "check_seed", "check_substrate", "compare", "comparison_groups",
+           "load", "open_results", "parse_set", "prepare", "run", "run_prepared", "sweep"]
 
 
 @dataclass(frozen=True)
@@ -357,3 +357,91 @@ def sweep(source: "PathLike | Mapping | Scenario", out: PathLike | None = None, 
     fields = {"grid": grid, "seeds": seeds, "variants": variants, "metrics": metrics, "name": name}
     return run_sweep(source, out, {k: v for k, v in fields.items() if v is not None}, prepare=prepare,
                      base=base, parallel=parallel, ray=ray, substrate=substrate, force=force)
+
+
+# ------------------------------------------------------------------------------ compare
+
+def comparison_groups(path: PathLike) -> list:
+    """The sides a results directory gives :func:`compare`
+    (:class:`~testbed.analysis.run_compare.Group`): a run's directory is one (its seed), a sweep's
+    one per cell (its completed trials, by seed), a cell's folder of a sweep
+    (``<sweep>/trials/<cell>``) one. A SpecError naming ``path`` when it is none of these."""
+    from testbed.analysis.run_compare import Group
+    from testbed.sweep_results import SWEEP_MANIFEST, SweepResults
+
+    shown, p = str(path), Path(path).expanduser()
+    what = "not a results directory (no manifest.json of a run, no sweep.json of a sweep)"
+    if not p.is_dir():
+        raise SpecError([(shown, "no such directory" if not p.exists() else f"{what}: not a directory")])
+    if (p / SWEEP_MANIFEST).is_file():
+        sw = SweepResults(p)
+        done = sw.trials[sw.trials["status"] == "completed"]
+        if not len(done):
+            raise SpecError([(shown, "a sweep with no completed trial: nothing to compare")])
+        cells: dict[str, list] = {}
+        for run_id, cell in zip(done["run_id"], done["cell"]):
+            cells.setdefault(cell, []).append(sw.runs[run_id])
+        return [_group(f"{shown} [{cell}]" if len(cells) > 1 else shown, runs) for cell, runs in cells.items()]
+    if (p / "manifest.json").is_file():
+        return [_group(shown, [Results(p)])]
+    seeds = sorted(d for d in p.glob("seed-*") if (d / "manifest.json").is_file())
+    if seeds:  # one cell of a sweep
+        return [_group(shown, [Results(d) for d in seeds])]
+    raise SpecError([(shown, what)])
+
+
+def _group(name: str, runs: list[Results]):
+    from testbed.analysis.run_compare import Group
+
+    group = Group(name=name, scenario={})
+    for res in runs:
+        seed = res.manifest.get("seed")
+        scenario = (res.manifest.get("scenario") or {}).get("resolved")
+        if scenario is None:  # older results: the scenario as it ran, unresolved
+            import yaml
+
+            scenario = yaml.safe_load(res.scenario_text) or {}
+        if not group.scenario:
+            group.scenario = scenario
+        if seed in group.runs:
+            raise SpecError([(str(res.path), f"seed {seed} twice in {name}: a side of a comparison is one "
+                                             "scenario's runs, one per seed")])
+        group.runs[seed] = res._summaries
+    return group
+
+
+def compare(*paths: PathLike, metrics: list[str] | None = None, policies: list[str] | None = None) -> "pd.DataFrame":
+    """What differs between results (run or sweep directories; a sweep counts as one side per
+    cell), against the first: per other side, policy and metric, the change with its 95 % CI,
+    paired by seed where the seeds match (``ci``: paired, unpaired or none, and a ``note`` saying
+    why). ``attrs["scenario_diff"]``: per other side, every scenario path that differs with both
+    values (:mod:`testbed.analysis.run_compare`). ``metrics``/``policies``: only these."""
+    from testbed.analysis.run_compare import compare_groups
+
+    groups = [g for p in paths for g in comparison_groups(p)]
+    if len(groups) < 2:
+        raise SpecError([(str(paths[0]) if paths else "compare", "a comparison needs two results directories, "
+                                                                 "or a sweep with two cells or more")])
+    df = compare_groups(groups, metrics=metrics, policies=policies)
+    _check_names(df, groups, metrics, policies)
+    return df
+
+
+def _check_names(df, groups, metrics, policies) -> None:
+    """A metric or policy asked for that no side has: a SpecError with the nearest names."""
+    from testbed.analysis.run_compare import numeric_metrics
+    from testbed.suggest import did_you_mean
+
+    problems = []
+    known_metrics = numeric_metrics(groups)
+    for m in metrics or []:
+        if m not in known_metrics:
+            problems.append(("metric", f"{m!r} is not a numeric summary field of every side"
+                                       f"{did_you_mean(m, known_metrics)}"))
+    labels = {lb for g in groups for lb in g.labels()}
+    for lb in policies or []:
+        if lb not in labels:
+            problems.append(("policy", f"no policy entry {lb!r}{did_you_mean(lb, labels)} "
+                                       f"(present: {', '.join(sorted(labels))})"))
+    if problems:
+        raise SpecError(problems)

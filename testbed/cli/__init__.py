@@ -10,7 +10,7 @@ from testbed.errors import SpecError, TestbedError
 from testbed.power import builtin as _power_backends  # noqa: F401  (registers the backends power.backend names)
 
 # Sub-command modules, in the order ``testbed --help`` lists them.
-_COMMANDS = ("run", "sweep", "report", "validate", "schema", "feasibility", "net", "clean", "bench", "calibrate", "doctor", "vm")
+_COMMANDS = ("run", "sweep", "report", "compare", "validate", "schema", "feasibility", "net", "clean", "bench", "calibrate", "doctor", "vm")
 
 
 def build_parser() -> argparse.ArgumentParser:

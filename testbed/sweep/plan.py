@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 
 from testbed.errors import SpecError
+from testbed.analysis.names import param_column
 from testbed.spec.files import resolve_topology
 from testbed.spec.load import LoadedScenario, read_yaml, scenario_from_dict
 from testbed.spec.topology import read_topology
@@ -78,9 +79,14 @@ class SweepPlan:
     substrate: str              # sim | netns | mininet: ``auto`` is resolved once, for the base scenario
     substrate_why: str
     base: LoadedScenario
-    param_columns: tuple[str, ...]
+    param_columns: tuple[str, ...]  # the swept parameters' paths (``variant``, grid paths, ``$name``)
     cells: tuple[Cell, ...]
     trials: tuple[Trial, ...]
+
+    @property
+    def columns(self) -> dict[str, str]:
+        """Each swept parameter's path -> its column in the sweep's tables (an identifier)."""
+        return {p: param_column(p) for p in self.param_columns}
 
 
 def _short(value: Any) -> str:
@@ -176,7 +182,7 @@ def _unknown_key(problem: tuple[str, str], data: dict, overrides: dict[str, Any]
     """``(path as typed, message)`` when ``problem`` is an unknown key an override's path made
     (at its path, or a key above it the path created), else None. Unknown keys inside an override's
     value stay the cell's problem (the value may differ between cells)."""
-    from testbed.override_errors import attribute, resolve
+    from testbed.sweep.override_errors import attribute, resolve
 
     where, message = problem
     if not message.startswith("unknown field"):
@@ -229,6 +235,16 @@ def _metric_problems(sweep: SweepFile, scenario) -> list[tuple[str, str]]:
     return metric_problems(sweep.spec.metrics, dict.fromkeys(known, True), sweep.where or str(sweep.path))
 
 
+def _check_columns(sweep: SweepFile, paths: list[str]) -> None:
+    """Two swept parameters whose columns would be one (``a.b_c`` and ``a_b.c``) are refused."""
+    seen: dict[str, str] = {}
+    for p in paths:
+        other = seen.setdefault(param_column(p), p)
+        if other != p:
+            raise SpecError([(sweep.problem(f"grid[{p}]"), f"its column {param_column(p)} is also {other!r}'s: "
+                              "rename one (e.g. a $variable)")])
+
+
 def plan_sweep(sweep: SweepFile, substrate: str | None = None) -> SweepPlan:
     """Every cell and trial of a sweep; all problems of all cells and of the metric names in one
     SpecError (one line each)."""
@@ -262,5 +278,6 @@ def plan_sweep(sweep: SweepFile, substrate: str | None = None) -> SweepPlan:
     seeds = sweep.seeds(base.scenario.seed)
     trials = tuple(Trial(cell=c, seed=s, key=_trial_key(c, s, substrate)) for c in cells for s in seeds)
     columns = list(dict.fromkeys(k for c in cells for k in c.params))
+    _check_columns(sweep, columns)
     return SweepPlan(sweep=sweep, substrate=substrate, substrate_why=why, base=base, param_columns=tuple(columns),
                      cells=tuple(cells), trials=trials)
