@@ -1,7 +1,7 @@
 """``scripts/vagrant-check.sh`` end to end: the local Debian box built and added, ``vagrant up``
 provisioning with the README's set-up, the quick start and a test subset inside the VM, their
 results back through the shared folder, the VM destroyed. Under software emulation (no usable KVM)
-this takes longer than CI allows (README, "A VM with Vagrant": measured times), so it runs only when
+this takes longer than CI allows (docs/measured/benchmarks.md, "The Vagrant VM, end to end": measured times), so it runs only when
 asked: ``TESTBED_VAGRANT_CHECK=1 pytest -m vagrant tests/integration/test_vagrant_check.py``."""
 
 from __future__ import annotations

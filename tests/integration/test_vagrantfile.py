@@ -1,4 +1,4 @@
-"""The Vagrantfile (README, "Reproduce anywhere"): Vagrant accepts it, and it provisions what the
+"""The Vagrantfile (docs/how-to/vagrant.md): Vagrant accepts it, and it provisions what the
 README's set-up does. CI checks it with ``vagrant validate`` (Debian's vagrant package, which
 scripts/setup.sh installs as root); booting the VM itself needs a hypervisor CI does not have."""
 
@@ -40,7 +40,7 @@ def test_vagrantfile_provisions_like_the_readme(root):
     assert "scripts/reference.sh" in reproduce.read_text()
     reference = (root / "scripts" / "reference.sh").read_text()
     assert "scenarios/paper-migration-5node-7day.yaml" in reference and "testbed report" in reference.replace("$TB", "testbed")
-    assert "sudo bash /vagrant/scripts/reproduce.sh" in (root / "README.md").read_text()
+    assert "sudo bash /vagrant/scripts/reproduce.sh" in (root / "docs" / "how-to" / "vagrant.md").read_text()
 
 
 def test_vagrant_check_rejects_bad_arguments_before_doing_anything(root):

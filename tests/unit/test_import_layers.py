@@ -6,7 +6,7 @@ the ones inside functions, and mapped to the unit it lands in.  Cycles between u
 are the strongly connected components of that graph with more than one unit.
 
 The allowlist is a ratchet of import edges known to close a cycle ("upward" edges,
-against the layer order in README.md).  With those edges taken out the graph must be
+against the layer order in docs/reference/layout.md).  With those edges taken out the graph must be
 acyclic, so any new cycle fails; and an allowlisted edge that no longer exists, or no
 longer lies on a cycle, fails too, so the list can only shrink.
 """
@@ -194,12 +194,12 @@ def test_no_import_cycle_between_units():
     assert not msgs, "\n".join(msgs)
 
 
-README = ROOT.parent / "README.md"
+README = ROOT.parent / "docs" / "reference" / "layout.md"  # the layer line moved here from README.md
 LAYER_INTRO = "Layers import downward only"
 
 
 def readme_layers() -> list[list[str]]:
-    """The README's layer line: groups left (lowest) to right, ``a/b`` for units side by side,
+    """The layer line of docs/reference/layout.md: groups left (lowest) to right, ``a/b`` for units side by side,
     ``a+b`` for units that still import each other (an allowlisted cycle)."""
     import re
 
@@ -214,8 +214,8 @@ def test_readme_layer_line_matches_the_imports():
     where = {u: i for i, group in enumerate(layers) for u in group}
     graph = unit_graph()
     units = {_short(u) for u in graph} - {"__main__"}
-    msgs = [f"README layer line lacks {u}" for u in sorted(units - set(where))]
-    msgs += [f"README layer line names {u}, which is not a unit" for u in sorted(set(where) - units)]
+    msgs = [f"layer line (docs/reference/layout.md) lacks {u}" for u in sorted(units - set(where))]
+    msgs += [f"layer line (docs/reference/layout.md) names {u}, which is not a unit" for u in sorted(set(where) - units)]
     allowed = {(a, b) for a, b, _ in ALLOWED_BACK_EDGES}
     for a in sorted(graph):
         for b in sorted(graph[a]):
@@ -224,5 +224,5 @@ def test_readme_layer_line_matches_the_imports():
                 continue
             if where[sb] > where[sa] or (where[sb] == where[sa] and (sa, sb) not in allowed
                                            and (sb, sa) not in allowed):
-                msgs.append(f"{sa} imports {sb}, which the README puts {'above' if where[sb] > where[sa] else 'beside'} it")
+                msgs.append(f"{sa} imports {sb}, which docs/reference/layout.md puts {'above' if where[sb] > where[sa] else 'beside'} it")
     assert not msgs, "\n".join(msgs)
