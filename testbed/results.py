@@ -56,6 +56,12 @@ class TableAccess:
     decisions = _named_table("decisions")
     power = _named_table("power")
 
+    @property
+    def plot(self) -> "RunPlots | SweepPlots":
+        """Figures of these tables, each a matplotlib Figure: a run's (:class:`RunPlots`:
+        ``timeseries``, ``pred_vs_actual``) or a sweep's (:class:`SweepPlots`: also ``metric``)."""
+        return (RunPlots if isinstance(self, Results) else SweepPlots)(self)
+
     def __getattr__(self, name: str):
         if name.startswith("_"):
             raise AttributeError(name)
@@ -185,3 +191,150 @@ class Results(TableAccess):
             frames.append(df[["policy", "label", *(c for c in df.columns if c not in ("policy", "label"))]])
         return concat_nonempty(frames, frames[0].iloc[0:0].reset_index(drop=True))
 
+
+
+def pick_policy(labels: list[str], policies: dict[str, str], policy: str | None, holder: str) -> str:
+    """The policy entry (label) ``policy`` names: a label, else a policy name with one entry; the
+    only entry when None. A ValueError naming the entries otherwise."""
+    from testbed.suggest import did_you_mean
+
+    if policy is None:
+        if len(labels) == 1:
+            return labels[0]
+        raise ValueError(f"{holder} has several policies: give policy= one of {', '.join(labels)}")
+    if policy in labels:
+        return policy
+    named = [lb for lb in labels if policies.get(lb) == policy]
+    if len(named) == 1:
+        return named[0]
+    if named:
+        raise ValueError(f"policy {policy!r} names {len(named)} entries: give a label ({', '.join(named)})")
+    raise ValueError(f"no policy {policy!r} in {holder}{did_you_mean(policy, labels)} (present: {', '.join(labels)})")
+
+
+def check_columns(df: "pd.DataFrame", column: "str | list[str]", table: str) -> list[str]:
+    """``column`` (one or several) as a list, each a column of ``df``; a ValueError with the nearest names."""
+    from testbed.suggest import did_you_mean
+
+    columns = [column] if isinstance(column, str) else list(column)
+    for c in columns:
+        if c not in df.columns:
+            raise ValueError(f"no column {c!r} in {table}{did_you_mean(c, map(str, df.columns))}")
+    return columns
+
+
+class RunPlots:
+    """``Results.plot``: figures of one run, each a ``matplotlib.figure.Figure``
+    (:mod:`testbed.analysis.result_plots`)."""
+
+    def __init__(self, results: "Results"):
+        self._r = results
+
+    def _label(self, policy: str | None) -> str:
+        r = self._r
+        return pick_policy(r.labels, {lb: s.get("policy", lb) for lb, s in r._summaries.items()}, policy,
+                           f"{r.path}")
+
+    def timeseries(self, policy: str | None = None, column: "str | list[str]" = "grid_kw", *,
+                   migrations: bool = True):
+        """One policy's time series (``policy``: its label or name; needed where the run has
+        several): ``column`` (or a list of columns) of ``timeseries`` per site against scenario
+        time, its migrations out and in marked."""
+        from testbed.analysis.result_plots import timeseries
+
+        label = self._label(policy)
+        ts = self._r.timeseries
+        columns = check_columns(ts, column, "the timeseries table")
+        mine = ts[ts["label"] == label]
+        migs = None
+        if migrations and "migrations" in self._r.tables:
+            m = self._r.migrations
+            migs = m[m["label"] == label]
+        return timeseries(mine, columns, f"{label}: {', '.join(columns)}", migs)
+
+    def pred_vs_actual(self, what: str = "total", policy: str | None = None):
+        """Predicted against realised migration time (``what``: transfer, load, downtime or total),
+        every policy's (or ``policy``'s) completed migrations; each point says whether the realised
+        value was measured (emulated substrates) or modelled (sim)."""
+        from testbed.analysis.result_plots import pred_vs_realised
+
+        m = self._r.migrations
+        if policy is not None:
+            m = m[m["label"] == self._label(policy)]
+        return pred_vs_realised(m, f"{self._r.path.name}: predicted vs realised {what}", what)
+
+
+class SweepPlots:
+    """``SweepResults.plot``: figures over a sweep's trials, each a ``matplotlib.figure.Figure``.
+    ``where``: a trial's ``run_id``, ``cell``, ``seed`` or a parameter column (``seed=3``,
+    ``**{"policies[feasibility_aware].alpha": 0.2}``) selecting trials."""
+
+    def __init__(self, sweep):
+        self._s = sweep
+
+    def _param(self, name: str) -> str:
+        """A parameter column by its name, or by the grid path it stands for."""
+        s = self._s
+        if name in s.param_columns or name in ("run_id", "cell", "seed"):
+            return name
+        by_path = {v: k for k, v in (getattr(s, "param_paths", None) or {}).items()}
+        if name in by_path:
+            return by_path[name]
+        from testbed.suggest import did_you_mean
+
+        known = [*s.param_columns, *by_path]
+        raise ValueError(f"{name!r} is not a parameter of this sweep{did_you_mean(name, known)} "
+                         f"(parameters: {', '.join(s.param_columns) or 'none'}; also run_id, cell, seed)")
+
+    def _where(self, df: "pd.DataFrame", where: dict) -> "pd.DataFrame":
+        for name, value in where.items():
+            df = df[df[self._param(name)] == value]
+        return df
+
+    def _label(self, df: "pd.DataFrame", policy: str | None) -> str:
+        labels = list(dict.fromkeys(df["label"]))
+        policies = dict(zip(df["label"], df["policy"]))
+        return pick_policy(labels, policies, policy, "this sweep's trials")
+
+    def timeseries(self, policy: str | None = None, column: "str | list[str]" = "grid_kw", *,
+                   run_id: str | None = None, migrations: bool = True, **where):
+        """One policy's time series in one trial: ``run_id`` (``<cell>/seed-<seed>``), or ``where``
+        narrowing the trials to one (``seed=3, cell="001-alpha=0.2"``)."""
+        if run_id is not None:
+            where = {**where, "run_id": run_id}
+        trials = self._where(self._s.summary, where)
+        ids = list(dict.fromkeys(trials["run_id"]))
+        if len(ids) != 1:
+            shown = ", ".join(ids[:4]) + (", ..." if len(ids) > 4 else "")
+            raise ValueError(f"{len(ids)} trials match {where or '(no selection)'}: name one with run_id= or "
+                             f"seed=/cell=/a parameter" + (f" ({shown})" if ids else ""))
+        return self._s.runs[ids[0]].plot.timeseries(policy, column, migrations=migrations)
+
+    def pred_vs_actual(self, what: str = "total", policy: str | None = None, **where):
+        """Predicted against realised migration time over the trials (all, or those ``where``
+        selects); measured or modelled as each run recorded it."""
+        from testbed.analysis.result_plots import pred_vs_realised
+
+        m = self._where(self._s.migrations, where)
+        if policy is not None:
+            m = m[m["label"] == self._label(m if len(m) else self._s.summary, policy)]
+        return pred_vs_realised(m, f"{self._s.path.name}: predicted vs realised {what}", what)
+
+    def metric(self, metric: str, by: str | None = None, policy: "str | list[str] | None" = None, **where):
+        """``metric`` (a summary column) against the parameter ``by`` (a parameter column or its grid
+        path; default: the sweep's only one), one line per policy: the mean over seeds with its
+        95 % CI (the sweep table's rule, :func:`testbed.stats.mean_ci95`)."""
+        from testbed.analysis.result_plots import metric_by
+
+        s = self._s
+        if by is None:
+            if len(s.param_columns) != 1:
+                raise ValueError(f"give by= one of the sweep's parameters: {', '.join(s.param_columns) or 'none'}")
+            by = s.param_columns[0]
+        column = self._param(by)
+        summary = self._where(s.summary, where)
+        check_columns(summary, metric, "the sweep's summary")
+        if policy is not None:
+            wanted = [policy] if isinstance(policy, str) else list(policy)
+            summary = summary[summary["label"].isin([self._label(summary, p) for p in wanted])]
+        return metric_by(summary, metric, column, f"{s.path.name}: {metric} by {by}")
