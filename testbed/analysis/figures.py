@@ -30,9 +30,9 @@ _format: contextvars.ContextVar[str | None] = contextvars.ContextVar("figure_for
 
 def check_format(fmt: str | None, flag: str = "--figure-format") -> str:
     """``fmt`` (None: the environment's or png), or a SpecError naming ``flag`` and the choices."""
+    where = flag if fmt is not None else FORMAT_ENV
     fmt = fmt if fmt is not None else (os.environ.get(FORMAT_ENV) or "png")
     if fmt not in FORMATS:
-        where = flag if fmt is not None and flag else FORMAT_ENV
         raise SpecError([(where, f"unknown figure format {fmt!r} (choices: {', '.join(FORMATS)})")])
     return fmt
 
@@ -40,7 +40,9 @@ def check_format(fmt: str | None, flag: str = "--figure-format") -> str:
 def check_style(style: str | None, flag: str = "--figure-style") -> str | None:
     """``style`` (None: the environment's, or no style), checked: a file that exists, or a style
     matplotlib knows by name."""
-    style = style if style is not None else (os.environ.get(STYLE_ENV) or None)
+    if style is None and os.environ.get(STYLE_ENV):
+        style, flag = os.environ[STYLE_ENV], STYLE_ENV
+    style = style or None
     if style is None:
         return None
     import matplotlib.style
@@ -79,14 +81,32 @@ def figure_path(path: Path) -> Path:
     return Path(path).with_suffix("." + current_format())
 
 
+_WEB_COPIES: dict[str, bytes] = {}  # pdf figure's path -> an svg of it, for index.html (a browser shows no pdf inline)
+MAX_WEB_COPIES = 64
+
+
 def save(fig, path: Path, dpi: int = 110) -> Path:
     """Write ``fig`` to ``path`` in the current format; returns the path written. Vector formats get
-    no creation date, so the same figure gives the same file."""
+    no creation date, so the same figure gives the same file. A pdf figure also leaves an svg copy in
+    memory (:func:`web_copy`) for the page drawn in the same process."""
     out = figure_path(path)
     fmt = out.suffix[1:]
     metadata = {"svg": {"Date": None}, "pdf": {"CreationDate": None}}.get(fmt)
     fig.savefig(out, dpi=dpi, format=fmt, metadata=metadata)
+    if fmt not in WEB_FORMATS:
+        import io
+
+        buf = io.BytesIO()
+        fig.savefig(buf, format="svg", metadata={"Date": None})
+        while len(_WEB_COPIES) >= MAX_WEB_COPIES:
+            _WEB_COPIES.pop(next(iter(_WEB_COPIES)))
+        _WEB_COPIES[str(Path(out).resolve())] = buf.getvalue()
     return out
+
+
+def web_copy(path: Path) -> bytes | None:
+    """The svg copy :func:`save` kept of the pdf figure ``path`` (None: none kept, e.g. another process drew it)."""
+    return _WEB_COPIES.get(str(Path(path).resolve()))
 
 
 def find(folder: Path, stem: str) -> Path | None:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from testbed.cli import figure_options
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("report", help="validation report (report.md + figures) from runs and sweeps; --check re-derives one")
@@ -24,6 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                       "checkout's code (after a change in how results are judged), in place")
     p.add_argument("--strict", action="store_true", help="with --check: also fail when the code or inputs that produced "
                    "the runs changed since their commit (stale results)")
+    figure_options.add(p)
     p.set_defaults(func=_report)
 
 
@@ -36,16 +39,20 @@ def _report(args: argparse.Namespace) -> int:
     if args.strict and not args.check:
         raise SpecError([("--strict", "only with --check")])
     if args.check or args.rebuild:
-        if args.out is not None or args.title is not None:
-            raise SpecError([("--out" if args.out is not None else "--title", "not with --check or --rebuild")])
+        given = [f for f, v in (("--out", args.out), ("--title", args.title), ("--figure-format", args.figure_format),
+                                ("--figure-style", args.figure_style)) if v is not None]
+        if given:  # a report is checked and rebuilt in the format it was made in (report.json)
+            raise SpecError([(given[0], "not with --check or --rebuild")])
         return _check(args.dirs, args.strict) if args.check else _rebuild(args.dirs)
+    figures = figure_options.applied(args)
     if args.out is None and len(args.dirs) > 1:
         raise SpecError([("--out", "required when more than one directory is given")])
     out = args.out or args.dirs[0] / "report"
     check_out_dir(out, kind="report", force=True, protect=args.dirs)  # before the heavy imports
     from testbed.analysis.report import build_report
 
-    path = build_report(args.dirs, out, args.title, argv=sys.argv)
+    with figures:
+        path = build_report(args.dirs, out, args.title, argv=sys.argv)
     print(f"report: {path}")
     return 0
 

@@ -7,6 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from testbed.cli import figure_options
 from testbed.cli.choices import SubstrateChoices
 from testbed.errors import SpecError
 from testbed.substrate import SUBSTRATES
@@ -29,6 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bar or progress lines")
     p.add_argument("--no-plots", action="store_true",
                    help="skip the figures (*.png; most of a short sim run's time); every table is written all the same")
+    figure_options.add(p)
     p.set_defaults(func=_run)
 
 
@@ -40,10 +42,12 @@ def _run(args: argparse.Namespace) -> int:
     check_substrate(args.substrate, "--substrate")
     seed = check_seed(args.seed, "--seed")
     overrides = parse_set(args.overrides)
+    figures = figure_options.applied(args)  # a bad format or style is refused here, named by its option
     try:
         prepared = prepare(args.scenario, overrides, where="--set")
-        out = run_prepared(prepared, out=args.out, substrate=args.substrate, seed=seed, force=args.force,
-                           progress=not args.no_progress, plots=not args.no_plots, argv=sys.argv)
+        with figures:
+            out = run_prepared(prepared, out=args.out, substrate=args.substrate, seed=seed, force=args.force,
+                               progress=not args.no_progress, plots=not args.no_plots, argv=sys.argv)
     except SpecError as e:  # a problem of the scenario: name its file first, as `validate` does
         raise e.in_file(args.scenario) from None
     print((out / "comparison.md").read_text(encoding="utf-8"))

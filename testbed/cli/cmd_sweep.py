@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from testbed.errors import SpecError
+from testbed.cli import figure_options
 from testbed.cli.choices import SubstrateChoices
 
 MAX_PARALLEL = 4096  # trials at once: far beyond any machine's cores, short of a fork bomb
@@ -28,6 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--force", action="store_true", help="re-run every trial (removes the earlier trials of the sweep in --out; "
                         "a directory that holds no sweep is never written)")
     p.add_argument("--dry-run", action="store_true", help="check everything and list the trials; run nothing")
+    figure_options.add(p)
     p.set_defaults(func=_sweep)
 
 
@@ -68,6 +70,7 @@ def _sweep(args: argparse.Namespace) -> int:
     from testbed.sweep import api
 
     parallel = _parallel(args.parallel)
+    figures = figure_options.applied(args)  # a bad format or style is refused before the plan is made
     plan = api.plan(args.sweep, args.substrate)
     sweep = plan.sweep
     out = args.out if args.out is not None else Path("results") / f"sweep-{sweep.name}"
@@ -77,7 +80,8 @@ def _sweep(args: argparse.Namespace) -> int:
     if args.dry_run:
         return _dry_run(plan, out, parallel)
     print(f"substrate: {plan.substrate} ({plan.substrate_why})", file=sys.stderr)
-    res = api.run(plan, out, parallel=parallel, ray=args.ray, force=args.force, argv=sys.argv)
+    with figures:
+        res = api.run(plan, out, parallel=parallel, ray=args.ray, force=args.force, argv=sys.argv)
     print(f"{res.planned} trials: {res.skipped} reused, {res.ran} run, {len(res.failed)} failed "
           f"({res.backend}, parallel {res.parallel}, {res.wall_s:.1f} s)")
     for rel in res.failed:

@@ -24,6 +24,7 @@ th{background:#f3f4f6}td:first-child,th:first-child{text-align:left}
 figure{margin:1rem 0}figure img{max-width:100%;height:auto;border:1px solid #eee}
 figcaption{color:#555;font-size:.85rem}code{background:#f3f4f6;padding:0 .2rem;border-radius:3px}
 progress{width:24rem;height:1.1rem}nav a{margin-right:1rem}
+.figs{display:grid;grid-template-columns:repeat(auto-fit,minmax(520px,1fr));gap:0 1.2rem;align-items:start}
 """
 
 
@@ -32,16 +33,19 @@ def esc(x: object) -> str:
 
 
 def data_uri(path: Path) -> str | None:
-    """``path`` (a png or svg file) as a ``data:`` URI; None for another format (a pdf: a browser
-    does not show it in an image)."""
+    """``path`` (a png or svg file) as a ``data:`` URI; a pdf figure as the svg copy drawn with it
+    (testbed.analysis.figures.web_copy), else None (a browser does not show a pdf in an image)."""
     mime = MIME.get(Path(path).suffix.lower())
     if mime is None:
-        return None
+        from testbed.analysis.figures import web_copy
+
+        copy = web_copy(path)  # a pdf drawn in this process: its svg copy
+        return None if copy is None else f"data:image/svg+xml;base64,{base64.b64encode(copy).decode('ascii')}"
     return f"data:{mime};base64,{base64.b64encode(Path(path).read_bytes()).decode('ascii')}"
 
 
 def figure(path: Path | None, caption: str = "", alt: str = "") -> str:
-    """A figure embedded in the page; a pdf figure is named (its file is beside the page), not shown."""
+    """A figure embedded in the page; a pdf figure without an svg copy is named (its file is beside the page)."""
     if path is None:
         return ""
     uri = data_uri(path)
@@ -50,6 +54,11 @@ def figure(path: Path | None, caption: str = "", alt: str = "") -> str:
         return (f'<p class="note">Figure <code>{esc(Path(path).name)}</code> is a {esc(Path(path).suffix[1:])} '
                 f"file beside this page (a browser shows only png and svg inline).</p>")
     return f'<figure><img src="{uri}" alt="{esc(alt or caption or Path(path).stem)}">{cap}</figure>'
+
+
+def grid(*figures: str) -> str:
+    """Figures side by side where the window is wide enough."""
+    return f'<div class="figs">{"".join(figures)}</div>' if any(figures) else ""
 
 
 def table(df, digits: int = 4) -> str:

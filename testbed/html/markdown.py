@@ -19,6 +19,11 @@ def inline(text: str) -> str:
     return re.sub(r"\[([^\]]+)\]\([^()\s]+\)", r"\1", out)
 
 
+def slug(text: str) -> str:
+    """A heading's anchor: ``## Energy and JCT per policy`` -> ``energy-and-jct-per-policy``."""
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "section"
+
+
 def _cells(line: str) -> list[str]:
     return [c.strip() for c in line.strip().strip("|").split("|")]
 
@@ -53,7 +58,7 @@ def to_html(text: str, folder: Path | None = None, *, shift: int = 0, skip_title
             level = len(heading.group(1))
             if not (skip_title and level == 1 and not html):
                 level = min(6, level + shift)
-                html.append(f"<h{level}>{inline(heading.group(2))}</h{level}>")
+                html.append(f'<h{level} id="{slug(heading.group(2))}">{inline(heading.group(2))}</h{level}>')
         elif line.lstrip().startswith("|"):
             flush()
             rows = []

@@ -18,7 +18,7 @@ import pandas as pd
 from testbed.analysis.figures import figure_path, find
 from testbed.analysis.titles import words
 from testbed.html import INDEX
-from testbed.html.document import esc, figure, page, table, write_atomic
+from testbed.html.document import esc, figure, grid, page, table, write_atomic
 from testbed.html.markdown import to_html
 
 MAX_MIGRATION_ROWS = 40
@@ -86,8 +86,8 @@ def _migration_sections(run: Path, man: dict, labels: list[str]) -> list[tuple[s
     res = _resolved(man)
     out = []
     out.append(("energy", "Energy and job completion per policy",
-                figure(find(run, "energy_by_policy"), "Renewable and grid energy per policy")
-                + figure(find(run, "jct_cdf"), "Job completion time, every policy")))
+                grid(figure(find(run, "energy_by_policy"), "Renewable and grid energy per policy"),
+                     figure(find(run, "jct_cdf"), "Job completion time, every policy"))))
     migs = {lb: _read(run, lb, "migrations") for lb in labels}
     xy, note = site_coords(res.get("sites") or [])
     if xy:
