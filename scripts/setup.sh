@@ -13,7 +13,7 @@ run=1
 # e2fsprogs for `testbed vm test` (a netem/OVS-capable guest); vagrant so CI can check the
 # Vagrantfile (`vagrant validate`). Installed only when running as root with apt and only if
 # something is missing; the simulator needs none of them.
-APT_PKGS="iproute2 iperf3 ethtool gcc libc6-dev mininet openvswitch-switch bridge-utils iputils-ping docker.io debootstrap qemu-system-x86 e2fsprogs vagrant"
+APT_PKGS="iproute2 iperf3 ethtool gcc libc6-dev mininet openvswitch-switch bridge-utils iputils-ping docker.io debootstrap qemu-system-x86 e2fsprogs vagrant chromium"
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   missing=""
   for p in $APT_PKGS; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
