@@ -211,6 +211,14 @@ def comparison_markdown(cmp: dict, *, title: str, notes: list[str]) -> str:
         ("mean_jct_change_vs_static_pct", "JCT vs static %", 1),
     ]
     present = [r for r in cmp["policies"].values()]
+    # where they apply: the energy batteries delivered (renewable + battery + grid kWh = all drawn) and the
+    # renewable energy curtailed, after renewable kWh; the moves made without a renewable window, after
+    # the window's verdicts
+    for after, key, head, digits in (("migrations_outside_window", "migrations_without_window", "no window", 0),
+                                     ("renewable_kwh", "curtailed_kwh", "curtailed kWh", 1),
+                                     ("renewable_kwh", "battery_discharge_kwh", "battery kWh", 1)):
+        if any(key in r for r in present) and (key != "migrations_without_window" or any(r.get(key) for r in present)):
+            cols.insert([c[0] for c in cols].index(after) + 1, (key, head, digits))
     for key, head, digits in (("co2_kg", "CO2 kg", 3), ("grid_cost", "grid cost", 2)):
         if any(key in r for r in present):  # carbon / price traces: the grid energy's CO2 and cost
             cols += [(key, head, digits), (f"{key}_change_vs_static_pct", f"{head} vs static %", 1)]

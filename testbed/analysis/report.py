@@ -20,6 +20,7 @@ import pandas as pd
 
 from testbed.analysis import calibration, claims, federated_claims, grid_report, policy_effects
 from testbed.analysis import validation as v
+from testbed.analysis.summary import has_window_budget
 from testbed.analysis.report_data import DATA_DIR
 from testbed.analysis.figures import md_links
 from testbed.analysis.markdown import md_table as _md_table
@@ -168,8 +169,13 @@ def _write_report(data, m: pd.DataFrame, sums: pd.DataFrame, comps: list, out: P
               "take those); tn: predicted infeasible and overran. The risk-budget verdict is used where a "
               "policy decided with it.", ""]
     conf_by = ["substrate", "label", *params]
-    conf = v.confusion(m, conf_by)
-    pooled = v.confusion(m, ["substrate", "label"])
+    judged = m[has_window_budget(m)] if len(m) else m  # a move on a grid signal had no window budget to judge
+    if len(judged) < len(m):
+        lines[-2] += (f" The {len(m) - len(judged)} moves made on a grid signal (carbon, price: `trigger` in "
+                      "migrations.parquet) had no renewable window and so no budget: they are left out here and in "
+                      "the phase diagram.")
+    conf = v.confusion(judged, conf_by)
+    pooled = v.confusion(judged, ["substrate", "label"])
     if len(pooled):
         pooled["group"] = pooled["label"].astype(str) + np.where(pooled["substrate"].nunique() > 1,
                                                                  " (" + pooled["substrate"].astype(str) + ")", "")
@@ -206,10 +212,10 @@ def _write_report(data, m: pd.DataFrame, sums: pd.DataFrame, comps: list, out: P
                                 split=others[0] if others else None, xlabel=quantity)
                 lines += ([f"`{src}`:", ""] if multi else []) + [f"![by level]({f.name})", ""]
 
-    if len(m):
+    if len(judged):
         from testbed.analysis.phase_diagram import plot_normalised_phase
 
-        plot_normalised_phase(out / "phase_diagram.png", m)
+        plot_normalised_phase(out / "phase_diagram.png", judged)
         lines += ["## Phase diagram with the measured migrations", "",
                   "Each migration against its own budget: x = its predicted total time / (alpha x its predicted "
                   "window), y = its actual total time / (alpha x its true window). Eq. 1's boundary is 1 on both "

@@ -66,7 +66,7 @@ class Controller:
         return MigrationRecord(
             policy=self.policy.label, job_id=move.job_id, family=job.submission.family, src=move.src, dst=move.dst,
             checkpoint_gb=job.submission.checkpoint_gb, t_decision_s=now_s, reason=move.reason, predicted=pred,
-            true_window_s=true_window, true_budget_s=pred.alpha * true_window,
+            true_window_s=true_window, true_budget_s=pred.alpha * true_window, trigger=move.trigger,
         )
 
     @staticmethod

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from testbed.controller.cluster import Cluster, Status
+from testbed.controller.records import CARBON, PRICE, TRIGGERS, WINDOW  # noqa: F401 (Move.trigger's values)
 from testbed.feasibility import Prediction
 from testbed.inputs import Inputs
 from testbed.spec.plugins import POLICY_BASES
@@ -259,6 +260,11 @@ class Move:
     dst: str
     reason: str
     prediction: Prediction | None = None  # None: the controller records the scenario's reference model
+    trigger: str = WINDOW  # WINDOW, or CARBON / PRICE for a move made on a grid signal (no window budget)
+
+    def __post_init__(self):
+        if self.trigger not in TRIGGERS:
+            raise ValueError(f"move of {self.job_id}: trigger must be one of {TRIGGERS}, got {self.trigger!r}")
 
 
 @dataclass(frozen=True)

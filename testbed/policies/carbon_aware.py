@@ -21,7 +21,7 @@
 
 from __future__ import annotations
 
-from testbed.controller.policy_api import Candidate, Move
+from testbed.controller.policy_api import CARBON, Candidate, Move
 from testbed.feasibility import FeasibilityParams, energy_cost_kwh, migration_total_s, transfer_time_s
 from testbed.policies.feasibility_aware import FeasibilityAwarePolicy
 from testbed.policies.placement import grid_jobs_by_remaining
@@ -101,6 +101,6 @@ class CarbonAwarePolicy(FeasibilityAwarePolicy):
                    f"({best.score('ci_dst_g_per_kwh'):.0f} g/kWh) saves {best.score('saved_co2_kg'):.3f} kg CO2 "
                    f"over {best.score('cost_co2_kg'):.3f} kg for the move")
             view.plan_move(job.id, rec.src, best.dst)
-            moves.append(Move(job.id, rec.src, best.dst, why))
+            moves.append(Move(job.id, rec.src, best.dst, why, trigger=CARBON))  # no window: no Eq. 1 budget
             out_records.append(self.record(view, "migrate", job.id, rec.src, best.dst, why, cands, len(passing)))
         return moves, out_records

@@ -37,7 +37,12 @@ NOTES = [
     "P_sys split between both ends, idle nodes).",
     "mean JCT (common jobs): over jobs that every policy completed; changes vs static use this column.",
     "overran budget: actual migration time >= alpha x the TRUE remaining window at the destination (Eq. 1 violated "
-    "in reality); outside window: actual time > the true window itself.",
+    "in reality); outside window: actual time > the true window itself. Both judge only the moves made for a "
+    "renewable window.",
+    "no window: moves made on a grid signal (carbon intensity, price) without a renewable window at the destination, "
+    "so without a window budget: counted apart, never as overran or outside window (migrations.parquet: trigger).",
+    "battery kWh: energy batteries delivered (renewable + battery + grid kWh = all energy drawn); curtailed kWh: "
+    "renewable energy neither used nor stored.",
     "overhead frac: time jobs spent paused in migration / (running + migrating time).",
 ]
 
