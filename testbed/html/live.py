@@ -26,8 +26,9 @@ KEY_METRICS = ("grid_kwh", "renewable_kwh", "mean_jct_h", "jobs_completed", "mig
 
 class LivePage:
     def __init__(self, path: Path, title: str, runs: list[str], *, estimate_s: float | None = None,
-                 progress: Callable[[], tuple[float, float] | None] | None = None, interval_s: float = INTERVAL_S,
+                 progress: Callable[[], tuple[float, float] | None] | None = None, interval_s: float | None = None,
                  clock: Callable[[], float] = time.monotonic, final_path: Path | None = None):
+        interval_s = INTERVAL_S if interval_s is None else interval_s
         if interval_s <= 0:
             raise ValueError(f"interval_s must be positive (got {interval_s})")
         self.path, self.title, self.runs = Path(path), title, list(runs)

@@ -66,8 +66,8 @@ def _sites(ax, xy: dict[str, tuple[float, float]], sizes: dict[str, float] | Non
     ax.set_xlim(min(xs) - pad_x, max(xs) + 2.5 * pad_x)
     ax.set_ylim(min(ys) - pad_y, max(ys) + pad_y)
     ax.set_aspect("equal")
-    ax.grid(alpha=0.25)
-    ax.tick_params(labelsize=7)
+    ax.set_xticks([])  # projected coordinates: north is up, east right, distances to scale; no degrees to read
+    ax.set_yticks([])
 
 
 def migration_map(xy: dict[str, tuple[float, float]], migrations: dict[str, pd.DataFrame], path: Path,
