@@ -205,7 +205,7 @@ def _options_table(parser: argparse.ArgumentParser) -> list[str]:
 def _command_section(name: str, help_text: str, parser: argparse.ArgumentParser, level: int) -> list[str]:
     lines = [f"{'#' * level} `{parser.prog}`", ""]
     if help_text:
-        lines += [_cell(help_text.replace("%%", "%")).rstrip(".") + ".", ""]
+        lines += [_cell(help_text.replace("%%", "%")), ""]
     if parser.description:
         lines += [parser.description, ""]
     lines += ["```text", parser.format_usage().strip(), "```", ""]

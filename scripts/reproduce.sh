@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Reproduce the reference results: the one command the Vagrant one-liner runs (README,
-# "Reproduce anywhere"); it works the same on any Debian host after scripts/setup.sh.
+# Reproduce the reference results: the one command the Vagrant one-liner runs
+# (docs/how-to/vagrant.md); it works the same on any Debian host after scripts/setup.sh.
 #   bash scripts/reproduce.sh [--sim-only]
 #
 # It regenerates results/reference/ (scripts/reference.sh: the paper scenario and the degradation

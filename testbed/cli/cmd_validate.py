@@ -109,7 +109,7 @@ def check_file(path: str) -> tuple[str | None, list[str]]:
     except RecursionError:
         return None, [f"{path}: nested too deeply to check"]
     except MemoryError:
-        return None, [f"{path}: ran out of memory while checking it (see the limits: block, README 'Limits')"]
+        return None, [f"{path}: ran out of memory while checking it (see the limits: block, docs/reference/scenario-files.md)"]
 
 
 def _validate(args: argparse.Namespace) -> int:

@@ -4,7 +4,7 @@ which and how many sites join each round.
 
 A scenario with a ``federated:`` block has no ``workloads:``; its ``policies:`` are the
 selection policies below (``random``, ``static_k``, ``fixed_radius``, ``centralized``,
-``powertrip``). Formulas are documented in ``testbed/federated/`` and README "PowerTrip study".
+``powertrip``). Formulas are documented in ``testbed/federated/`` and docs/concepts/powertrip-study.md.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 A few lines of YAML can ask for 10,000 sites, one-second steps for a year or 100,000 jobs a
 day. :func:`size_problems` estimates the work from the validated scenario alone (nothing is
 built) and refuses what is over a limit, naming the limit and how to raise it: the scenario's
-``limits:`` block (README, "Limits"). The defaults keep a run within a few GB of memory and
+``limits:`` block (docs/reference/scenario-files.md, "Validation and limits"). The defaults keep a run within a few GB of memory and
 well under an hour on the sim substrate; the shipped scenarios use a few percent of them.
 """
 

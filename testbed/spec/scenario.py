@@ -140,7 +140,7 @@ class Scenario(Strict):
     batteries: dict[str, Battery] = Field(default_factory=dict, description="Site batteries by site name, or 'default' for every site not named (none: no battery).")
     feasibility: FeasibilityModel = Field(FeasibilityModel(), description="The reference feasibility model (Eq. 1 / Eq. 2) recorded for every migration and the default of every policy's own parameters.")
     policies: list[PolicySpec] = Field(min_length=1, description="The policies to compare, each run on identical inputs: a name, or a mapping with name, parameters and an optional label.")
-    limits: Limits = Field(default_factory=Limits, description="Bounds on the work a run may ask for (README, Limits).")
+    limits: Limits = Field(default_factory=Limits, description="Bounds on the work a run may ask for (docs/reference/scenario-files.md, Validation and limits).")
 
     @field_validator("start")
     @classmethod

@@ -6,7 +6,7 @@ up front with one line (then skipped, saying why); nothing of a run is left behi
 The shortened copy: the quick start's first 17 hours under energy_only (seven jobs placed, the
 llama-7b job's migration rome -> paris at 15.2 h, with 1.8 h of scenario time to complete (measured:
 0.5-0.6 h on agents); no job finishes, so nothing a measured time shifts later is compared), about
-0.5-1.5 min per combination on 2 cores (the whole matrix: see the README).
+0.5-1.5 min per combination on 2 cores (the whole matrix: docs/concepts/network.md, "Mininet").
 
 "The same decisions": every (time, kind, job, source, destination) row of ``decisions.parquet``, in
 any order within a step (a site's jobs are evaluated by remaining work, which a measured migration
