@@ -85,7 +85,9 @@ def points(sums: pd.DataFrame, runs: list | None = None) -> pd.DataFrame:
             continue  # a run of another input that does not sweep alpha
         scenario = s["scenario"] if "scenario" in sums.columns else getattr(run, "scenario", None)
         base = float(static_kwh.get(str(s.get("run_dir", "")), np.nan))
-        migrations = float(s.get("migrations", np.nan))
+        # over the moves that had a window budget: a move on a grid signal (carbon, price) cannot overrun one
+        migrations = float(s.get("migrations", np.nan)) - float(np.nan_to_num(float(s.get("migrations_without_window")
+                                                                                       or 0)))
         overran = float(s.get("migrations_overran", np.nan))
         rows.append({"scenario": str(scenario or "?"), "substrate": str(s.get("substrate", "?")), "label": label,
                      "seed": s.get("seed"), "alpha": alpha, "steered": bool(steered),
