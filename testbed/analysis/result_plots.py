@@ -19,10 +19,9 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from testbed.analysis.outcomes import outcome_s
+from testbed.analysis.outcomes import MEASURED, MODELLED, basis, outcome_s
 from testbed.stats import mean_ci95
 
-MEASURED, MODELLED = "measured", "modelled"
 PHASES = ("transfer", "load", "downtime", "total")
 
 
@@ -59,19 +58,9 @@ def timeseries(ts: pd.DataFrame, columns: list[str], title: str, migrations: pd.
     return fig
 
 
-def realised_basis(m: pd.DataFrame, what: str) -> pd.Series:
-    """Per migration, where its realised ``what`` came from: ``measured`` where the run measured it
-    (``actual_<what>_s``), ``modelled`` where only the outcome (a model's, on sim) is there, else None."""
-    out = pd.Series(None, index=m.index, dtype=object)
-    out[outcome_s(m, what).notna()] = MODELLED
-    if f"actual_{what}_s" in m.columns:
-        out[pd.to_numeric(m[f"actual_{what}_s"], errors="coerce").notna()] = MEASURED
-    return out
-
-
 def pred_vs_realised_data(m: pd.DataFrame, what: str = "total") -> pd.DataFrame:
     """The completed migrations with both values: ``policy``, ``predicted_s``, ``realised_s`` and
-    ``basis`` (measured / modelled)."""
+    ``basis`` (measured / modelled: :func:`testbed.analysis.outcomes.basis`)."""
     if what not in PHASES:
         raise ValueError(f"what must be one of {', '.join(PHASES)} (got {what!r})")
     empty = pd.DataFrame(columns=["policy", "predicted_s", "realised_s", "basis"])
@@ -79,7 +68,7 @@ def pred_vs_realised_data(m: pd.DataFrame, what: str = "total") -> pd.DataFrame:
         return empty
     out = pd.DataFrame({"policy": m["label"] if "label" in m.columns else m.get("policy", "?"),
                         "predicted_s": pd.to_numeric(m[f"predicted_{what}_s"], errors="coerce").astype(float),
-                        "realised_s": outcome_s(m, what).astype(float), "basis": realised_basis(m, what)},
+                        "realised_s": outcome_s(m, what).astype(float), "basis": basis(m, what)},
                        index=m.index)
     if "status" in m.columns:
         out = out[m["status"] == "completed"]
@@ -96,11 +85,11 @@ def pred_vs_realised(m: pd.DataFrame, title: str, what: str = "total") -> Figure
     markers = {MEASURED: "o", MODELLED: "x"}
     colours = [f"C{i}" for i in range(10)]
     for i, policy in enumerate(dict.fromkeys(d["policy"])):
-        for basis in (MEASURED, MODELLED):
-            q = d[(d["policy"] == policy) & (d["basis"] == basis)]
+        for kind in (MEASURED, MODELLED):
+            q = d[(d["policy"] == policy) & (d["basis"] == kind)]
             if len(q):
-                ax.scatter(q["predicted_s"], q["realised_s"], marker=markers[basis], color=colours[i % 10], s=28,
-                           label=f"{policy} ({basis}, n={len(q)})")
+                ax.scatter(q["predicted_s"], q["realised_s"], marker=markers[kind], color=colours[i % 10], s=28,
+                           label=f"{policy} ({kind}, n={len(q)})")
     if len(d):
         hi = float(max(d["predicted_s"].max(), d["realised_s"].max())) * 1.05
         ax.plot([0, hi], [0, hi], color="k", lw=0.8, ls=":", label="realised = predicted")

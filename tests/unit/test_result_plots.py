@@ -11,7 +11,8 @@ import pytest
 from matplotlib.figure import Figure
 
 import testbed
-from testbed.analysis.result_plots import metric_by_data, pred_vs_realised, realised_basis
+from testbed.analysis.outcomes import basis
+from testbed.analysis.result_plots import metric_by_data, pred_vs_realised
 from tests.conftest import ROOT
 from tests.unit.sweep_support import tiny_scenario
 
@@ -87,7 +88,7 @@ def test_a_measured_outcome_is_labelled_measured():
                       "predicted_transfer_s": [10.0, 20.0, 30.0],
                       "outcome_transfer_s": [12.0, 19.0, np.nan], "actual_transfer_s": [12.0, np.nan, np.nan],
                       "model_transfer_s": [np.nan, np.nan, 33.0]})
-    assert realised_basis(m, "transfer").tolist() == ["measured", "modelled", "modelled"]
+    assert basis(m, "transfer").tolist() == ["measured", "modelled", "modelled"]
     fig = pred_vs_realised(m, "t", what="transfer")
     labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     assert labels[:3] == ["x (measured, n=1)", "x (modelled, n=1)", "y (modelled, n=1)"]
