@@ -282,3 +282,12 @@ def test_cells_with_the_same_scenario_are_an_error(tmp_path):
         {"name": "none"}]})
     assert _problems(path) == [f"{path}: cell 003-none_deg=50: the same scenario as cell 002-none_deg=20 "
                                "(a parameter changes nothing here)"]
+
+
+def test_a_sweep_from_python_names_a_mistyped_grid_key_the_same_way():
+    import testbed
+    from tests.unit.sweep_support import tiny_scenario
+
+    with pytest.raises(SpecError) as e:
+        testbed.sweep(tiny_scenario(), grid={"feasibility.alpah": [0.05, 0.2]}, seeds=2)
+    assert e.value.problems == [("sweep: grid[feasibility.alpah]", "unknown field (did you mean alpha?)")]
