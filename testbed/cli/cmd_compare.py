@@ -11,7 +11,7 @@ from pathlib import Path
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("compare", help="scenario differences and per-metric changes (95 % CI, paired by seed) "
+    p = sub.add_parser("compare", help="scenario differences and per-metric changes (95 %% CI, paired by seed) "
                                        "between run and sweep directories")
     p.add_argument("dirs", nargs="+", metavar="DIR", help="results directories: runs (testbed run --out), sweeps "
                    "(testbed sweep --out; one side per cell) or a sweep's trials/<cell>; the first is the baseline")

@@ -147,3 +147,11 @@ def test_paths_that_hold_no_results_are_named(tmp_path, capsys, cells):
         testbed.compare(fast / "seed-0", fast / "seed-1", metrics=["grid_kwhh"])
     assert main(["compare", str(fast / "seed-0"), str(fast / "seed-1"), "--policy", "feasibility_awar"]) == 2
     assert f"did you mean {FA}" in capsys.readouterr().err
+
+
+def test_compare_is_a_command_with_help(capsys):
+    assert main(["--help"]) == 0  # argparse formats help texts with %: a bare "95 % CI" would break --help
+    assert "compare" in capsys.readouterr().out
+    assert main(["compare", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "--metric NAME" in out and "--policy LABEL" in out and "the first is the baseline" in out
