@@ -60,9 +60,17 @@ class SweepResults(TableAccess):
                 f"tables {', '.join(self.tables)})")
 
     @cached_property
+    def param_paths(self) -> dict[str, str]:
+        """The cells' parameter columns (``variant``, one per grid path, ``$name`` parameters; each
+        an identifier: ``param_feasibility_alpha``) -> the path each stands for."""
+        from testbed.analysis.sweep_tables import param_paths
+
+        return param_paths(self.path)
+
+    @cached_property
     def param_columns(self) -> list[str]:
-        """The cells' parameter columns (``variant``, one per grid path, ``$name`` parameters)."""
-        return [str(c) for c in self.manifest.get("param_columns", [])]
+        """The cells' parameter columns (see :attr:`param_paths`)."""
+        return list(self.param_paths)
 
     @cached_property
     def _params(self) -> dict[str, dict]:
@@ -96,7 +104,7 @@ class SweepResults(TableAccess):
         cell, seed = trial.get("cell"), trial.get("seed")
         params = self._params.get(cell, {})
         return {"run_id": f"{cell}/seed-{seed}", "cell": cell,
-                **{c: _value(params.get(c)) for c in self.param_columns}, "seed": seed}
+                **{c: _value(params.get(p)) for c, p in self.param_paths.items()}, "seed": seed}
 
     @cached_property
     def runs(self) -> dict[str, Results]:
@@ -144,7 +152,9 @@ class SweepResults(TableAccess):
         """``results.parquet``: per trial x policy, the sweep's metrics (with ``run_id`` in front)."""
         import pandas as pd
 
-        df = pd.read_parquet(self.path / "results.parquet")
+        from testbed.analysis.sweep_tables import read_results
+
+        df = read_results(self.path)
         df.insert(0, "run_id", [f"{c}/seed-{s}" for c, s in zip(df["cell"], df["seed"])])
         return df
 
@@ -153,5 +163,7 @@ class SweepResults(TableAccess):
         """``table.csv``: per cell x policy x metric, n, mean, std and ci95."""
         import pandas as pd
 
-        return pd.read_csv(self.path / "table.csv")
+        from testbed.analysis.sweep_tables import read_table
+
+        return read_table(self.path, self.results.drop(columns="run_id"))
 

@@ -29,6 +29,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from testbed.analysis.markdown import md_table
+from testbed.analysis.names import PARAM_PREFIX, param_column
 from testbed.stats import Interval, t_interval
 from testbed.analysis.figures import save as save_figure
 
@@ -40,8 +41,8 @@ _KEY = ["scenario", "substrate", "label"]
 
 
 def alpha_params(sums: pd.DataFrame) -> list[str]:
-    """The swept alpha parameters: ``param:`` columns ending with ``alpha`` that take two or more values."""
-    return [c for c in sums.columns if c.startswith("param:") and c.endswith("alpha")
+    """The swept alpha parameters: ``param_`` columns ending with ``alpha`` that take two or more values."""
+    return [c for c in sums.columns if c.startswith(PARAM_PREFIX) and c.endswith("alpha")
             and pd.to_numeric(sums[c], errors="coerce").dropna().nunique() > 1]
 
 
@@ -76,9 +77,9 @@ def points(sums: pd.DataFrame, runs: list | None = None) -> pd.DataFrame:
         run = by_dir.get(str(s.get("run_dir", "")))
         label = str(s["label"])
         steered, alpha = _policy_alpha(run, label) if run is not None else (False, None)
-        own = f"param:policies[{label}].alpha"
+        own = param_column(f"policies[{label}].alpha")
         if alpha is None:
-            candidates = [own, "param:feasibility.alpha", *params]
+            candidates = [own, param_column("feasibility.alpha"), *params]
             alpha = next((float(s[c]) for c in candidates if c in sums.columns and pd.notna(s[c])), None)
             steered = steered or (own in sums.columns and pd.notna(s[own]))
         if alpha is None:

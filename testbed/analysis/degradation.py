@@ -18,6 +18,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from testbed.analysis.names import PARAM_PREFIX
 from testbed.analysis.outcomes import outcome_s
 
 KIND_NONE, KIND_STEADY, KIND_EVENT, KIND_SWEPT, KIND_MEASURED = "none", "steady", "event", "swept", "measured"
@@ -69,7 +70,7 @@ def mark(m: pd.DataFrame, resolved: dict) -> pd.DataFrame:
         pct = np.array([f[0] for f in found], dtype=float)
         kind = np.array([f[1] for f in found], dtype=object)
     else:
-        swept = [c for c in m.columns if c.startswith("param:") and "deg" in c.lower()]
+        swept = [c for c in m.columns if c.startswith(PARAM_PREFIX) and "deg" in c.lower()]
         pct = np.zeros(len(m))
         for c in swept:
             pct = np.maximum(pct, pd.to_numeric(m[c], errors="coerce").fillna(0.0).to_numpy(float))

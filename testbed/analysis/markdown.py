@@ -10,7 +10,7 @@ def md_table(df: pd.DataFrame, digits: int = 3) -> str:
     if df is None or not len(df):
         return "_(none)_\n"
     cols = list(df.columns)
-    out = ["| " + " | ".join(str(c).removeprefix("param:") for c in cols) + " |", "|" + "---|" * len(cols)]
+    out = ["| " + " | ".join(map(str, cols)) + " |", "|" + "---|" * len(cols)]  # as the data names them
     for _, r in df.iterrows():
         cells = []
         for c in cols:

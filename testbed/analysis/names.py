@@ -21,6 +21,7 @@ substrate; ``actual_*`` holds measurements only. Migrations written before filed
 from __future__ import annotations
 
 import logging
+import re
 
 _LOG = logging.getLogger("testbed")
 _OUTCOME_QUANTITIES = ("checkpoint_s", "transfer_s", "load_s", "downtime_s", "total_s", "goodput_gbps")
@@ -73,6 +74,32 @@ UNTYPED_BEFORE: dict[str, dict[str, str]] = {
 # trials recorded before said "done", which is still read as completed.
 TRIAL_COMPLETED = "completed"
 TRIAL_DONE = frozenset({TRIAL_COMPLETED, "done"})
+
+
+PARAM_PREFIX = "param_"
+
+
+def param_column(path: str) -> str:
+    """The column of a swept parameter (an override path such as ``policies[fa].alpha``, or a sweep's
+    ``$variable``) in every table that has one (a sweep's ``results``/``table``, a report's
+    ``summaries.csv`` and ``migrations.parquet``): ``param_`` and the path with every run of other
+    characters than letters and digits as one ``_`` (``param_policies_fa_alpha``), a Python identifier
+    that ``df.query`` and attribute access take. Tables written before named the column by the path
+    itself (sweeps) or ``param:<path>`` (reports): :func:`param_columns_current` renames them."""
+    return PARAM_PREFIX + (re.sub(r"[^A-Za-z0-9]+", "_", path.removeprefix("param:")).strip("_") or "param")
+
+
+def param_columns_current(df, paths):
+    """``df`` (a sweep's results or statistics table, a report's table) with the columns of the swept
+    parameters ``paths`` renamed from their old names (the path, or ``param:<path>``) to
+    :func:`param_column`'s (a column already under its new name wins)."""
+    old = {}
+    for path in paths:
+        new = param_column(path)
+        for name in (path, f"param:{path}"):
+            if name in df.columns and new not in df.columns and name != new:
+                old[name] = new
+    return df.rename(columns=old) if old else df
 
 
 def current_name(name: str) -> str:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import re
 
+from testbed.analysis.names import PARAM_PREFIX, param_column
+
 _KNOWN = {
     "steady_degradation_pct": "bandwidth degradation (%)",
     "degradation_pct": "bandwidth degradation (%)",
@@ -37,10 +39,20 @@ def _leaves(value, path: str):
         yield path, value
 
 
+def param_path(column: str, runs: list) -> str:
+    """The path a parameter column stands for (``param_feasibility_alpha`` -> ``feasibility.alpha``),
+    from the runs' parameters; the column without its prefix when no run has it."""
+    for run in runs:
+        for path in getattr(run, "params", None) or {}:
+            if param_column(path) == column:
+                return path
+    return column.removeprefix(PARAM_PREFIX)
+
+
 def fields_of(param: str, runs: list) -> list[str]:
     """The fields a swept parameter sets: itself when it names a field, else (a ``$variable``)
     the override fields equal to it in every trial that has both."""
-    name = param.removeprefix("param:")
+    name = param_path(param, runs)
     if not name.startswith("$"):
         return [name]
     seen: dict[str, bool] = {}
@@ -69,9 +81,9 @@ def label_of_field(path: str) -> str:
 def axis_label(param: str, runs: list) -> str:
     """The quantity a swept parameter is, with its unit (its own name when nothing is known)."""
     labels = list(dict.fromkeys(label_of_field(f) for f in fields_of(param, runs)))
-    return " / ".join(labels) if labels else param.removeprefix("param:").lstrip("$")
+    return " / ".join(labels) if labels else param_path(param, runs).lstrip("$")
 
 
 def file_stem(param: str) -> str:
     """A file-name-safe form of a parameter name: letters, digits and ``_`` only."""
-    return re.sub(r"_+", "_", re.sub(r"[^A-Za-z0-9]+", "_", param.removeprefix("param:"))).strip("_") or "param"
+    return re.sub(r"_+", "_", re.sub(r"[^A-Za-z0-9]+", "_", param.removeprefix(PARAM_PREFIX))).strip("_") or "param"

@@ -21,6 +21,7 @@ import pandas as pd
 
 from testbed.analysis.claims import run_groups
 from testbed.analysis.markdown import md_table
+from testbed.analysis.names import param_column
 from testbed.stats import paired_test, t_interval
 from testbed.analysis.figures import save as save_figure
 
@@ -39,9 +40,9 @@ def _ci(values, fmt: str = "{:+.1f}") -> str:
 
 
 def capacity_param(sums: pd.DataFrame) -> str | None:
-    """The swept renewable-capacity column of ``sums`` (``param:traces.renewable....capacity_kw``), if any."""
+    """The swept renewable-capacity column of ``sums`` (``param_traces_renewable_..._capacity_kw``), if any."""
     for c in sums.columns:
-        if c.startswith("param:traces.renewable") and c.endswith(("capacity_kw", "scale_to_kw")) \
+        if c.startswith(param_column("traces.renewable")) and c.endswith(("capacity_kw", "scale_to_kw")) \
                 and pd.to_numeric(sums[c], errors="coerce").nunique() > 1:
             return c
     return None

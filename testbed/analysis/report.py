@@ -24,6 +24,8 @@ from testbed.analysis.summary import has_window_budget
 from testbed.analysis.report_data import DATA_DIR
 from testbed.analysis.figures import md_links
 from testbed.analysis.markdown import md_table as _md_table
+from testbed.analysis.names import PARAM_PREFIX
+from testbed.analysis.params import param_path
 
 METRICS = ("grid_kwh", "renewable_kwh", "mean_jct_h", "jobs_completed", "migrations", "migrations_overran",
            "migration_overhead_frac")
@@ -113,7 +115,7 @@ def _write_report(data, m: pd.DataFrame, sums: pd.DataFrame, comps: list, out: P
     runs = [r for r in all_runs if not federated_claims.is_federated(r)]
     fed_comps = [c for r, c in zip(all_runs, comps) if federated_claims.is_federated(r)]
     comps = [c for r, c in zip(all_runs, comps) if not federated_claims.is_federated(r)]
-    params = [c for c in sums.columns if c.startswith("param:") and sums[c].nunique(dropna=True) > 1]
+    params = [c for c in sums.columns if c.startswith(PARAM_PREFIX) and sums[c].nunique(dropna=True) > 1]
     numeric = [c for c in params
                if pd.to_numeric(sums[c].dropna(), errors="coerce").notna().all() and sums[c].dropna().nunique() > 1]
     subs = sorted(set(sums["substrate"])) if len(sums) else []
@@ -122,7 +124,7 @@ def _write_report(data, m: pd.DataFrame, sums: pd.DataFrame, comps: list, out: P
              + (f", {len(fed)} of the federated study" if fed else "") + "; policies: "
              f"{', '.join(sorted(set(sums['label']))) if len(sums) else '-'}",
              f"- migrations: {len(m)}, completed: {int((m['status'] == 'completed').sum()) if len(m) else 0}",
-             f"- swept: {', '.join(p.removeprefix('param:') for p in params) or 'nothing'}", ""]
+             f"- swept: {', '.join(param_path(p, all_runs) for p in params) or 'nothing'}", ""]
 
     if fed and not runs:  # federated runs only: the migration study's sections have nothing to show
         lines += federated_claims.markdown(fed, fed_comps, out)

@@ -189,6 +189,7 @@ def check_sweep_tables(directory: Path) -> CheckResult:
     import numpy as np
     import pandas as pd
 
+    from testbed.analysis.sweep_tables import read_results, read_table
     from testbed.stats import mean_ci95
 
     res = CheckResult(Path(directory))
@@ -211,7 +212,7 @@ def check_sweep_tables(directory: Path) -> CheckResult:
         if sweep.name not in sources:
             res.problems.append(f"{where}: its runs are in no report's data here, so its tables cannot be re-checked")
             continue
-        results = pd.read_csv(sweep / "results.csv", dtype={"cell": str})
+        results = read_results(sweep)
         metrics = [c for c in results.columns if c in _metric_columns(sweep)]
         checked = 0
         for _, row in results.iterrows():
@@ -232,9 +233,9 @@ def check_sweep_tables(directory: Path) -> CheckResult:
             checked += 1
         if not checked:
             res.problems.append(f"{where}: no row matches a run in a report's data")
-        table = pd.read_csv(sweep / "table.csv", dtype={"cell": str})
+        table = read_table(sweep, results)
         for _, t in table.iterrows():
-            group = results[(results["cell"] == t["cell"]) & (results["label"] == t["policy"])]
+            group = results[(results["cell"] == t["cell"]) & (results["label"] == t["label"])]
             if t["metric"] not in group:
                 res.problems.append(f"{sweep.name}/table.csv: metric {t['metric']} is not in results.csv")
                 continue
@@ -242,7 +243,7 @@ def check_sweep_tables(directory: Path) -> CheckResult:
             for name, want in zip(("n", "mean", "std", "ci95"), derived):
                 got = float(t[name])
                 if not (np.isnan(got) and np.isnan(want)) and not np.isclose(got, want, rtol=1e-9, atol=0.0):
-                    res.problems.append(f"{sweep.name}/table.csv: cell {t['cell']} {t['policy']} {t['metric']} "
+                    res.problems.append(f"{sweep.name}/table.csv: cell {t['cell']} {t['label']} {t['metric']} "
                                         f"{name}: {got!r}, re-derived from results.csv {want!r}")
                     break
     return res

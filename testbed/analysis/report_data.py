@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from testbed.analysis.names import current, current_columns, typed_as_today
+from testbed.analysis.names import current, current_columns, param_column, typed_as_today
 from testbed.analysis.scenario_id import experiment
 from testbed.analysis.validation import Run
 
@@ -50,7 +50,7 @@ class ReportData:
         """The columns every row of run ``i`` carries in the report's tables."""
         run = self.runs[i]
         return {"run": i, "run_dir": str(run.path), "substrate": run.substrate, "seed": run.seed, "cell": run.cell,
-                **{f"param:{k}": (json.dumps(v, sort_keys=True) if isinstance(v, (list, dict)) else v)
+                **{param_column(k): (json.dumps(v, sort_keys=True) if isinstance(v, (list, dict)) else v)
                    for k, v in run.params.items()}}
 
     def summaries_frame(self) -> pd.DataFrame:

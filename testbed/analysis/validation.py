@@ -23,7 +23,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from testbed.analysis.outcomes import outcome_s
-from testbed.analysis.names import TRIAL_DONE
+from testbed.analysis.names import PARAM_PREFIX, TRIAL_DONE
 from testbed.analysis.scenario_id import scenario_hash
 from testbed.errors import TestbedError
 from testbed.feasibility import TCP_EFFICIENCY_MTU1500
@@ -353,9 +353,9 @@ def by_level_plot(sums: pd.DataFrame, param: str, path: Path, title: str, split:
             ax.set_ylabel(lab)
             ax.grid(alpha=0.3)
             if row == 1:
-                ax.set_xlabel(xlabel or param.removeprefix("param:"))
+                ax.set_xlabel(xlabel or param.removeprefix(PARAM_PREFIX))
             if sv is not None and row == 0:
-                ax.set_title(f"{split.removeprefix('param:')}: {sv}", fontsize=10)
+                ax.set_title(f"{split.removeprefix(PARAM_PREFIX)}: {sv}", fontsize=10)
     handles, names = axes[0, 0].get_legend_handles_labels()
     fig.legend(handles, names, loc="outside lower center", ncols=min(2 if len(splits) == 1 else 4, max(1, len(names))),
                fontsize=9, frameon=False)

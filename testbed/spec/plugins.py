@@ -296,6 +296,16 @@ def register_class(cls: object, tag: str, where: str, base_dir: Path) -> str:
     return tag
 
 
+def shown_name(name: str) -> str:
+    """A policy's name as outputs show it: a plug-in loaded from a file (its tag holds the file's
+    absolute path, so that a copied scenario still finds it) is ``<file name>:<Class>``; every
+    other name as it is (a built-in, ``module:Class``, an installed policy)."""
+    head, sep, cls = name.rpartition(":")
+    if sep and ("/" in head or head.endswith(".py")):
+        return f"{Path(head).name}:{cls}"
+    return name
+
+
 def _known(name: object) -> bool:
     from testbed.spec.federated import SELECTION_POLICY_SPECS
     from testbed.spec.policies import MIGRATION_POLICY_SPECS

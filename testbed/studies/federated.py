@@ -35,6 +35,7 @@ from testbed.recorder.tables import typed, with_policy, with_time
 from testbed.recorder.writer import write_json, write_table
 from testbed.seeding import pick_seed
 from testbed.spec.federated_checks import participants, policy_entries
+from testbed.spec.plugins import shown_name
 from testbed.spec.policies import policy_label
 from testbed.studies.base import PolicyRun, Study
 from testbed.substrate.registry import SubstrateUnavailable, substrate_unavailable
@@ -142,7 +143,7 @@ class FederatedStudy(Study):
     def summarize(self, run: PolicyRun, record: FlRecord, wall_s: float, folder: Path) -> dict:
         fl, pol = self.sc.federated, run.policy
         rdf, sdf = pd.DataFrame(record.rounds), pd.DataFrame(record.sites)
-        summary = summarize_rounds(rdf, label=pol.label, policy=run.spec.name, target=fl.target_accuracy,
+        summary = summarize_rounds(rdf, label=pol.label, policy=shown_name(run.spec.name), target=fl.target_accuracy,
                                    round_time=run.spec.round_time, tta_mode=fl.time_to_accuracy)
         summary.update(energy_summary(sdf))
         summary["wall_s"] = wall_s
@@ -157,7 +158,7 @@ class FederatedStudy(Study):
         start = self.sc.start
         written = with_time(with_time(rdf.drop(columns=["candidates"], errors="ignore"), start, "t_start_s", "time_start"),
                             start, "t_end_s", "time_end")
-        name = run.spec.name
+        name = shown_name(run.spec.name)
         write_table(folder / "rounds.parquet", with_policy(written, name, pol.label))
         write_table(folder / "sites.parquet", with_policy(sdf, name, pol.label))
         write_table(folder / "candidates.parquet", with_policy(candidates_table(rdf), name, pol.label))

@@ -26,6 +26,7 @@ from testbed.power.factory import backend_for, make_enforcer
 from testbed.progress import progress_bar
 from testbed.recorder.tables import with_policy
 from testbed.recorder.writer import write_json, write_table
+from testbed.spec.plugins import shown_name
 from testbed.spec.policies import policy_label
 from testbed.studies.base import PolicyRun, Study
 from testbed.substrate import SUBSTRATES, make_substrate
@@ -94,7 +95,7 @@ class MigrationStudy(Study):
         self._step_n = 0
         with make_substrate(self.substrate, self.inputs, self.run_id) as sub, power_backend(self.sc, sub) as caps:
             ctl = Controller(self.inputs, make_policy(run.spec, self.inputs.scenario), sub,
-                             on_step=lambda k, n: self._on_step(), caps=caps, policy_name=run.spec.name)
+                             on_step=lambda k, n: self._on_step(), caps=caps, policy_name=shown_name(run.spec.name))
             rec = ctl.run()
             self._desc = {**sub.describe(), "power_backend": caps.name}
         return rec
@@ -103,7 +104,7 @@ class MigrationStudy(Study):
         tables = record.tables()
         for name, df in tables.items():
             write_table(folder / f"{name}.parquet", df)
-        summary = summarize(tables, policy=run.spec.name, label=run.label)
+        summary = summarize(tables, policy=shown_name(run.spec.name), label=run.label)
         write_json(folder / "summary.json", summary)
         if self.live(self.inputs):  # the control loop's measured pace, for the next run's estimate
             self._record_pace(tables["migrations"], wall_s)
@@ -114,7 +115,7 @@ class MigrationStudy(Study):
                        f"Energy mix per site under {words(run.label)} (seed {seed})")
             power_caps(tables["timeseries"], tables["power"], folder / "power_caps.png",
                        f"GPU power caps from renewables + grid top-up under {words(run.label)} (seed {seed})")
-        by_site = with_policy(energy_by_site(tables["timeseries"]), run.spec.name, run.label)
+        by_site = with_policy(energy_by_site(tables["timeseries"]), shown_name(run.spec.name), run.label)
         by_site.to_csv(folder / "energy_by_site.csv", index=False, float_format="%.6f")
         return summary
 

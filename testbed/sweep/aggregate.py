@@ -1,9 +1,10 @@
 """Gather the trials' per-policy summaries into one results table and one statistics table.
 
 - ``results.parquet`` / ``results.csv``: one row per trial x policy: ``cell``, the cell's
-  parameters (``variant``, one column per grid path, ``$name`` parameters), ``seed``, ``policy``,
-  ``label``, then the metrics.
-- ``table.csv`` / ``table.md``: per cell x policy x metric: ``n`` (seeds with a value), ``mean``,
+  parameters (``variant``, one column per grid path, ``$name`` parameters; each column named by
+  :func:`testbed.analysis.names.param_column`: ``param_feasibility_alpha``), ``seed``, ``policy``
+  (the policy's name), ``label`` (its entry's label), then the metrics.
+- ``table.csv`` / ``table.md``: per cell x policy entry (``policy``, ``label``) x metric: ``n`` (seeds with a value), ``mean``,
   ``std`` (sample, ddof=1) and ``ci95`` (half-width of the Student-t 95 % interval of the mean,
   ``t(0.975, n-1) * std / sqrt(n)``; empty for n < 2).
 
@@ -81,7 +82,7 @@ def results_frame(out: Path, plan: SweepPlan, done: set[str]) -> tuple[pd.DataFr
             continue
         for s in _summaries(out, trial):
             summaries.append(s)
-            rows.append({"cell": trial.cell.id, **{c: trial.cell.params.get(c) for c in plan.param_columns},
+            rows.append({"cell": trial.cell.id, **{c: trial.cell.params.get(p) for p, c in plan.columns.items()},
                          "seed": trial.seed, "policy": s.get("policy"), "label": s.get("label"), "_s": s})
     from testbed.studies import summary_metrics_for
 
@@ -90,24 +91,26 @@ def results_frame(out: Path, plan: SweepPlan, done: set[str]) -> tuple[pd.DataFr
     for row in rows:
         s = row.pop("_s")
         row.update({m: (float(s[m]) if s.get(m) is not None else math.nan) for m in metrics})
-    for c in plan.param_columns:
+    params = list(plan.columns.values())
+    for c in params:
         for row, v in zip(rows, _param_column([row[c] for row in rows])):
             row[c] = v
-    columns = ["cell", *plan.param_columns, "seed", "policy", "label", *metrics]
+    columns = ["cell", *params, "seed", "policy", "label", *metrics]
     return pd.DataFrame(rows, columns=columns), metrics
 
 
 def stats_table(results: pd.DataFrame, metrics: list[str], plan: SweepPlan) -> pd.DataFrame:
     """mean / std / n / ci95 per cell x policy (label) x metric, in plan and policy order."""
     rows = []
+    params = list(plan.columns.values())
     first = results.drop_duplicates(["cell", "label"])
     for _, key in first.iterrows():
         group = results[(results["cell"] == key["cell"]) & (results["label"] == key["label"])].sort_values("seed")
         for m in metrics:
             n, mean, std, ci = mean_ci95(group[m].to_numpy(dtype=float))
-            rows.append({"cell": key["cell"], **{c: key[c] for c in plan.param_columns}, "policy": key["label"],
-                         "metric": m, "n": n, "mean": mean, "std": std, "ci95": ci})
-    return pd.DataFrame(rows, columns=["cell", *plan.param_columns, "policy", "metric", *STAT_COLUMNS])
+            rows.append({"cell": key["cell"], **{c: key[c] for c in params}, "policy": key["policy"],
+                         "label": key["label"], "metric": m, "n": n, "mean": mean, "std": std, "ci95": ci})
+    return pd.DataFrame(rows, columns=["cell", *params, "policy", "label", "metric", *STAT_COLUMNS])
 
 
 def _fmt(x: Any) -> str:
@@ -124,9 +127,10 @@ def table_markdown(table: pd.DataFrame, plan: SweepPlan, n_trials_done: int, n_f
              f"- cells: {len(plan.cells)}; trials: {len(plan.trials)} planned, {n_trials_done} done, {n_failed} failed",
              "- per cell x policy: n seeds, mean, std (ddof=1), ci95 = half-width of the Student-t 95 % CI of the mean",
              ""]
-    head = ["cell", *plan.param_columns, "policy", "n", "mean", "std", "ci95"]
+    head = ["cell", *plan.columns.values(), "label", "n", "mean", "std", "ci95"]
+    shown = ["cell", *plan.columns, "policy", "n", "mean", "std", "ci95"]  # parameters by their paths
     for metric, group in table.groupby("metric", sort=False):
-        lines += [f"## {metric}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        lines += [f"## {metric}", "", "| " + " | ".join(shown) + " |", "|" + "---|" * len(head)]
         for _, r in group.iterrows():
             lines.append("| " + " | ".join(_fmt(r[c]) for c in head) + " |")
         lines.append("")

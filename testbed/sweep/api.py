@@ -46,11 +46,14 @@ def run(plan_: SweepPlan, out: str | os.PathLike | None = None, *, parallel: int
 
 def table(out: str | os.PathLike) -> pd.DataFrame:
     """A sweep directory's statistics table, with ``attrs``: path, results (DataFrame)."""
+    from testbed.analysis.sweep_tables import read_results, read_table
+
     out = Path(out)
-    df = pd.read_csv(out / "table.csv")
+    has_results = (out / "results.parquet").is_file() or (out / "results.csv").is_file()
+    results = read_results(out) if has_results else None
+    df = read_table(out, results)
     df.attrs["path"] = str(out.resolve())
-    results = out / "results.parquet"
-    df.attrs["results"] = pd.read_parquet(results) if results.is_file() else None
+    df.attrs["results"] = results
     return df
 
 

@@ -11,7 +11,7 @@ from testbed.analysis import alpha_frontier as af
 from testbed.cli import main
 from tests.conftest import ROOT
 
-ALPHA = "param:policies[fa].alpha"
+ALPHA = "param_policies_fa_alpha"
 
 
 def _sums(scenarios: dict[str, dict[float, tuple[float, float]]], seeds=(0, 1, 2)) -> pd.DataFrame:
@@ -24,7 +24,7 @@ def _sums(scenarios: dict[str, dict[float, tuple[float, float]]], seeds=(0, 1, 2
             for s in seeds:
                 d = f"/r/{scen}/{alpha}/{s}"
                 common = {"run": run, "run_dir": d, "substrate": "sim", "seed": s, "scenario": scen, ALPHA: alpha,
-                          "param:feasibility.alpha": alpha}
+                          "param_feasibility_alpha": alpha}
                 n = 200
                 rate = over + (0.005 if s % 2 else -0.005 if over > 0 else 0.0)
                 rows.append({**common, "label": "fa", "policy": "feasibility_aware", "grid_kwh": grid + s,
@@ -114,7 +114,7 @@ def test_a_policy_is_steered_when_its_resolved_entry_takes_alpha():
         runs.append(Run(f"/r/{i}", alpha))
         for label in ("static", "feasibility_aware"):
             rows.append({"run": i, "run_dir": f"/r/{i}", "substrate": "sim", "seed": 0, "label": label,
-                         "param:feasibility.alpha": alpha, "grid_kwh": 10.0, "migrations": 4,
+                         "param_feasibility_alpha": alpha, "grid_kwh": 10.0, "migrations": 4,
                          "migrations_overran": 1})
     p = af.points(pd.DataFrame(rows), runs)
     assert set(p["label"]) == {"feasibility_aware"} and set(p["scenario"]) == {"S"}
@@ -157,17 +157,17 @@ def test_runs_of_an_input_that_does_not_sweep_alpha_stay_off_the_frontier():
     for seed in (1, 2):
         for alpha, kwh in ((0.05, 100.0), (0.1, 99.0)):
             rows.append({"run": len(rows), "run_dir": f"a{seed}{alpha}", "label": "fa", "policy": "feasibility_aware",
-                         "seed": seed, "substrate": "sim", "scenario": "s", "param:feasibility.alpha": alpha,
-                         "param:policies[fa].alpha": alpha, "grid_kwh": kwh, "migrations": 10, "migrations_overran": 1})
+                         "seed": seed, "substrate": "sim", "scenario": "s", "param_feasibility_alpha": alpha,
+                         "param_policies_fa_alpha": alpha, "grid_kwh": kwh, "migrations": 10, "migrations_overran": 1})
         # another sweep of the same scenario (a degradation level), its alpha fixed at 0.1: not a frontier point
         rows.append({"run": len(rows), "run_dir": f"d{seed}", "label": "fa", "policy": "feasibility_aware",
-                     "seed": seed, "substrate": "sim", "scenario": "s", "param:feasibility.alpha": None,
-                     "param:policies[fa].alpha": None, "param:deg": 50, "grid_kwh": -1000.0, "migrations": 10, "migrations_overran": 9})
+                     "seed": seed, "substrate": "sim", "scenario": "s", "param_feasibility_alpha": None,
+                     "param_policies_fa_alpha": None, "param_deg": 50, "grid_kwh": -1000.0, "migrations": 10, "migrations_overran": 9})
     from types import SimpleNamespace
 
     runs = [SimpleNamespace(path=r["run_dir"], scenario="s", resolved={"policies": [
         {"name": "feasibility_aware", "label": "fa",
-         "alpha": r["param:policies[fa].alpha"] if r["param:policies[fa].alpha"] is not None else 0.1}]})
+         "alpha": r["param_policies_fa_alpha"] if r["param_policies_fa_alpha"] is not None else 0.1}]})
         for r in rows]
     p = points(pd.DataFrame(rows), runs)
     assert len(p) == 4 and (p["grid_kwh"] > 0).all()

@@ -105,7 +105,7 @@ def test_a_sweep_given_as_data_mirrors_the_sweep_file(tmp_path):
                            "metrics": ["grid_kwh"]}, tmp_path / "s", seeds=[4], base=REPO, parallel=1)
     assert table.attrs["failed"] == [] and set(table["metric"]) == {"grid_kwh"}
     sw = testbed.open(tmp_path / "s")
-    assert set(sw.summary["seed"]) == {4} and sw.param_columns == ["duration_h"]
+    assert set(sw.summary["seed"]) == {4} and sw.param_columns == ["param_duration_h"] and sw.param_paths == {"param_duration_h": "duration_h"}
     assert sw.manifest["scenario"]["path"] == str(REPO / "scenarios" / "sweep-small.yaml")  # the file itself
     assert sw.manifest["sweep"]["name"] == "sweep-small"
 
@@ -113,7 +113,7 @@ def test_a_sweep_given_as_data_mirrors_the_sweep_file(tmp_path):
 def test_a_sweep_file_with_fields_replaced_from_python(tmp_path):
     table = testbed.sweep(REPO / "sweeps" / "example-2x2x3.yaml", tmp_path / "s", grid={"duration_h": [12]},
                           seeds=[0], parallel=1)
-    assert table.attrs["failed"] == [] and set(table["duration_h"]) == {12}
+    assert table.attrs["failed"] == [] and set(table["param_duration_h"]) == {12}
     assert "grid_kwh" in set(table["metric"]) and "jobs_completed" in set(table["metric"])  # the file's metrics
     assert testbed.open(tmp_path / "s").manifest["sweep"]["name"] == "example-2x2x3"
 

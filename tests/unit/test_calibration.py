@@ -98,7 +98,7 @@ def test_negative_ramp_and_implausible_efficiency_are_refused():
 
 
 def test_sweep_degradation_under_any_parameter_name_is_found_per_migration():
-    m = physical_transfers(6).assign(**{"param:$deg": 35})
+    m = physical_transfers(6).assign(**{"param_deg": 35})
     steady = {**RESOLVED, "traces": {"bandwidth": {"steady_degradation_pct": 35.0, "events": []}}}
     assert degradation.mark(m, steady)["degraded"].all()
     # events: only the transfers that overlap one on their link
@@ -109,4 +109,4 @@ def test_sweep_degradation_under_any_parameter_name_is_found_per_migration():
     assert marked.loc[0, "degradation_kind"] == "event" and marked.loc[0, "nominal_bandwidth_gbps"] == 10.0
     # no resolved scenario in the manifest: the swept parameter, whatever its name
     assert degradation.mark(m, {})["degraded"].all()
-    assert not degradation.mark(m.assign(**{"param:$deg": 0}), {})["degraded"].any()
+    assert not degradation.mark(m.assign(**{"param_deg": 0}), {})["degraded"].any()

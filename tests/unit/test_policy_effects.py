@@ -11,7 +11,7 @@ import pytest
 from testbed.analysis import policy_effects as pe
 from testbed.analysis.validation import Run
 
-CAP = "param:traces.renewable.default.capacity_kw"
+CAP = "param_traces_renewable_default_capacity_kw"
 
 
 def _sums():

@@ -38,7 +38,7 @@ def test_report_from_a_sweep(sweep_dir, tmp_path):
     assert row["err_transfer_plain"] == pytest.approx(
         (8 * row["checkpoint_gb"] / row["predicted_bandwidth_gbps"] - realised) / realised)
     # 50 % steady degradation: the nominal-bandwidth predictions are about twice too fast
-    deg = done[done["param:traces.bandwidth.steady_degradation_pct"] == 50]
+    deg = done[done["param_traces_bandwidth_steady_degradation_pct"] == 50]
     assert deg["err_transfer_corrected"].median() < -0.4
     conf = v.confusion(m, ["label"])
     assert conf["n"].sum() == len(m) and (conf[["tp", "fp", "fn", "tn"]].sum(axis=1) == conf["n"]).all()
@@ -63,7 +63,7 @@ def _report_files_against_the_document(rep) -> list[str]:
     _, files = schema.load()
     summary_keys = files["migration:<policy>/summary.json"]
     columns = list(pd.read_csv(rep / "summaries.csv").columns)
-    params = {c: "<param:path>" for c in columns if c.startswith("param:")}
+    params = {c: "<param:path>" for c in columns if c.startswith("param_")}
     assert params, "the sweep's parameter columns are in the report's tables"
     keys = {c: "<summary key>" for c in columns if c in summary_keys and c not in files["summaries.csv"]}
     migrations = {**files["<policy>/migrations.parquet"], **files["migrations.parquet"]}

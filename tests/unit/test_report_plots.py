@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from testbed.analysis import validation as v
+from testbed.analysis.names import param_column
 from testbed.analysis.params import axis_label, fields_of, file_stem
 from testbed.analysis.phase_diagram import plot_normalised_phase, quadrant_counts
 
@@ -25,19 +26,29 @@ def test_a_sweep_variable_is_labelled_by_the_fields_it_sets():
     runs = [run({"$deg": 20, "variant": "steady"}, {"traces.bandwidth.steady_degradation_pct": 20}),
             run({"$deg": 20, "variant": "events"}, {"traces.bandwidth.events": EVENTS}),
             run({"$deg": 0, "variant": "events"}, {"traces.bandwidth.events": [dict(e, degradation_pct=0) for e in EVENTS]})]
-    assert set(fields_of("param:$deg", runs)) == {"traces.bandwidth.steady_degradation_pct",
-                                                   "traces.bandwidth.events[].degradation_pct"}
-    assert axis_label("param:$deg", runs) == "bandwidth degradation (%)"
-    assert axis_label("param:traces.forecast.window.noise_pct", []) == "window forecast noise (%)"
-    assert axis_label("param:policies[fa-risk].epsilon", []).startswith("risk budget")
-    assert axis_label("param:workloads.gpu_count", []) == "gpu count"
-    assert axis_label("param:$x", []) == "x"  # nothing known: its own name, without the '$'
+    assert set(fields_of("param_deg", runs)) == {"traces.bandwidth.steady_degradation_pct",
+                                                  "traces.bandwidth.events[].degradation_pct"}
+    assert axis_label("param_deg", runs) == "bandwidth degradation (%)"
+    for path in ("traces.forecast.window.noise_pct", "policies[fa-risk].epsilon", "workloads.gpu_count", "$x"):
+        runs.append(run({path: 1}, {}))
+    assert axis_label(param_column("traces.forecast.window.noise_pct"), runs) == "window forecast noise (%)"
+    assert axis_label(param_column("policies[fa-risk].epsilon"), runs).startswith("risk budget")
+    assert axis_label("param_workloads_gpu_count", runs) == "gpu count"
+    assert axis_label("param_x", runs) == "x"  # nothing known: its own name, without the '$'
 
 
 def test_file_names_carry_no_shell_characters():
-    assert file_stem("param:$deg") == "deg"
-    assert file_stem("param:policies[fa-risk].alpha") == "policies_fa_risk_alpha"
-    assert file_stem("param:traces.bandwidth.steady_degradation_pct") == "traces_bandwidth_steady_degradation_pct"
+    assert file_stem(param_column("$deg")) == "deg"
+    assert file_stem(param_column("policies[fa-risk].alpha")) == "policies_fa_risk_alpha"
+    assert file_stem(param_column("traces.bandwidth.steady_degradation_pct")) == "traces_bandwidth_steady_degradation_pct"
+
+
+def test_every_parameter_column_is_an_identifier():
+    for path in ("feasibility.alpha", "policies[fa-risk].alpha", "$deg", "variant", "links[0].bandwidth_gbps",
+                 "traces.renewable.rome.capacity_kw"):
+        c = param_column(path)
+        assert c.isidentifier() and c.startswith("param_"), (path, c)
+    assert param_column("links[0].bandwidth_gbps") == "param_links_0_bandwidth_gbps"
 
 
 def test_normalised_quadrants_judge_each_migration_on_its_own_window():
@@ -107,8 +118,8 @@ def test_by_level_plot_with_a_split_column_the_runs_do_not_have(tmp_path):
     for run, (deg, variant) in enumerate([(0, None), (35, None), (0, "steady"), (35, "steady")]):
         for label, kwh in (("static", 100.0), ("feasibility_aware", 90.0 - deg / 10)):
             rows.append({"run": run, "label": label, "policy": label, "grid_kwh": kwh, "mean_jct_h": 10.0,
-                         "param:x": deg, "param:variant": variant})
+                         "param_x": deg, "param_variant": variant})
     sums = pd.DataFrame(rows)
-    v.by_level_plot(sums, "param:x", tmp_path / "a.png", "t", split="param:variant", xlabel="x (%)")
-    v.by_level_plot(sums[sums["param:variant"].isna()], "param:x", tmp_path / "b.png", "t", split="param:variant")
+    v.by_level_plot(sums, "param_x", tmp_path / "a.png", "t", split="param_variant", xlabel="x (%)")
+    v.by_level_plot(sums[sums["param_variant"].isna()], "param_x", tmp_path / "b.png", "t", split="param_variant")
     assert (tmp_path / "a.png").stat().st_size > 20_000 and (tmp_path / "b.png").stat().st_size > 20_000

@@ -47,8 +47,9 @@ def test_results_one_row_per_trial_and_policy(swept):
     _, out = swept
     res = pd.read_parquet(out / "results.parquet")
     assert len(res) == N_TRIALS * len(POLICIES)
-    assert list(res.columns[:7]) == ["cell", "traces.bandwidth.steady_degradation_pct", "feasibility.alpha",
-                                     "policies[feasibility_aware].alpha", "seed", "policy", "label"]
+    assert list(res.columns[:7]) == ["cell", "param_traces_bandwidth_steady_degradation_pct", "param_feasibility_alpha",
+                                     "param_policies_feasibility_aware_alpha", "seed", "policy", "label"]
+    assert all(c.isidentifier() for c in res.columns)  # df.query and attribute access take every column
     assert "wall_s" not in res.columns and "grid_kwh" in res.columns
     row = res.iloc[5]
     summary = json.loads((out / "trials" / row["cell"] / f"seed-{row['seed']}" / row["label"] / "summary.json").read_text())
@@ -62,9 +63,9 @@ def test_table_has_mean_std_n_and_student_t_ci(swept):
     _, out = swept
     res = pd.read_parquet(out / "results.parquet")
     table = pd.read_csv(out / "table.csv")
-    assert list(table.columns[-6:]) == ["policy", "metric", "n", "mean", "std", "ci95"]
+    assert list(table.columns[-7:]) == ["policy", "label", "metric", "n", "mean", "std", "ci95"]
     assert len(table) == 4 * len(POLICIES) * table["metric"].nunique()
-    r = table[(table["metric"] == "grid_kwh") & (table["policy"] == "static")].iloc[0]
+    r = table[(table["metric"] == "grid_kwh") & (table["label"] == "static")].iloc[0]
     x = res[(res["cell"] == r["cell"]) & (res["label"] == "static")]["grid_kwh"].to_numpy()
     assert r["n"] == 3 and x.std(ddof=1) > 0  # the seeds really differ
     assert r["mean"] == pytest.approx(x.mean())
