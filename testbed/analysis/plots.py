@@ -107,14 +107,15 @@ POLICY_UNUSED = (("battery_charge_kwh", "into battery", "#ffcc80"), ("curtailed_
 def energy_by_policy_data(summaries: dict[str, dict]) -> pd.DataFrame:
     """The bars :func:`energy_by_policy` draws, one row per policy label: every kWh key of
     :data:`POLICY_DRAWN` and :data:`POLICY_UNUSED` from its summary.json (0 where it has no such key:
-    no battery) and ``total_kwh``; the drawn ones add up to ``total_kwh``."""
+    no battery) and ``total_kwh`` (a federated summary's ``energy_kwh``); the drawn ones add up to it."""
     rows = []
     for label, s in summaries.items():
         row = {"label": label}
         for key, _, _ in POLICY_DRAWN + POLICY_UNUSED:
             value = s.get(key)
             row[key] = float(value) if value is not None and np.isfinite(float(value)) else 0.0
-        row["total_kwh"] = float(s["total_kwh"]) if s.get("total_kwh") is not None else float("nan")
+        total = s.get("total_kwh", s.get("energy_kwh"))  # a federated summary's all-energy key: energy_kwh
+        row["total_kwh"] = float(total) if total is not None else sum(row[k] for k, _, _ in POLICY_DRAWN)
         rows.append(row)
     return pd.DataFrame(rows, columns=["label", *[k for k, _, _ in POLICY_DRAWN + POLICY_UNUSED], "total_kwh"])
 
@@ -140,7 +141,8 @@ def energy_by_policy(summaries: dict[str, dict], path: Path, title: str) -> Path
                 ax.bar(where, values, width, bottom=bottom, color=colour, hatch=hatch, edgecolor="white", label=label)
             bottom += values
     for i, r in data.iterrows():
-        ax.text(left[i], r["total_kwh"], f"{r['grid_kwh']:.0f} kWh grid", ha="center", va="bottom", fontsize=8)
+        top = sum(r[k] for k, _, _ in POLICY_DRAWN)
+        ax.text(left[i], top, f"{r['grid_kwh']:.0f} kWh grid", ha="center", va="bottom", fontsize=8)
     ax.set_xticks(x, data["label"])
     ax.set_ylabel("energy (kWh)")
     ax.set_title(title)
