@@ -191,3 +191,56 @@ def test_setup_installs_the_docs_tooling():
         assert f'"{package}' in dev, package
     assert "[dev," in (ROOT / "scripts" / "setup.sh").read_text(encoding="utf-8")
     assert json.dumps(_config()["hooks"]) == json.dumps(["scripts/mkdocs_hooks.py"])
+
+
+def _unknown_fields(schema: dict, node, value, path: str) -> list[str]:
+    """The keys of a YAML example that the scenario schema does not know, as dotted paths."""
+    while isinstance(node, dict) and "$ref" in node:
+        node = schema["$defs"][node["$ref"].rsplit("/", 1)[-1]]
+    if not isinstance(node, dict):
+        return []
+    for key in ("anyOf", "oneOf"):
+        if key in node:
+            results = [_unknown_fields(schema, branch, value, path) for branch in node[key]]
+            return [] if any(not r for r in results) else min(results, key=len)
+    if isinstance(value, dict):
+        if "class" in value and path.startswith(".policies["):
+            return []  # a user's policy class: its parameters are its own Params model's
+        props, extra = node.get("properties", {}), node.get("additionalProperties", True)
+        out = []
+        for key, item in value.items():
+            if key in props:
+                out += _unknown_fields(schema, props[key], item, f"{path}.{key}")
+            elif isinstance(extra, dict):
+                out += _unknown_fields(schema, extra, item, f"{path}.{key}")
+            elif extra is False:
+                out.append(f"{path}.{key}")
+        return out
+    if isinstance(value, list) and node.get("type") == "array":
+        return [bad for i, item in enumerate(value)
+                for bad in _unknown_fields(schema, node.get("items", {}), item, f"{path}[{i}]")]
+    return []
+
+
+def test_yaml_examples_use_only_schema_fields():
+    """Every scenario example or fragment in the pages (not sweep files) names only fields of the
+    scenario schema, so renaming a field fails here until the documentation follows."""
+    from test_doc_examples import blocks
+
+    from testbed.cli.cmd_schema import json_schema
+
+    schema = json_schema()
+    checked, bad = 0, []
+    for page in sorted([README, *DOCS.rglob("*.md")]):
+        if page.name == "outputs.md":
+            continue
+        for lang, code in blocks(str(page.relative_to(ROOT))):
+            if lang != "yaml":
+                continue
+            data = yaml.safe_load(code)
+            if not isinstance(data, dict) or "scenario" in data:  # a sweep file
+                continue
+            checked += 1
+            bad += [f"{page.relative_to(ROOT)}: {p}" for p in _unknown_fields(schema, schema, data, "")]
+    assert checked >= 8
+    assert not bad, "fields the scenario schema does not know:\n" + "\n".join(bad)
