@@ -244,3 +244,39 @@ def test_yaml_examples_use_only_schema_fields():
             bad += [f"{page.relative_to(ROOT)}: {p}" for p in _unknown_fields(schema, schema, data, "")]
     assert checked >= 8
     assert not bad, "fields the scenario schema does not know:\n" + "\n".join(bad)
+
+
+def test_documented_flags_exist():
+    """Every ``--flag`` written after a ``testbed COMMAND`` in the README and the pages (code blocks,
+    inline code, tables) is an option of that command in the parser, so a renamed flag fails here."""
+    import argparse
+
+    from testbed.cli import build_parser
+
+    def walk(parser, prefix=()):
+        yield prefix, parser
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    yield from walk(sub, prefix + (name,))
+
+    commands = dict(walk(build_parser()))
+    flags = {path: {s for a in sub._actions for s in a.option_strings} for path, sub in commands.items()}
+    mention = re.compile(r"(?:^|[\s`(])(?:sudo )?(?:\.venv/bin/)?testbed ((?:[a-z][a-z-]* ?)+)([^`\n]*)", re.M)
+    bad, seen = [], 0
+    for page in [README, *sorted(DOCS.rglob("*.md"))]:
+        for m in mention.finditer(page.read_text(encoding="utf-8")):
+            words, path = m.group(1).split(), ()
+            for word in words:
+                if path + (word,) not in commands:
+                    break
+                path += (word,)
+            if not path:
+                continue
+            seen += 1
+            rest = (" ".join(words[len(path):]) + " " + m.group(2)).split("#")[0].split(" -- ")[0]
+            for flag in re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", rest):
+                if flag not in flags[path] | flags[()]:
+                    bad.append(f"{page.relative_to(ROOT)}: testbed {' '.join(path)} {flag}")
+    assert seen >= 100
+    assert not bad, "flags the parser does not have:\n" + "\n".join(sorted(set(bad)))
