@@ -31,6 +31,11 @@ FIGURES_URI = "reference-results"
 
 # --------------------------------------------------------------------------- scenario fields
 
+def _text(text: Any) -> str:
+    """Plain text from the code (descriptions, help) as Markdown: ``<name>`` stays visible."""
+    return str(text).replace("<", "&lt;").replace(">", "&gt;")
+
+
 def _cell(text: Any) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ").strip()
 
@@ -100,7 +105,7 @@ def _fields_table(model: dict) -> list[str]:
         else:
             default = ""
         lines.append(f"| `{name}` | {_cell(_type(prop))} | {_cell(default)} | {_cell(_constraints(prop))} "
-                     f"| {_cell(prop.get('description', ''))} |")
+                     f"| {_cell(_text(prop.get('description', '')))} |")
     return lines + [""]
 
 
@@ -114,13 +119,13 @@ def schema_markdown(schema: dict, *, title: str, command: str, intro: str) -> st
              "the schema of the code it was built from. Unknown fields are errors in every block.", "",
              f"## {schema.get('title', 'Top level')} (the file's top level)", ""]
     if schema.get("description"):
-        lines += [schema["description"], ""]
+        lines += [_text(schema["description"]), ""]
     lines += _fields_table(schema)
     for name in sorted(schema.get("$defs", {})):
         model = schema["$defs"][name]
         lines += [f"## {name} {{ #{_anchor(name)} }}", ""]
         if model.get("description"):
-            lines += [model["description"], ""]
+            lines += [_text(model["description"]), ""]
         if "properties" not in model and "enum" in model:
             lines += ["One of: " + ", ".join(f"`{json.dumps(v)}`" for v in model["enum"]), ""]
             continue
@@ -196,7 +201,7 @@ def _options_table(parser: argparse.ArgumentParser) -> list[str]:
             extra.append(f"default: `{a.default}`")
         if a.required and a.option_strings:
             extra.append("required")
-        rows.append(f"| {name} | {_cell(help_text)} | {_cell('; '.join(extra))} |")
+        rows.append(f"| {name} | {_cell(_text(help_text))} | {_cell('; '.join(extra))} |")
     if not rows:
         return []
     return ["| argument | what it does | |", "|---|---|---|", *rows, ""]
@@ -205,9 +210,9 @@ def _options_table(parser: argparse.ArgumentParser) -> list[str]:
 def _command_section(name: str, help_text: str, parser: argparse.ArgumentParser, level: int) -> list[str]:
     lines = [f"{'#' * level} `{parser.prog}`", ""]
     if help_text:
-        lines += [_cell(help_text.replace("%%", "%")), ""]
+        lines += [_cell(_text(help_text.replace("%%", "%"))), ""]
     if parser.description:
-        lines += [parser.description, ""]
+        lines += [_text(parser.description), ""]
     lines += ["```text", parser.format_usage().strip(), "```", ""]
     lines += _options_table(parser)
     if parser.epilog:
