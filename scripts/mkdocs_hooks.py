@@ -297,3 +297,11 @@ def on_files(files, config):  # noqa: ANN001 (MkDocs' hook signature)
     for uri, path in report_figures():
         files.append(File.generated(config, uri, abs_src_path=str(path)))
     return files
+
+
+_ROLE = re.compile(r":(?:class|func|mod|meth|attr|data|exc|obj):(<code>)~?")
+
+
+def on_page_content(html, page, config, files):  # noqa: ANN001 (MkDocs' hook signature)
+    """Docstrings use Sphinx roles (``:class:`~x.Y```); the Python API page shows them as code."""
+    return _ROLE.sub(r"\1", html) if ":" in html else html
