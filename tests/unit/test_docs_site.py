@@ -280,3 +280,11 @@ def test_documented_flags_exist():
                     bad.append(f"{page.relative_to(ROOT)}: testbed {' '.join(path)} {flag}")
     assert seen >= 100
     assert not bad, "flags the parser does not have:\n" + "\n".join(sorted(set(bad)))
+
+
+def test_commands_at_a_glance_names_every_command():
+    """The hand-written overview (reference/commands.md) keeps up with the parser: every command and
+    sub-command has a line there, beside the generated reference."""
+    text = (DOCS / "reference" / "commands.md").read_text(encoding="utf-8")
+    missing = [c for c in _hooks().commands() if f"`{c}" not in text]
+    assert not missing, f"commands missing from docs/reference/commands.md: {missing}"
