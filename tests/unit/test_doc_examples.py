@@ -1,4 +1,4 @@
-"""The code blocks of the README and the Get started pages run as written.
+"""The code blocks of the README, the Get started pages and the feasibility model's page run as written.
 
 Per page, in order, in one fresh folder (the repository's scenarios/, sweeps/, topologies/, traces/ and
 examples/ linked into it, `testbed` first on PATH):
@@ -28,7 +28,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = ["README.md", "docs/index.md", "docs/get-started/install.md", "docs/get-started/quickstart.md",
-         "docs/get-started/tutorial.md"]
+         "docs/get-started/tutorial.md", "docs/concepts/feasibility.md"]
 SKIP = "# not run in tests:"
 FILE = "# file:"
 LINKED = ("scenarios", "sweeps", "topologies", "traces", "examples")
@@ -58,7 +58,7 @@ def test_skipped_blocks_say_why():
                 assert first[len(SKIP):].strip(), f"{page}: '{SKIP}' needs a reason"
                 skipped.append(f"{page}: {first}")
     # rare by design: root / a machine set-up / a server; raise this only with a reason on the page
-    assert len(skipped) <= 8, "\n".join(skipped)
+    assert len(skipped) <= 10, "\n".join(skipped)
 
 
 @pytest.mark.slow  # the tutorial runs a 9-trial sweep: about 1-2 min on 2 busy cores
