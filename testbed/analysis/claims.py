@@ -75,7 +75,7 @@ def policy_table(runs: list, comparisons: list) -> pd.DataFrame:
         labels = list(dict.fromkeys(lb for c in comps for lb, r in c["policies"].items() if r.get("policy") != "static"))
         for lb in labels:
             row = {"scenario": scenario, "substrate": substrate, "cell": cell or "-", "policy": lb}
-            for metric, name in (("grid_kwh", "grid energy vs static"), ("mean_jct_common_h", "JCT vs static")):
+            for metric, name in (("grid_kwh", "grid energy vs static"), ("mean_jct_common_s", "JCT vs static")):
                 a, b = _change(comps, lb, metric)
                 ci, test = t_interval(_pct(a, b)), paired_test(a, b)
                 row["seeds"] = 0 if ci is None else ci.n
@@ -117,7 +117,7 @@ def judge(runs: list, comparisons: list) -> tuple[pd.DataFrame, list[tuple[str, 
         rows.append({"claim": cmp.OVERHEAD_CLAIM, "paper": "< 2 %", **where, **ci_cells(ci, "%", 2, sign=""),
                      "paired test vs static (t p / Wilcoxon p)": "-",
                      "verdict": cmp.overhead_verdict(ci, migrations) if over else "not measured (policy missing)"})
-        worst = [r.get("max_breakeven_min") for c in comps for r in c["policies"].values()]
+        worst = [r.get("max_breakeven_s") for c in comps for r in c["policies"].values()]
         worst = [w for w in worst if w is not None]
         be = cmp.breakeven_claim(max(worst) if worst else None)
         rows.append({"claim": be["claim"], "paper": be["paper"], **where, "mean": be["measured"], "95 % CI": "-",

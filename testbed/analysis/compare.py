@@ -24,7 +24,7 @@ def pct_change(x: float | None, ref: float | None) -> float | None:
     return (x - ref) / ref * 100.0
 
 
-def common_mean_jct_h(jobs: dict[str, pd.DataFrame], labels: list[str]) -> dict[str, float | None]:
+def common_mean_jct_s(jobs: dict[str, pd.DataFrame], labels: list[str]) -> dict[str, float | None]:
     """Mean JCT over the jobs that *every* policy completed, so unfinished jobs bias no one."""
     done_sets = [set(jobs[lb].loc[jobs[lb]["status"] == "completed", "job_id"]) for lb in labels]
     common = set.intersection(*done_sets) if done_sets else set()
@@ -32,7 +32,7 @@ def common_mean_jct_h(jobs: dict[str, pd.DataFrame], labels: list[str]) -> dict[
     for lb in labels:
         df = jobs[lb]
         sel = df[df["job_id"].isin(common)]
-        out[lb] = float(sel["jct_s"].mean()) / 3600.0 if len(sel) else None
+        out[lb] = float(sel["jct_s"].mean()) if len(sel) else None
     return out
 
 
@@ -45,14 +45,14 @@ PAPER_CLAIMS = (
     ("nonrenewable_fa", "Feasibility-aware: non-renewable energy vs Static", "-52 %",
      PAPER["nonrenewable_fa_vs_static_pct"], "feasibility_aware", "grid_kwh"),
     ("jct_fa", "Feasibility-aware: mean JCT vs Static", "-18 %", PAPER["jct_fa_vs_static_pct"],
-     "feasibility_aware", "mean_jct_common_h"),
+     "feasibility_aware", "mean_jct_common_s"),
     ("jct_eo", "Energy-only: mean JCT vs Static", "+35 %", PAPER["jct_eo_vs_static_pct"], "energy_only",
-     "mean_jct_common_h"),
+     "mean_jct_common_s"),
     # the paper's Algorithm 1 as written (no damping): where a scenario runs it beside the damped policy
     ("nonrenewable_fa_paper", "Feasibility-aware, Algorithm 1 undamped: non-renewable energy vs Static", "-52 %",
      PAPER["nonrenewable_fa_vs_static_pct"], "feasibility_aware_paper", "grid_kwh"),
     ("jct_fa_paper", "Feasibility-aware, Algorithm 1 undamped: mean JCT vs Static", "-18 %",
-     PAPER["jct_fa_vs_static_pct"], "feasibility_aware_paper", "mean_jct_common_h"),
+     PAPER["jct_fa_vs_static_pct"], "feasibility_aware_paper", "mean_jct_common_s"),
 )
 OVERHEAD_CLAIM = "Feasibility-aware: migration overhead"
 
@@ -62,7 +62,7 @@ PLACEMENT_BASELINE = "placement_only"
 MIGRATION_EFFECTS = (
     ("Feasibility-aware: grid energy vs placement_only (migration's own effect)", "feasibility_aware", "grid_kwh"),
     ("Feasibility-aware: mean JCT vs placement_only (migration's own effect)", "feasibility_aware",
-     "mean_jct_common_h"),
+     "mean_jct_common_s"),
 )
 
 
@@ -122,10 +122,10 @@ def overhead_verdict(interval, migrations: int) -> str:
     return "reproduced" if interval.hi < limit else f"not reproduced (95 % CI reaches {limit:g} %)"
 
 
-def breakeven_claim(max_breakeven_min: float | None) -> dict:
+def breakeven_claim(max_breakeven_s: float | None) -> dict:
     """Eq. 2 for the paper's 40 GB @ 10 Gbit/s (analytic, no seed), beside the largest here."""
     analytic = breakeven_min(energy_cost_kwh(1.8, transfer_time_s(40, 10)), 0.75)
-    worst = max_breakeven_min
+    worst = None if max_breakeven_s is None else max_breakeven_s / 60.0
     return {
         "claim": "Energy breakeven within minutes (40 GB @ 10 Gbit/s: ~1.3 min)",
         "paper": "~1.3 min",
@@ -147,13 +147,13 @@ def compare(summaries: dict[str, dict], jobs: dict[str, pd.DataFrame], paper: tu
     ``MIN_SEEDS`` (``testbed report`` over a sweep judges them); here each says so."""
     labels = list(summaries)
     static = _first(summaries, "static")
-    jct_common = common_mean_jct_h(jobs, labels)
+    jct_common = common_mean_jct_s(jobs, labels)
     rows = {}
     for lb, s in summaries.items():
         ref = summaries[static] if static else None
         rows[lb] = {
             **s,
-            "mean_jct_common_h": jct_common[lb],
+            "mean_jct_common_s": jct_common[lb],
             "grid_change_vs_static_pct": pct_change(s["grid_kwh"], ref and ref["grid_kwh"]),
             "grid_per_gpu_h_change_vs_static_pct": pct_change(
                 s["grid_kwh_per_gpu_h"], ref and ref["grid_kwh_per_gpu_h"]
@@ -186,9 +186,18 @@ def compare(summaries: dict[str, dict], jobs: dict[str, pd.DataFrame], paper: tu
         "verdict": "not measured (policy missing)" if overhead is None
         else ("not applicable (no migration)" if not rows[fa]["migrations"] else not_enough_seeds(1)),
     })
-    worst = max((s["max_breakeven_min"] for s in summaries.values() if s["max_breakeven_min"] is not None), default=None)
+    worst = max((s["max_breakeven_s"] for s in summaries.values() if s["max_breakeven_s"] is not None), default=None)
     out["claims"].append({**breakeven_claim(worst), "key": "breakeven"})
     return out
+
+
+SHOWN_IN_HOURS = frozenset({"mean_jct_s", "median_jct_s", "p95_jct_s", "mean_jct_common_s", "mean_queue_wait_s"})
+"""Durations recorded in seconds (one unit per quantity in every output) that tables for people show in hours."""
+
+
+def shown(key: str, value):
+    """``value`` of ``key`` as a table for people shows it (a job's times in hours)."""
+    return value / 3600.0 if key in SHOWN_IN_HOURS and isinstance(value, (int, float)) else value
 
 
 def _fmt(x, digits: int = 2) -> str:
@@ -202,8 +211,8 @@ def _fmt(x, digits: int = 2) -> str:
 def comparison_markdown(cmp: dict, *, title: str, notes: list[str]) -> str:
     cols = [
         ("grid_kwh", "grid kWh", 1), ("renewable_kwh", "renewable kWh", 1),
-        ("renewable_fraction", "renewable share", 3), ("mean_jct_h", "mean JCT h", 2),
-        ("mean_jct_common_h", "mean JCT h (common jobs)", 2), ("p95_jct_h", "p95 JCT h", 2),
+        ("renewable_fraction", "renewable share", 3), ("mean_jct_s", "mean JCT h", 2),
+        ("mean_jct_common_s", "mean JCT h (common jobs)", 2), ("p95_jct_s", "p95 JCT h", 2),
         ("jobs_completed", "jobs done", 0), ("migrations", "migrations", 0),
         ("migrations_overran", "overran budget", 0), ("migrations_outside_window", "outside window", 0),
         ("migration_overhead_frac", "overhead frac", 4),
@@ -226,7 +235,7 @@ def comparison_markdown(cmp: dict, *, title: str, notes: list[str]) -> str:
     lines += ["## Policies", "", "| policy | " + " | ".join(c[1] for c in cols) + " |",
               "|---|" + "---:|" * len(cols)]
     for lb, r in cmp["policies"].items():
-        lines.append(f"| {lb} | " + " | ".join(_fmt(r.get(k), d) for k, _, d in cols) + " |")
+        lines.append(f"| {lb} | " + " | ".join(_fmt(shown(k, r.get(k)), d) for k, _, d in cols) + " |")
     setup = cmp.get("paper_setup")
     if setup is not None and not setup["matches"]:
         lines += ["", "## The paper's claims", "",

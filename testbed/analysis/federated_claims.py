@@ -126,9 +126,9 @@ def _policies(runs: list, comps: list) -> dict[tuple, dict]:
         for lb in labels:
             first = per_seed[0][2][lb]
             clock = first.get("round_time") or "straggler"
-            tta = np.array([_h(p[lb].get("time_to_accuracy_h")) if p[lb].get("reached") else np.nan
-                            for _, _, p in per_seed])
-            end = np.array([_h(p[lb].get("end_time_h")) for _, _, p in per_seed])
+            tta = np.array([_h(p[lb].get("time_to_accuracy_s")) / 3600.0 if p[lb].get("reached") else np.nan
+                            for _, _, p in per_seed])  # hours, as the paper's
+            end = np.array([_h(p[lb].get("end_time_s")) / 3600.0 for _, _, p in per_seed])
             kwh = {k: np.array([_h(p[lb].get(k)) for _, _, p in per_seed]) for k in ("energy_kwh", "grid_kwh")}
             group["clocks"].setdefault(clock, {})[lb] = Censored(seeds, tta, end, kwh["energy_kwh"], kwh["grid_kwh"])
             group["policy"][lb] = str(first.get("policy"))

@@ -37,8 +37,17 @@ RENAMED: dict[str, str] = {
     "energy_renewable_kwh": "renewable_kwh",  # federated
 }
 
+# A summary key written in another unit before -> (today's name, factor to today's unit): every
+# duration of every output is in seconds (the jobs' ``jct_s`` and a summary's ``mean_jct_s``).
+CONVERTED: dict[str, tuple[str, float]] = {
+    **{f"{k}_h": (f"{k}_s", 3600.0) for k in ("mean_jct", "median_jct", "p95_jct", "mean_queue_wait",
+                                              "mean_jct_common", "end_time", "time_to_accuracy")},
+    "max_breakeven_min": ("max_breakeven_s", 60.0),
+}
+
 # Per-policy table (``<label>/<table>.parquet``) -> its columns' old names -> today's names.
 RENAMED_COLUMNS: dict[str, dict[str, str]] = {
+    "jobs": {"n_migrations": "migrations"},
     "migrations": {"size_gb": "checkpoint_gb"},
     "rounds": {"energy_grid_kwh": "grid_kwh", "energy_renewable_kwh": "renewable_kwh"},
     "sites": {"energy_grid_kwh": "grid_kwh", "energy_renewable_kwh": "renewable_kwh"},
@@ -104,15 +113,24 @@ def param_columns_current(df, paths):
 
 def current_name(name: str) -> str:
     """Today's name of a summary key or sweep metric (``name`` itself if it was never renamed)."""
-    return RENAMED.get(name, name)
+    return CONVERTED[name][0] if name in CONVERTED else RENAMED.get(name, name)
+
+
+def factor_to_today(name: str) -> float:
+    """What a value written under ``name`` is multiplied by to be in today's unit (1: the same unit)."""
+    return CONVERTED[name][1] if name in CONVERTED else 1.0
 
 
 def current(summary: dict) -> dict:
-    """``summary`` with today's names (a key already under its new name wins)."""
-    out = {current_name(k): v for k, v in summary.items() if k not in RENAMED}
+    """``summary`` with today's names and units (a key already under its new name wins)."""
+    out = {k: v for k, v in summary.items() if k not in RENAMED and k not in CONVERTED}
     for old, new in RENAMED.items():
         if old in summary and new not in out:
             out[new] = summary[old]
+    for old, (new, factor) in CONVERTED.items():
+        if old in summary and new not in out:
+            v = summary[old]
+            out[new] = v * factor if isinstance(v, (int, float)) and not isinstance(v, bool) else v
     return out
 
 

@@ -20,13 +20,14 @@ import numpy as np
 import pandas as pd
 
 from testbed.analysis.claims import run_groups
+from testbed.analysis.compare import shown
 from testbed.analysis.markdown import md_table
 from testbed.analysis.names import param_column
 from testbed.stats import paired_test, t_interval
 from testbed.analysis.figures import save as save_figure
 
 PAPER_NON_RENEWABLE_PCT = -52.0
-SPLIT_METRICS = (("grid_kwh", "grid kWh"), ("mean_jct_h", "mean JCT h"),
+SPLIT_METRICS = (("grid_kwh", "grid kWh"), ("mean_jct_s", "mean JCT h"),
                  ("migrations_overran", "overran"), ("migrations", "migrations"))
 
 
@@ -139,8 +140,8 @@ def paired_split(runs: list, comparisons: list, a_policy: str, b_policy: str) ->
                         (k for k, r in pol.items() if r.get("policy") == b_policy), None)
                     if la in pol and lb is not None and lb != la:
                         row["against"] = lb
-                        xa.append(float(pol[la].get(metric) if pol[la].get(metric) is not None else np.nan))
-                        xb.append(float(pol[lb].get(metric) if pol[lb].get(metric) is not None else np.nan))
+                        xa.append(float(shown(metric, pol[la].get(metric)) if pol[la].get(metric) is not None else np.nan))
+                        xb.append(float(shown(metric, pol[lb].get(metric)) if pol[lb].get(metric) is not None else np.nan))
                 if not xa:
                     continue
                 d = np.asarray(xa) - np.asarray(xb)

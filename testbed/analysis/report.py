@@ -27,7 +27,7 @@ from testbed.analysis.markdown import md_table as _md_table
 from testbed.analysis.names import PARAM_PREFIX
 from testbed.analysis.params import param_path
 
-METRICS = ("grid_kwh", "renewable_kwh", "mean_jct_h", "jobs_completed", "migrations", "migrations_overran",
+METRICS = ("grid_kwh", "renewable_kwh", "mean_jct_s", "jobs_completed", "migrations", "migrations_overran",
            "migration_overhead_frac")
 
 

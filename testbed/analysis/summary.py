@@ -32,10 +32,10 @@ SUMMARY_METRICS: tuple[str, ...] = (
     "grid_kwh", "pooled_bound_grid_kwh", "renewable_kwh", "total_kwh", "renewable_available_kwh",
     "compute_kwh", "transfer_kwh", "idle_kwh", "compute_renewable_kwh", "transfer_renewable_kwh",
     "idle_renewable_kwh", "overdraw_kwh", "capped_node_h", "renewable_fraction", "work_done_gpu_h",
-    "grid_kwh_per_gpu_h", "jobs_total", "jobs_completed", "mean_jct_h", "median_jct_h", "p95_jct_h",
-    "mean_queue_wait_h", "migrations", "migrations_completed", "migrations_unfinished",
+    "grid_kwh_per_gpu_h", "jobs_total", "jobs_completed", "mean_jct_s", "median_jct_s", "p95_jct_s",
+    "mean_queue_wait_s", "migrations", "migrations_completed", "migrations_unfinished",
     "migrations_predicted_feasible", "migrations_overran", "migrations_outside_window", "migrations_without_window",
-    "migration_overhead_frac", "max_breakeven_min", "migrations_returned_1h",
+    "migration_overhead_frac", "max_breakeven_s", "migrations_returned_1h",
 ) + SIGNAL_COLUMNS + BATTERY_COLUMNS
 
 WINDOW = "window"  # migrations.parquet's trigger of a move made for a renewable window (controller.records.WINDOW)
@@ -174,7 +174,7 @@ def migration_counts(migs: pd.DataFrame) -> dict:
 def summarize(tables: dict[str, pd.DataFrame], *, policy: str, label: str) -> dict:
     ts, jobs, migs = tables["timeseries"], tables["jobs"], tables["migrations"]
     done = jobs[jobs["status"] == "completed"] if len(jobs) else jobs
-    jct = done["jct_s"].to_numpy(dtype=float) / 3600.0 if len(done) else np.array([])
+    jct = done["jct_s"].to_numpy(dtype=float) if len(done) else np.array([])
     busy_s = float(jobs["running_s"].sum() + jobs["migrating_s"].sum()) if len(jobs) else 0.0
     work_done = float((jobs["work_gpu_h"] - jobs["work_left_gpu_h"]).sum()) if len(jobs) else 0.0
     energy = energy_totals(ts)
@@ -192,13 +192,13 @@ def summarize(tables: dict[str, pd.DataFrame], *, policy: str, label: str) -> di
         "grid_kwh_per_gpu_h": non_ren / work_done if work_done > 0 else None,
         "jobs_total": int(len(jobs)),
         "jobs_completed": int(len(done)),
-        "mean_jct_h": _f(jct.mean()) if jct.size else None,
-        "median_jct_h": _f(np.median(jct)) if jct.size else None,
-        "p95_jct_h": _f(np.percentile(jct, 95)) if jct.size else None,
-        "mean_queue_wait_h": _f(jobs["queue_wait_s"].mean() / 3600.0) if len(jobs) else None,
+        "mean_jct_s": _f(jct.mean()) if jct.size else None,
+        "median_jct_s": _f(np.median(jct)) if jct.size else None,
+        "p95_jct_s": _f(np.percentile(jct, 95)) if jct.size else None,
+        "mean_queue_wait_s": _f(jobs["queue_wait_s"].mean()) if len(jobs) else None,
         **migration_counts(migs),
         "migration_overhead_frac": float(jobs["migrating_s"].sum()) / busy_s if busy_s > 0 else 0.0,
-        "max_breakeven_min": _f(migs["predicted_breakeven_s"].max() / 60.0) if len(migs) else None,
+        "max_breakeven_s": _f(migs["predicted_breakeven_s"].max()) if len(migs) else None,
         "migrations_returned_1h": returns_within(migs),
         **{k: v for k, v in energy.items() if k in SIGNAL_COLUMNS + BATTERY_COLUMNS},
     }

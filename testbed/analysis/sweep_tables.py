@@ -4,8 +4,9 @@ names, whichever version wrote them.
 Today a swept parameter's column is :func:`testbed.analysis.names.param_column` of its path
 (``param_feasibility_alpha``; ``sweep.json`` keeps ``param_paths``: column -> path) and ``table.csv``
 has the policy's name (``policy``) beside its entry's label (``label``). Sweeps written before named
-a parameter's column by its path (``feasibility.alpha``) and put the label under ``policy`` in
-``table.csv``; they read as today's (the policy's name taken from ``results``)."""
+a parameter's column by its path (``feasibility.alpha``), put the label under ``policy`` in
+``table.csv`` and may have a metric under an older name or unit (``mean_jct_h``); they read as
+today's (the policy's name taken from ``results``, a metric in today's unit)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from testbed.analysis.names import param_column, param_columns_current
+from testbed.analysis.names import CONVERTED, RENAMED, current_name, factor_to_today, param_column, param_columns_current
 
 
 def param_paths(folder: Path) -> dict[str, str]:
@@ -36,7 +37,14 @@ def read_results(folder: Path) -> pd.DataFrame:
     folder = Path(folder)
     pq = folder / "results.parquet"
     df = pd.read_parquet(pq) if pq.is_file() else pd.read_csv(folder / "results.csv", dtype={"cell": str})
-    return param_columns_current(df, param_paths(folder).values())
+    df = param_columns_current(df, param_paths(folder).values())
+    old = [c for c in df.columns if (c in RENAMED or c in CONVERTED) and current_name(c) not in df.columns]
+    if not old:
+        return df
+    df = df.copy()
+    for c in old:  # a metric written under an older name or unit
+        df[c] = df[c] * factor_to_today(c)
+    return df.rename(columns={c: current_name(c) for c in old})
 
 
 def read_table(folder: Path, results: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -44,6 +52,13 @@ def read_table(folder: Path, results: pd.DataFrame | None = None) -> pd.DataFram
     ``policy`` names from ``results`` (read here when not given)."""
     folder = Path(folder)
     df = param_columns_current(pd.read_csv(folder / "table.csv", dtype={"cell": str}), param_paths(folder).values())
+    old = df["metric"].isin(list(RENAMED) + list(CONVERTED)) if "metric" in df.columns else None
+    if old is not None and old.any():  # a metric written under an older name or unit
+        df = df.copy()
+        factor = df["metric"].map(factor_to_today).where(old, 1.0)
+        for c in ("mean", "std", "ci95"):
+            df[c] = df[c] * factor
+        df["metric"] = df["metric"].where(~old, df["metric"].map(current_name))
     if "label" in df.columns:
         return df
     if results is None:

@@ -325,7 +325,7 @@ def by_level_plot(sums: pd.DataFrame, param: str, path: Path, title: str, split:
     for col, sv in enumerate(splits):
         part = sums if sv is None else sums[sums[split] == sv]
         for row, (metric, lab) in enumerate((("grid_kwh", "grid energy vs static (%)"),
-                                             ("mean_jct_h", "mean JCT vs static (%)"))):
+                                             ("mean_jct_s", "mean JCT vs static (%)"))):
             ax = axes[row, col]
             if not len(ref):
                 ax.text(0.5, 0.5, "no static policy to compare with", ha="center", transform=ax.transAxes)

@@ -121,7 +121,7 @@ class RunLog:
                 "queue_wait_s": (job.started_s if job.started_s is not None else horizon_s) - s.arrival_s,
                 "work_left_gpu_h": job.work_left_gpu_h, "running_s": job.running_s, "migrating_s": job.migrating_s,
                 "waiting_s": job.waiting_s,
-                "n_migrations": job.n_migrations, "energy_kwh": job.energy_kwh, "renewable_kwh": job.renewable_kwh,
+                "migrations": job.n_migrations, "energy_kwh": job.energy_kwh, "renewable_kwh": job.renewable_kwh,
                 "transfer_kwh": job.transfer_kwh, "transfer_renewable_kwh": job.transfer_renewable_kwh,
                 "compute_kwh": job.energy_kwh - job.transfer_kwh,
                 "compute_renewable_kwh": job.renewable_kwh - job.transfer_renewable_kwh,

@@ -20,8 +20,8 @@ from testbed.html.document import esc, page, write_atomic
 from testbed.progress import eta_s, fmt_duration
 
 INTERVAL_S = 5.0
-KEY_METRICS = ("grid_kwh", "renewable_kwh", "mean_jct_h", "jobs_completed", "migrations", "migrations_overran",
-               "time_to_accuracy_h", "final_accuracy", "rounds")
+KEY_METRICS = ("grid_kwh", "renewable_kwh", "mean_jct_s", "jobs_completed", "migrations", "migrations_overran",
+               "time_to_accuracy_s", "final_accuracy", "rounds")
 
 
 class LivePage:

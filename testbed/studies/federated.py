@@ -166,7 +166,7 @@ class FederatedStudy(Study):
         self._rounds[pol.label] = rdf
         if self.progress:
             print(f"  {pol.label}: {summary['rounds']} rounds, time-to-accuracy "
-                  f"{summary['time_to_accuracy_h']:.3f} h, {wall_s:.1f} s wall", file=sys.stderr)
+                  f"{summary['time_to_accuracy_s'] / 3600.0:.3f} h, {wall_s:.1f} s wall", file=sys.stderr)
         return summary
 
     def compare(self, summaries: dict[str, dict], out: Path) -> tuple[dict, str]:

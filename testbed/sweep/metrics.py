@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 
-from testbed.analysis.names import RENAMED
+from testbed.analysis.names import CONVERTED, RENAMED, current_name, factor_to_today
 from testbed.suggest import did_you_mean
 
 
@@ -26,8 +26,10 @@ def metric_problems(wanted: list[str], numeric: Mapping[str, bool], where: str,
         field = f"{where}: metrics[{i}]"
         if m not in numeric and m in optional:
             continue
-        if m not in numeric and m in RENAMED:
-            problems.append((field, f"{m!r} is now called {RENAMED[m]!r}"))
+        if m not in numeric and (m in RENAMED or m in CONVERTED) and (current_name(m) in numeric
+                                                                   or current_name(m) in optional):
+            unit = f", in its unit (x {factor_to_today(m):g})" if m in CONVERTED else ""
+            problems.append((field, f"{m!r} is now called {current_name(m)!r}{unit}"))
         elif m not in numeric:
             problems.append((field, f"no summary column {m!r}{did_you_mean(m, numeric)} "
                                     f"(known: {', '.join(sorted(numeric))})"))

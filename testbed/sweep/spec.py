@@ -14,7 +14,7 @@ variants:                             # crossed with the grid; each sets several
   - {name: steady, set: {traces.bandwidth.steady_degradation_pct: "${deg}"}}
   - {name: events, set: {traces.bandwidth.events: [{link: "*", start_h: 6, duration_h: 6, degradation_pct: "${deg}"}]},
      when: {$deg: [50]}}              # optional: this variant only at these values of these axes
-metrics: [grid_kwh, mean_jct_h]   # default: every numeric summary column
+metrics: [grid_kwh, mean_jct_s]   # default: every numeric summary column
 ```
 
 A zipped axis (paths joined by ``,``) takes either one value for all its paths or a list with one

@@ -65,7 +65,7 @@ def test_overhead_is_never_reproduced_without_a_migration():
 
 def summary(policy: str, non_ren: float, migrations: int = 3, overhead: float = 0.001) -> dict:
     return {"policy": policy, "label": policy, "grid_kwh": non_ren, "grid_kwh_per_gpu_h": None,
-            "migrations": migrations, "migration_overhead_frac": overhead, "max_breakeven_min": 2.0}
+            "migrations": migrations, "migration_overhead_frac": overhead, "max_breakeven_s": 120.0}
 
 
 def jobs(jct: float) -> pd.DataFrame:

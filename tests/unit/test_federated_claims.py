@@ -17,8 +17,8 @@ MAX_H = 3.0
 
 def _summary(policy, tta_h, *, clock="straggler", k=None, end_h=MAX_H):
     reached = tta_h is not None and math.isfinite(tta_h)
-    s = {"policy": policy, "round_time": clock, "reached": reached, "time_to_accuracy_h": tta_h if reached else None,
-         "end_time_h": tta_h if reached else end_h}
+    s = {"policy": policy, "round_time": clock, "reached": reached, "time_to_accuracy_s": tta_h * 3600.0 if reached else None,
+         "end_time_s": (tta_h if reached else end_h) * 3600.0}
     if k is not None:
         s["k"] = k
     return s

@@ -57,8 +57,11 @@ def test_traces_are_long_with_site_or_link_quantity_and_unit():
 
 
 def test_summaries_written_before_the_rename_read_under_todays_names():
-    old = {"non_renewable_kwh": 3.0, "pooled_bound_non_renewable_kwh": 1.0, "mean_jct_h": 2.0}
-    assert current(old) == {"grid_kwh": 3.0, "pooled_bound_grid_kwh": 1.0, "mean_jct_h": 2.0}
+    old = {"non_renewable_kwh": 3.0, "pooled_bound_non_renewable_kwh": 1.0, "mean_jct_h": 2.0,
+           "max_breakeven_min": 1.5, "time_to_accuracy_h": None}
+    assert current(old) == {"grid_kwh": 3.0, "pooled_bound_grid_kwh": 1.0, "mean_jct_s": 7200.0,
+                            "max_breakeven_s": 90.0, "time_to_accuracy_s": None}  # every duration in seconds
+    assert current({"mean_jct_s": 5.0, "mean_jct_h": 2.0}) == {"mean_jct_s": 5.0}  # today's name wins
     assert current({"grid_kwh": 4.0, "non_renewable_kwh": 3.0}) == {"grid_kwh": 4.0}
     assert current_name("non_renewable_kwh_per_gpu_h") == "grid_kwh_per_gpu_h" and current_name("x") == "x"
 
@@ -116,5 +119,5 @@ def test_a_sweep_metric_with_a_typo_gets_a_did_you_mean():
     from testbed.errors import SpecError
     from testbed.sweep.aggregate import _metric_names
 
-    with pytest.raises(SpecError, match=r"no summary column 'mean_jct' \(did you mean mean_jct_h\?\) \(known: "):
-        _metric_names([{"policy": "static", "mean_jct_h": 1.0, "grid_kwh": 2.0}], ["mean_jct"], "s.yaml")
+    with pytest.raises(SpecError, match=r"no summary column 'mean_jct' \(did you mean mean_jct_s\?\) \(known: "):
+        _metric_names([{"policy": "static", "mean_jct_s": 1.0, "grid_kwh": 2.0}], ["mean_jct"], "s.yaml")

@@ -50,7 +50,7 @@ def federated_run(tmp_path_factory):
 def sweep_run(tmp_path_factory):
     d = tmp_path_factory.mktemp("sweep")
     (d / "s.yaml").write_text(f"scenario: {QUICKSTART}\nseeds: [1]\ngrid:\n  duration_h: [24]\n"
-                              "metrics: [grid_kwh, mean_jct_h, migrations]\n", encoding="utf-8")
+                              "metrics: [grid_kwh, mean_jct_s, migrations]\n", encoding="utf-8")
     testbed.sweep(d / "s.yaml", d / "out", parallel=1)
     return d / "out"
 
@@ -144,7 +144,7 @@ def test_the_tables_say_what_the_issue_asks(migration_run, federated_run):
 def test_every_file_of_a_sweep_matches_the_document(doc, sweep_run):
     units, files = doc
     manifest = json.loads((sweep_run / "sweep.json").read_text())
-    metrics = ["grid_kwh", "mean_jct_h", "migrations"]
+    metrics = ["grid_kwh", "mean_jct_s", "migrations"]
     documented = files["migration:<policy>/summary.json"]
     assert all(m in documented and (schema.unit_of(m, units) or schema.NO_UNIT) == documented[m].unit for m in metrics)
     placeholders = {**{p: "<parameter>" for p in manifest["param_columns"]}, **{m: "<metric>" for m in metrics}}

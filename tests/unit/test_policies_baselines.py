@@ -90,7 +90,7 @@ def test_placement_only_places_each_job_where_feasibility_aware_does_and_never_m
     t = _quickstart(["static", "feasibility_aware", "placement_only"])
     po, fa = t["placement_only"], t["feasibility_aware"]
     assert len(fa["migrations"]) > 0  # the policy it is compared with does migrate here
-    assert len(po["migrations"]) == 0 and (po["jobs"]["n_migrations"] == 0).all()
+    assert len(po["migrations"]) == 0 and (po["jobs"]["migrations"] == 0).all()
     assert not (po["decisions"]["kind"] == "migrate").any()
     sites = _initial_sites(po)
     assert len(sites) == 10

@@ -60,10 +60,10 @@ def test_paired_split_of_the_filter_and_the_class_rule(tmp_path):
     runs = []
     g = np.random.default_rng(0)
     for seed in range(10):
-        eo = {"grid_kwh": 100.0 + seed, "mean_jct_h": 20.0, "migrations_overran": 5, "migrations": 30}
-        fa = {"grid_kwh": 102.0 + seed + g.normal(0, 0.1), "mean_jct_h": 19.0, "migrations_overran": 1,
+        eo = {"grid_kwh": 100.0 + seed, "mean_jct_s": 20.0 * 3600, "migrations_overran": 5, "migrations": 30}
+        fa = {"grid_kwh": 102.0 + seed + g.normal(0, 0.1), "mean_jct_s": 19.0 * 3600, "migrations_overran": 1,
               "migrations": 20}
-        cl = {"grid_kwh": fa["grid_kwh"], "mean_jct_h": 19.0, "migrations_overran": 3, "migrations": 18}
+        cl = {"grid_kwh": fa["grid_kwh"], "mean_jct_s": 19.0 * 3600, "migrations_overran": 3, "migrations": 18}
         runs.append(_run(tmp_path, seed, {
             "static": {"policy": "static"}, "energy_only": {"policy": "energy_only", **eo},
             "feasibility_aware": {"policy": "feasibility_aware", **fa},

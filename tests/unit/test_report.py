@@ -81,13 +81,13 @@ def test_report_refuses_what_is_not_a_run(tmp_path, capsys):
 
 def test_sim_vs_emulation_pairs_runs_by_cell_seed_and_policy():
     sums = pd.DataFrame([
-        {"substrate": "sim", "cell": "", "seed": 1, "label": "static", "grid_kwh": 10.0, "mean_jct_h": 5.0},
-        {"substrate": "netns", "cell": "", "seed": 1, "label": "static", "grid_kwh": 11.0, "mean_jct_h": 5.0},
-        {"substrate": "netns", "cell": "", "seed": 2, "label": "static", "grid_kwh": 99.0, "mean_jct_h": 9.0},
+        {"substrate": "sim", "cell": "", "seed": 1, "label": "static", "grid_kwh": 10.0, "mean_jct_s": 5.0},
+        {"substrate": "netns", "cell": "", "seed": 1, "label": "static", "grid_kwh": 11.0, "mean_jct_s": 5.0},
+        {"substrate": "netns", "cell": "", "seed": 2, "label": "static", "grid_kwh": 99.0, "mean_jct_s": 9.0},
     ])
     d = sim_vs_emulation(sums).set_index("metric")
     assert d.loc["grid_kwh", "diff %"] == pytest.approx(10.0)
-    assert d.loc["grid_kwh", "pairs"] == 1 and d.loc["mean_jct_h", "diff"] == 0
+    assert d.loc["grid_kwh", "pairs"] == 1 and d.loc["mean_jct_s", "diff"] == 0
     assert d.loc["grid_kwh", "sim"] == 10.0 and d.loc["grid_kwh", "emulated"] == 11.0
 
 

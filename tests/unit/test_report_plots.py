@@ -117,7 +117,7 @@ def test_by_level_plot_with_a_split_column_the_runs_do_not_have(tmp_path):
     rows = []
     for run, (deg, variant) in enumerate([(0, None), (35, None), (0, "steady"), (35, "steady")]):
         for label, kwh in (("static", 100.0), ("feasibility_aware", 90.0 - deg / 10)):
-            rows.append({"run": run, "label": label, "policy": label, "grid_kwh": kwh, "mean_jct_h": 10.0,
+            rows.append({"run": run, "label": label, "policy": label, "grid_kwh": kwh, "mean_jct_s": 10.0,
                          "param_x": deg, "param_variant": variant})
     sums = pd.DataFrame(rows)
     v.by_level_plot(sums, "param_x", tmp_path / "a.png", "t", split="param_variant", xlabel="x (%)")

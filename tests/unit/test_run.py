@@ -11,7 +11,7 @@ from testbed.cli import main
 from tests.conftest import ROOT
 
 QUICK = str(ROOT / "scenarios" / "quickstart.yaml")
-SUMMARY_KEYS = {"grid_kwh", "renewable_kwh", "mean_jct_h", "p95_jct_h", "jobs_completed", "migrations",
+SUMMARY_KEYS = {"grid_kwh", "renewable_kwh", "mean_jct_s", "p95_jct_s", "jobs_completed", "migrations",
                 "migrations_overran", "migration_overhead_frac"}
 POLICIES = ("static", "energy_only", "feasibility_aware", "no_filter")
 

@@ -35,8 +35,8 @@ def no_trials(monkeypatch):
 def test_the_study_of_the_scenario_says_its_columns():
     assert summary_metrics_for(testbed.load(MIGRATION)) == MigrationStudy.summary_metrics()
     assert summary_metrics_for(testbed.load(FEDERATED)) == FederatedStudy.summary_metrics()
-    assert "grid_kwh" in MigrationStudy.summary_metrics() and "time_to_accuracy_h" in FederatedStudy.summary_metrics()
-    assert "time_to_accuracy_h" not in MigrationStudy.summary_metrics()
+    assert "grid_kwh" in MigrationStudy.summary_metrics() and "time_to_accuracy_s" in FederatedStudy.summary_metrics()
+    assert "time_to_accuracy_s" not in MigrationStudy.summary_metrics()
 
 
 def test_a_misspelt_metric_fails_at_plan_time_from_the_cli(tmp_path, capsys, no_trials):
@@ -50,13 +50,14 @@ def test_a_misspelt_metric_fails_at_plan_time_from_the_cli(tmp_path, capsys, no_
 
 
 def test_a_renamed_metric_fails_at_plan_time_from_python(tmp_path, no_trials):
-    path = _sweep(tmp_path, MIGRATION, ["non_renewable_kwh", "mean_jct_h", "time_to_accuracy_h"])
+    path = _sweep(tmp_path, MIGRATION, ["non_renewable_kwh", "mean_jct_h", "time_to_accuracy_s"])
     out = tmp_path / "out"
     with pytest.raises(SpecError) as e:
         testbed.sweep(path, out)
     assert e.value.lines()[0] == f"{path}: metrics[0]: 'non_renewable_kwh' is now called 'grid_kwh'"
-    assert e.value.lines()[1].startswith(f"{path}: metrics[2]: no summary column 'time_to_accuracy_h' (")  # federated's
-    assert len(e.value.lines()) == 2 and not out.exists()
+    assert e.value.lines()[1] == f"{path}: metrics[1]: 'mean_jct_h' is now called 'mean_jct_s', in its unit (x 3600)"
+    assert e.value.lines()[2].startswith(f"{path}: metrics[2]: no summary column 'time_to_accuracy_s' (")  # federated's
+    assert len(e.value.lines()) == 3 and not out.exists()
 
 
 def test_metric_problems_come_with_the_cells_problems(tmp_path):
@@ -71,17 +72,17 @@ def test_metric_problems_come_with_the_cells_problems(tmp_path):
 
 
 def test_federated_names_are_checked_against_the_federated_study(tmp_path):
-    bad = _sweep(tmp_path, FEDERATED, ["time_to_accuracy_h", "energy_grid_kwh", "mean_jct_h"])
+    bad = _sweep(tmp_path, FEDERATED, ["time_to_accuracy_s", "energy_grid_kwh", "mean_jct_s"])
     with pytest.raises(SpecError) as e:
         plan_sweep(load_sweep_file(bad))
     assert e.value.lines()[0] == f"{bad}: metrics[1]: 'energy_grid_kwh' is now called 'grid_kwh'"
-    assert e.value.lines()[1].startswith(f"{bad}: metrics[2]: no summary column 'mean_jct_h'")
-    good = _sweep(tmp_path, FEDERATED, ["time_to_accuracy_h", "grid_kwh", "k", "co2_kg"])
+    assert e.value.lines()[1].startswith(f"{bad}: metrics[2]: no summary column 'mean_jct_s'")
+    good = _sweep(tmp_path, FEDERATED, ["time_to_accuracy_s", "grid_kwh", "k", "co2_kg"])
     assert len(plan_sweep(load_sweep_file(good)).trials) == 2
 
 
 def test_real_names_plan(tmp_path):
-    plan = plan_sweep(load_sweep_file(_sweep(tmp_path, MIGRATION, ["grid_kwh", "mean_jct_h", "battery_charge_kwh"])))
+    plan = plan_sweep(load_sweep_file(_sweep(tmp_path, MIGRATION, ["grid_kwh", "mean_jct_s", "battery_charge_kwh"])))
     assert len(plan.trials) == 2
 
 
