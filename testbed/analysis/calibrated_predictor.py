@@ -3,7 +3,7 @@
 Both are re-derived per migration from what the controller had at decision time (the checkpoint
 size S and the *predicted* bandwidth B), as testbed.analysis.validation does for its predictions:
 
-- **Eq. 1** (``pred_total_corrected_s``): ``8 S / (B x 1448/1514)`` + the predicted load and
+- **Eq. 1** (``predicted_total_corrected_s``): ``8 S / (B x 1448/1514)`` + the predicted load and
   downtime (the scenario's constants or per-GB model); no checkpoint write.
 - **calibrated**: the same corrected transfer + ``checkpoint_s(S) + load_s(S) + downtime_s(S)``
   from a measured, size-dependent I/O model (``testbed.io_model``: ``default_io_model()`` returns
@@ -72,8 +72,8 @@ def _io_terms(size_gb: pd.Series, model: IoMeanModel) -> pd.DataFrame:
 
 def predictions(m: pd.DataFrame, model: IoMeanModel) -> pd.DataFrame:
     """Completed migrations with a realised total: ``substrate``, ``seed``, ``outcome_total_s``
-    (the realised total, checkpoint write included), ``pred_total_eq1_s`` (Eq. 1 with the corrected
-    transfer), ``pred_total_calibrated_s`` and the model's three terms (``cal_*_s``)."""
+    (the realised total, checkpoint write included), ``predicted_total_eq1_s`` (Eq. 1 with the corrected
+    transfer), ``predicted_total_calibrated_s`` and the model's three terms (``cal_*_s``)."""
     if not len(m) or "status" not in m.columns:
         return pd.DataFrame()
     realised = outcome_s(m, "total")
@@ -89,11 +89,11 @@ def predictions(m: pd.DataFrame, model: IoMeanModel) -> pd.DataFrame:
     out = pd.DataFrame({"substrate": done["substrate"] if "substrate" in done.columns else "?",
                         "seed": done["seed"] if "seed" in done.columns else 0,
                         "checkpoint_gb": size, "outcome_total_s": realised[done.index].astype(float),
-                        "pred_total_eq1_s": transfer + fixed}, index=done.index)
+                        "predicted_total_eq1_s": transfer + fixed}, index=done.index)
     out = out.join(io)
-    out["pred_total_calibrated_s"] = transfer + io.sum(axis=1, skipna=False)
+    out["predicted_total_calibrated_s"] = transfer + io.sum(axis=1, skipna=False)
     for name in ("eq1", "calibrated"):
-        err = out[f"pred_total_{name}_s"] - out["outcome_total_s"]
+        err = out[f"predicted_total_{name}_s"] - out["outcome_total_s"]
         out[f"abs_err_{name}_s"] = err.abs()
         out[f"abs_rel_err_{name}"] = (err / out["outcome_total_s"]).abs()
     return out.reset_index(drop=True)

@@ -73,8 +73,8 @@ def _line_rate_s(d: pd.DataFrame) -> np.ndarray:
         for col in ("nominal_bandwidth_gbps", "predicted_bandwidth_gbps"):
             if col in d.columns:
                 x = x.fillna(8.0 * d["checkpoint_gb"].astype(float) / pd.to_numeric(d[col], errors="coerce"))
-    if "pred_transfer_plain_s" in d.columns:
-        x = x.fillna(pd.to_numeric(d["pred_transfer_plain_s"], errors="coerce"))
+    if "predicted_transfer_plain_s" in d.columns:
+        x = x.fillna(pd.to_numeric(d["predicted_transfer_plain_s"], errors="coerce"))
     return x.to_numpy(float)
 
 

@@ -60,7 +60,7 @@ def _basis(m: pd.DataFrame, phase: str) -> pd.Series:
 
 
 def term_errors(m: pd.DataFrame) -> pd.DataFrame:
-    """One row per completed migration with a realised total: for every term ``pred_<term>_s``,
+    """One row per completed migration with a realised total: for every term ``predicted_<term>_s``,
     ``real_<term>_s``, ``err_<term>_s`` (realised - predicted), ``share_<term>`` and ``basis_<term>``;
     ``err_other_s`` (the realised time no term accounts for: 0 up to rounding unless a substrate
     recorded a checkpoint phase that its total does not hold), ``err_total_s`` ((total + start lag) -
@@ -94,7 +94,7 @@ def term_errors(m: pd.DataFrame) -> pd.DataFrame:
              # the sim has no control plane: its start lag is 0 by construction, not a measurement
              "control": pd.Series(np.where(~lag_known | (substrate == "sim"), NONE, MEASURED), index=done.index)}
     for t in TERMS:
-        out[f"pred_{t}_s"] = pred[t]
+        out[f"predicted_{t}_s"] = pred[t]
         out[f"real_{t}_s"] = real[t]
         out[f"err_{t}_s"] = real[t] - pred[t]
         out[f"basis_{t}"] = basis[t]

@@ -50,7 +50,8 @@ RENAMED_COLUMNS: dict[str, dict[str, str]] = {
     "jobs": {"n_migrations": "migrations"},
     "migrations": {"size_gb": "checkpoint_gb"},
     "rounds": {"energy_grid_kwh": "grid_kwh", "energy_renewable_kwh": "renewable_kwh"},
-    "sites": {"energy_grid_kwh": "grid_kwh", "energy_renewable_kwh": "renewable_kwh"},
+    "sites": {"energy_grid_kwh": "grid_kwh", "energy_renewable_kwh": "renewable_kwh",
+              "down_pred_s": "predicted_down_s", "up_pred_s": "predicted_up_s"},
 }
 
 # Per-policy table -> a column written in another unit before -> (today's name, factor to today's unit).

@@ -99,16 +99,16 @@ def add_predictions(m: pd.DataFrame) -> pd.DataFrame:
     m = m.copy()
     bw = m["predicted_bandwidth_gbps"].astype(float)
     size = m["checkpoint_gb"].astype(float)
-    m["pred_transfer_plain_s"] = 8.0 * size / bw
-    m["pred_transfer_corrected_s"] = m["pred_transfer_plain_s"] / TCP_EFFICIENCY_MTU1500
+    m["predicted_transfer_plain_s"] = 8.0 * size / bw
+    m["predicted_transfer_corrected_s"] = m["predicted_transfer_plain_s"] / TCP_EFFICIENCY_MTU1500
     fixed = m["predicted_load_s"].astype(float) + m["predicted_downtime_s"].astype(float)
-    m["pred_total_plain_s"] = m["pred_transfer_plain_s"] + fixed
-    m["pred_total_corrected_s"] = m["pred_transfer_corrected_s"] + fixed
+    m["predicted_total_plain_s"] = m["predicted_transfer_plain_s"] + fixed
+    m["predicted_total_corrected_s"] = m["predicted_transfer_corrected_s"] + fixed
     done = m["status"] == "completed"
     for what in ("transfer", "total"):
         actual = outcome_s(m, what).where(done)
         for var in ("plain", "corrected"):
-            m[f"err_{what}_{var}"] = (m[f"pred_{what}_{var}_s"] - actual) / actual
+            m[f"err_{what}_{var}"] = (m[f"predicted_{what}_{var}_s"] - actual) / actual
     return m
 
 
@@ -197,10 +197,10 @@ def scatter_pred_vs_actual(m: pd.DataFrame, path: Path, title: str) -> Path:
                 for var, marker in (("plain", "x"), ("corrected", "o")):
                     name = "8S/B (paper)" if var == "plain" else "8S/(B x 0.956)"
                     colour = _COLOURS[var] if len(subs) == 1 else f"C{2 * si + (var == 'corrected')}"
-                    ax.scatter(outcome_s(d, what), d[f"pred_{what}_{var}_s"], s=14, marker=marker,
+                    ax.scatter(outcome_s(d, what), d[f"predicted_{what}_{var}_s"], s=14, marker=marker,
                                alpha=0.7, color=colour, label=name if sub is None or len(subs) == 1 else f"{sub}: {name}")
-            lo = max(1e-1, float(min(actual_all.min(), done[f"pred_{what}_plain_s"].min())) * 0.7)
-            hi = float(max(actual_all.max(), done[f"pred_{what}_corrected_s"].max())) * 1.4
+            lo = max(1e-1, float(min(actual_all.min(), done[f"predicted_{what}_plain_s"].min())) * 0.7)
+            hi = float(max(actual_all.max(), done[f"predicted_{what}_corrected_s"].max())) * 1.4
             ax.plot([lo, hi], [lo, hi], color="black", lw=1, label="y = x")
             ax.set_xlim(lo, hi)
             ax.set_ylim(lo, hi)

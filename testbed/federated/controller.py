@@ -180,7 +180,7 @@ class FederatedController:
         comp = self.model_t.centralized_s(cap.capacity, epochs=1)
         row = {"round": r, "site": site, "n_samples": d.n_train, "available_kw": cap.budget_kw,
                "effective_kw": cap.power_kw, "capacity": cap.capacity, "n_active": cap.n_active, "cap_w": cap.cap_w,
-               "compute_s": comp, "down_s": 0.0, "up_s": 0.0, "down_pred_s": 0.0, "up_pred_s": 0.0,
+               "compute_s": comp, "down_s": 0.0, "up_s": 0.0, "predicted_down_s": 0.0, "predicted_up_s": 0.0,
                "comm_measured": False, "epochs": 1, **self._energy(site, t, compute=(cap.power_kw, comp))}
         return comp, [row]
 
@@ -213,8 +213,8 @@ class FederatedController:
             idle_kw = c.n_active * self.nodes[st.site].node_type.p_idle_kw
             rows.append({"round": r, "site": st.site, "n_samples": st.n_samples, "available_kw": c.budget_kw,
                          "effective_kw": c.power_kw, "capacity": c.capacity, "n_active": c.n_active, "cap_w": c.cap_w,
-                         "compute_s": st.compute_s, "down_s": st.down_s, "up_s": st.up_s, "down_pred_s": p.down_s,
-                         "up_pred_s": p.up_s, "comm_measured": bool(self.exchange.measured),
+                         "compute_s": st.compute_s, "down_s": st.down_s, "up_s": st.up_s, "predicted_down_s": p.down_s,
+                         "predicted_up_s": p.up_s, "comm_measured": bool(self.exchange.measured),
                          "epochs": self.fl.training.local_epochs,
                          **self._energy(st.site, t, compute=(c.power_kw, st.compute_s), comm=(end_kw, comm_s),
                                          idle=(idle_kw, idle_s))})
@@ -222,7 +222,7 @@ class FederatedController:
         agg = self.capacity(self.agg, t)
         rows.append({"round": r, "site": self.agg, "n_samples": 0, "available_kw": agg.budget_kw, "effective_kw": 0.0,
                      "capacity": 0.0, "n_active": 0, "cap_w": 0.0, "compute_s": 0.0, "down_s": 0.0, "up_s": 0.0,
-                     "down_pred_s": 0.0, "up_pred_s": 0.0, "comm_measured": False, "epochs": 0,
+                     "predicted_down_s": 0.0, "predicted_up_s": 0.0, "comm_measured": False, "epochs": 0,
                      **self._energy(self.agg, t, comm=(end_kw, agg_comm_s))})
         self._actual = actual
         return round_s, rows

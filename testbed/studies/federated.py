@@ -154,7 +154,7 @@ class FederatedStudy(Study):
         if len(sdf) and sdf["comm_measured"].any():
             m = sdf[sdf["comm_measured"]]
             summary["comm_measured_over_modelled"] = float(
-                (m["down_s"] + m["up_s"]).sum() / (m["down_pred_s"] + m["up_pred_s"]).sum())
+                (m["down_s"] + m["up_s"]).sum() / (m["predicted_down_s"] + m["predicted_up_s"]).sum())
         start = self.sc.start
         written = with_time(with_time(rdf.drop(columns=["candidates"], errors="ignore"), start, "t_start_s", "time_start"),
                             start, "t_end_s", "time_end")

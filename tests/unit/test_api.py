@@ -113,7 +113,7 @@ def test_results_written_before_the_renames_read_in_todays_names_units_and_dtype
     assert then.jobs["status"].tolist() == now.jobs["status"].tolist()
     assert (then.jobs["jct_s"] - now.jobs["jct_s"]).abs().max() < 1e-6
     migs, _ = gather(find_runs(old))
-    assert "size_gb" not in migs and migs["pred_transfer_plain_s"].notna().all()
+    assert "size_gb" not in migs and migs["predicted_transfer_plain_s"].notna().all()
 
 
 def test_load_applies_overrides_by_path_and_validates():

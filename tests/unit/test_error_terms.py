@@ -149,9 +149,9 @@ def test_the_calibrated_predictor_beats_eq1_when_the_data_follow_the_model():
     p = cp.predictions(m, LineIoModel())
     assert len(p) == len(m)
     row = p.iloc[0]
-    assert row["pred_total_calibrated_s"] == pytest.approx(
+    assert row["predicted_total_calibrated_s"] == pytest.approx(
         8.0 * 8.0 / (10.0 * TCP_EFFICIENCY_MTU1500) + sum(LineIoModel().mean(8.0)))
-    assert row["pred_total_eq1_s"] == pytest.approx(8.0 * 8.0 / (10.0 * TCP_EFFICIENCY_MTU1500) + 10.7)
+    assert row["predicted_total_eq1_s"] == pytest.approx(8.0 * 8.0 / (10.0 * TCP_EFFICIENCY_MTU1500) + 10.7)
     assert p["abs_rel_err_calibrated"].median() < 0.1 < p["abs_rel_err_eq1"].median()
     table = cp.comparison(p)
     assert list(table["substrate"]) == ["netns"] and table["seeds"].item() == 5

@@ -94,7 +94,7 @@ def test_sim_vs_emulation_pairs_runs_by_cell_seed_and_policy():
 def test_transfer_calibration_recovers_efficiency_and_ramp():
     rng = np.random.default_rng(0)
     plain = rng.uniform(20, 400, 30)
-    m = pd.DataFrame({"substrate": "netns", "status": "completed", "pred_transfer_plain_s": plain,
+    m = pd.DataFrame({"substrate": "netns", "status": "completed", "predicted_transfer_plain_s": plain,
                       "actual_transfer_s": plain / 0.95 + 3.0})
     cal = calibrate_transfer(m)
     assert cal["protocol_efficiency"] == pytest.approx(0.95, rel=1e-6) and cal["ramp_s"] == pytest.approx(3.0, abs=1e-6)
