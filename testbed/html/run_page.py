@@ -97,7 +97,7 @@ def _migration_sections(run: Path, man: dict, labels: list[str]) -> list[tuple[s
                                                                "width: number of migrations")))
     try:
         m = v.gather(v.find_runs(run))[0]
-    except (OSError, ValueError, KeyError) as e:  # a run written by an older testbed
+    except (OSError, ValueError, KeyError, v.ReportError) as e:  # a run written by an older testbed
         m = pd.DataFrame()
         out.append(("pred", "Predicted vs actual migration time",
                     f'<p class="note">not derived: {esc(type(e).__name__)}: {esc(e)}</p>'))
