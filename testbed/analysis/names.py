@@ -48,7 +48,7 @@ CONVERTED: dict[str, tuple[str, float]] = {
 # Per-policy table (``<label>/<table>.parquet``) -> its columns' old names -> today's names.
 RENAMED_COLUMNS: dict[str, dict[str, str]] = {
     "jobs": {"n_migrations": "migrations"},
-    "migrations": {"size_gb": "checkpoint_gb"},
+    "migrations": {"size_gb": "checkpoint_gb", "actual_checkpoint_bytes": "checkpoint_file_bytes"},
     "rounds": {"energy_grid_kwh": "grid_kwh", "energy_renewable_kwh": "renewable_kwh"},
     "sites": {"energy_grid_kwh": "grid_kwh", "energy_renewable_kwh": "renewable_kwh",
               "down_pred_s": "predicted_down_s", "up_pred_s": "predicted_up_s"},
@@ -73,7 +73,7 @@ UNTYPED_BEFORE: dict[str, dict[str, str]] = {
                          "actual_total_s", "actual_goodput_gbps", "save_mb_per_s", "load_mb_per_s", "start_lag_s",
                          "control_s", "host_cpu_cores", "own_cpu_cores", "other_cpu_cores", "steal_cpu_cores",
                          "p_window_ok"), _F),
-        **dict.fromkeys(("actual_checkpoint_bytes", "measured_io_bytes"), _I),
+        **dict.fromkeys(("checkpoint_file_bytes", "measured_io_bytes"), _I),
         **dict.fromkeys(("contended", "completed_in_window", "within_budget", "overran", "predicted_feasible",
                          "predicted_risk_feasible"), _B),
     },

@@ -90,7 +90,7 @@ class MigrationRecord:
     outcome_total_s: float | None = None
     outcome_goodput_gbps: float | None = None
     actual_checkpoint_s: float | None = None
-    actual_checkpoint_bytes: int | None = None
+    checkpoint_file_bytes: int | None = None
     actual_transfer_s: float | None = None
     actual_load_s: float | None = None
     actual_downtime_s: float | None = None
@@ -128,7 +128,7 @@ class MigrationRecord:
             if name in measured:
                 setattr(self, f"actual_{name}_s", value)
         if "checkpoint" in measured:
-            self.actual_checkpoint_bytes = out.checkpoint_bytes
+            self.checkpoint_file_bytes = out.checkpoint_bytes
         self.outcome_total_s, self.outcome_goodput_gbps = out.total_s, out.goodput_gbps
         self.outcome_basis = outcome_basis(measured, phases)
         if self.outcome_basis == MEASURED:

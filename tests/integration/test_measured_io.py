@@ -46,7 +46,7 @@ def test_no_actual_column_is_constant_across_sizes(ballast_run):
     for col in [c for c in ballast_run.columns if c.startswith("actual_")]:
         values = pd.to_numeric(ballast_run[col], errors="coerce")
         if values.isna().all():
-            continue  # not measured on ballast (actual_checkpoint_bytes: there is no real checkpoint)
+            continue  # not measured on ballast (checkpoint_file_bytes: there is no real checkpoint)
         assert values.notna().all() and values.nunique() == len(values), (col, list(values))
     assert (ballast_run["outcome_basis"] == "measured").all()  # nothing is modelled
 

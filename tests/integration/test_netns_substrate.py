@@ -86,7 +86,7 @@ def test_real_agents_under_the_controller(tmp_path, runtime):
     m = pd.read_parquet(out / "energy_only" / "migrations.parquet")
     assert len(m) == 1 and m["status"].iloc[0] == "completed", m["detail"].iloc[0]
     row = m.iloc[0]
-    assert row["actual_checkpoint_bytes"] > 0 and row["actual_checkpoint_s"] > 0 and row["actual_load_s"] > 0
+    assert row["checkpoint_file_bytes"] > 0 and row["actual_checkpoint_s"] > 0 and row["actual_load_s"] > 0
     # checkpoint + ballast together are the scaled 40 GB: the transfer still matches 8 S / (B x efficiency)
     assert row["actual_transfer_s"] == pytest.approx(8 * 40 / EFF, rel=0.10)
     man = json.loads((out / "manifest.json").read_text())

@@ -80,7 +80,7 @@ def test_example_scenario_migrates_the_user_program_on_netns(tmp_path):
     assert len(m) == 1 and m["status"].iloc[0] == "completed", m["detail"].iloc[0]
     row = m.iloc[0]
     # the program's own checkpoint (a few tens of kB of torch.save), not the stand-in's
-    assert 10_000 < row["actual_checkpoint_bytes"] < 1_000_000
+    assert 10_000 < row["checkpoint_file_bytes"] < 1_000_000
     assert row["actual_transfer_s"] == pytest.approx(8 * 40 / EFF, rel=0.10)  # + ballast to 40 GB x 0.001
     assert row["predicted_transfer_s"] == pytest.approx(320.0)
     assert row["actual_load_s"] > 0 and row["actual_checkpoint_s"] > 0

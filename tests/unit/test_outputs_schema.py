@@ -6,6 +6,7 @@ not list fails here."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -208,3 +209,35 @@ def test_signal_and_battery_columns_are_declared():
     numeric = {k for k, v in energy_summary(sites).items() if isinstance(v, float)}
     assert numeric == {"energy_kwh", "renewable_kwh", "grid_kwh", "co2_kg", "grid_cost"}
     assert numeric <= set(FederatedStudy.summary_metrics())
+
+
+# A unit's dimension: one quantity may carry one unit of it in every output (a power in kW is not an
+# energy in kWh; a duration is seconds everywhere, not hours in one table and seconds in another).
+DIMENSIONS = {"s": "time", "min": "time", "h": "time", "W": "power", "kW": "power", "kWh": "energy",
+              "GB": "data", "B": "data"}
+# What a name may say before the quantity itself: a statistic or where the value comes from.
+QUALIFIERS = re.compile(r"^(?:(?:mean|median|p95|p90|max|min|total|predicted|actual|outcome|true)_)+")
+
+
+def test_one_name_and_unit_per_quantity_in_every_output(doc):
+    """Every documented column and key (every output file is checked against the document above) is a
+    Python identifier (``df.query`` and attribute access take it), and a quantity -- its name less the
+    statistic or source in front and the unit at the end -- has one unit per dimension across all
+    outputs: ``jct_s`` in the jobs and ``mean_jct_s`` in the summary, never ``mean_jct_h`` beside them."""
+    units, files = doc
+    ordered = sorted(units, key=len, reverse=True)
+    seen: dict[tuple[str, str], set[tuple[str, str]]] = {}
+    for where, cols in files.items():
+        for name in cols:
+            if name.startswith("<"):
+                continue  # a placeholder (one column per parameter, metric or summary key)
+            assert name.isidentifier(), f"{where}: {name!r} is not an identifier"
+            suffix = next((s for s in ordered if name.endswith(s)), None)
+            if suffix is None or units[suffix] not in DIMENSIONS:
+                continue
+            quantity = QUALIFIERS.sub("", name[: -len(suffix)])
+            seen.setdefault((quantity, DIMENSIONS[units[suffix]]), set()).add((units[suffix], f"{where}: {name}"))
+    mixed = {k: sorted(v) for k, v in seen.items() if len({u for u, _ in v}) > 1}
+    assert not mixed, mixed
+    old = re.compile(r"^(?:pred_.*|model_(?:checkpoint|transfer|load|downtime|total)_s|model_goodput_gbps|n_migrations)$")
+    assert not [n for cols in files.values() for n in cols if old.match(n)]  # predicted_*, outcome_*, migrations
