@@ -347,7 +347,7 @@ def _km_figures(groups: dict[tuple, dict], out) -> list[str]:
             ax.set_ylabel("fraction of seeds at the target")
             ax.set_title(f"{clock} clock", fontsize=9)
             ax.legend(fontsize=7, loc="lower right")
-        fig.suptitle(f"Time-to-accuracy on {substrate} over "
+        fig.suptitle(f"Time-to-accuracy on {substrate}{' in cell ' + cell if cell else ''} over "
                      f"{len(next(iter(g['clocks'].values()))[g['powertrip'][clocks[0]]].seeds)} seeds "
                      "(Kaplan-Meier, 95 % band; censored runs counted)", fontsize=9)
         fig.tight_layout()

@@ -52,4 +52,5 @@ def _run(args: argparse.Namespace) -> int:
         raise e.in_file(args.scenario) from None
     print((out / "comparison.md").read_text(encoding="utf-8"))
     print(f"results: {out}")
+    print(f"page: {out / 'index.html'}")
     return 0

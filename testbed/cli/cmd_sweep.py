@@ -87,4 +87,5 @@ def _sweep(args: argparse.Namespace) -> int:
     for rel in res.failed:
         print(f"failed: {rel} (see {res.out / rel / 'trial.json'})", file=sys.stderr)
     print(f"table: {res.out / 'table.md'}")
+    print(f"page: {res.out / 'index.html'}")
     return 1 if res.failed else 0
