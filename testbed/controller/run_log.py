@@ -166,3 +166,14 @@ _CANDIDATE_DTYPES = {
 }
 _SCORE_DTYPES = {"decision": "int64", "rank": "int64", "dst": "str", "score": "str", "value": "float64"}
 _JOB_DTYPES = {"started_s": "float64", "finished_s": "float64", "jct_s": "float64", "final_site": "str"}
+
+DECLARED_DTYPES: dict[str, dict[str, str]] = {
+    "migrations": MIGRATION_DTYPES, "decisions": _DECISION_DTYPES, "candidates": _CANDIDATE_DTYPES,
+    "candidate_scores": _SCORE_DTYPES, "jobs": _JOB_DTYPES, "power": _POWER_DTYPES,
+}
+"""Per table of a migration run: the dtype this recorder gives each column it declares (all of
+``migrations``, ``decisions``, ``candidates`` and ``candidate_scores``; the typed ones of ``jobs`` and
+``power``). docs/outputs.md takes these columns' dtypes from here (testbed.studies.outputs_doc)."""
+COMPLETE_TABLES = ("migrations", "decisions", "candidates", "candidate_scores")
+"""The tables every column of which :data:`DECLARED_DTYPES` declares (besides ``policy``, ``label`` and
+the UTC ``time*`` columns that every table gets)."""
