@@ -1,7 +1,7 @@
 """The alpha trade-off as a result: grid energy against overruns across alpha, and alpha chosen on
 one scenario judged on another.
 
-Input: the report's summaries (one row per run x policy) of runs that sweep alpha (a ``param:``
+Input: the report's summaries (one row per run x policy) of runs that sweep alpha (a ``param_``
 column whose name ends with ``alpha``). Each policy's alpha in a run is the one it decided with
 (its resolved scenario entry, which inherits the scenario model's alpha when it sets none),
 else the swept value of ``policies[<label>].alpha``, else of the scenario model's alpha. A policy

@@ -8,7 +8,7 @@ a steady degradation above 0 %, or a degradation event above 0 % on its link (``
 or ``*``) overlaps its interval ``[t_decision, t_decision + actual total]`` (to the end of the run
 when it never finished). A ``degraded`` column already in ``migrations.parquet`` (a recorder that
 measured the link) is honoured as well. Runs whose manifest has no resolved scenario fall back to
-their swept parameters: any ``param:`` column whose name mentions ``deg`` and is non-zero.
+their swept parameters: any ``param_`` column whose name mentions ``deg`` and is non-zero.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def nominal_rate_gbps(resolved: dict, src: str, dst: str) -> float:
 
 
 def mark(m: pd.DataFrame, resolved: dict) -> pd.DataFrame:
-    """``m`` (one run's migrations, with its ``param:`` columns) with ``degradation_pct``,
+    """``m`` (one run's migrations, with its ``param_`` columns) with ``degradation_pct``,
     ``degradation_kind``, ``degraded`` and ``nominal_bandwidth_gbps`` added."""
     m = m.copy()
     bw = _bandwidth_spec(resolved)

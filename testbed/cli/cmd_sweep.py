@@ -16,7 +16,7 @@ MAX_PARALLEL = 4096  # trials at once: far beyond any machine's cores, short of 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("sweep", help="run a grid of scenario variants x seeds (locally or on Ray); table with 95 %% CIs")
-    p.add_argument("sweep", help="sweep YAML file (see README, 'Sweeps')")
+    p.add_argument("sweep", help="sweep YAML file (docs: How-to, 'Sweeps': docs/how-to/sweeps.md)")
     p.add_argument("--out", type=Path, default=None,
                    help="sweep directory (default results/sweep-NAME); re-running resumes: done trials are skipped")
     p.add_argument("--parallel", default=None,

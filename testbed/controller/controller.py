@@ -71,7 +71,7 @@ class Controller:
 
     @staticmethod
     def _finalize(rec: MigrationRecord, out: MigrationOutcome) -> None:
-        rec.finish(out)  # measured phases as actual_*, modelled ones as model_* (records.py)
+        rec.finish(out)  # every phase as outcome_*, measured ones also as actual_* (records.py)
 
     def _admit_arrivals(self, pending: deque, now_s: float) -> None:
         while pending and pending[0].arrival_s <= now_s:
