@@ -85,8 +85,10 @@ def concat_nonempty(frames: "list[pd.DataFrame]", empty: "pd.DataFrame") -> "pd.
 
 class Results(TableAccess):
     """A results directory as DataFrames. Every per-policy table (``<label>/<name>.parquet``) is
-    read for all policies at once, with ``label`` (the policy's entry: its directory) and ``policy``
-    (the policy's name) columns; ``summary`` has one row per policy (its ``summary.json``).
+    read for all policies at once; ``summary`` has one row per policy (its ``summary.json``). Every
+    table and ``summary`` start with the keys a sweep's tables start with (less ``cell``): ``run_id`` (the
+    directory's name), ``seed`` (the run's), ``policy`` (the policy's name) and ``label`` (the
+    policy's entry: its directory), so code written for one run works on a sweep's trials.
 
     Migration study: ``migrations``, ``jobs``, ``timeseries``, ``decisions``, ``power``. Federated
     (PowerTrip) study: ``rounds``, ``sites``. ``tables`` lists what this run has; ``table(name)``
@@ -146,12 +148,24 @@ class Results(TableAccess):
         return {lb: self._summary_of(lb) for lb in self.labels}
 
     @cached_property
+    def run_keys(self) -> dict:
+        """``run_id`` (the directory's name) and ``seed``: the columns in front of every table."""
+        return {"run_id": self.path.name, "seed": self.manifest.get("seed")}
+
+    def _keyed(self, df: "pd.DataFrame") -> "pd.DataFrame":
+        df = df.drop(columns=[c for c in self.run_keys if c in df.columns])
+        for i, (col, v) in enumerate(self.run_keys.items()):
+            df.insert(i, col, [v] * len(df))
+        front = [*self.run_keys, "policy", "label"]
+        return df[[c for c in front if c in df.columns] + [c for c in df.columns if c not in front]]
+
+    @cached_property
     def summary(self) -> "pd.DataFrame":
-        """One row per policy entry: its ``summary.json``."""
+        """One row per policy entry: its ``summary.json`` (the run's keys in front)."""
         import pandas as pd
 
         rows = [{"policy": s.get("policy", lb), "label": lb, **s} for lb, s in self._summaries.items()]
-        return pd.DataFrame.from_records(rows)
+        return self._keyed(pd.DataFrame.from_records(rows, columns=["policy", "label"] if not rows else None))
 
     @cached_property
     def comparison(self) -> dict:
@@ -188,7 +202,7 @@ class Results(TableAccess):
                 df["label"] = lb
             if "policy" not in df.columns:
                 df["policy"] = self._summaries[lb].get("policy", lb)
-            frames.append(df[["policy", "label", *(c for c in df.columns if c not in ("policy", "label"))]])
+            frames.append(self._keyed(df))
         return concat_nonempty(frames, frames[0].iloc[0:0].reset_index(drop=True))
 
 

@@ -54,15 +54,16 @@ def test_run_returns_dataframes_with_policy_columns(api_and_cli):
     labels = ["static", "energy_only", "feasibility_aware", "no_filter"]
     assert res.labels == labels
     assert list(res.summary["label"]) == labels and list(res.summary["policy"]) == labels
+    assert set(res.summary["run_id"]) == {res.path.name} and set(res.summary["seed"]) == {res.manifest["seed"]}
     assert res.path.is_dir() and res.manifest["format"] == "testbed-results/1"
     for name in MIGRATION_TABLES:
         df = getattr(res, name)
-        assert isinstance(df, pd.DataFrame) and list(df.columns[:2]) == ["policy", "label"], name
+        assert isinstance(df, pd.DataFrame) and list(df.columns[:4]) == ["run_id", "seed", "policy", "label"], name
         assert df["policy"].notna().all() and set(df["label"]) <= set(labels), name
     assert set(res.jobs["label"]) == set(labels)  # every policy has jobs
     # each row comes from its policy's own file
     own = pd.read_parquet(res.path / "energy_only" / "jobs.parquet")
-    got = res.jobs[res.jobs["label"] == "energy_only"].drop(columns=["policy", "label"]).reset_index(drop=True)
+    got = res.jobs[res.jobs["label"] == "energy_only"].drop(columns=["run_id", "seed", "policy", "label"]).reset_index(drop=True)
     pd.testing.assert_frame_equal(got, own.drop(columns=["policy", "label"]))  # the file has them too
     with pytest.raises(AttributeError, match="no 'rounds' table"):
         res.rounds
@@ -224,7 +225,7 @@ def test_the_federated_study_through_the_api(tmp_path):
     assert set(res.tables) == {"rounds", "sites", "candidates"}
     assert "powertrip" in set(res.summary["policy"])
     for df in (res.rounds, res.sites):
-        assert list(df.columns[:2]) == ["policy", "label"] and df["label"].notna().all()
+        assert list(df.columns[:4]) == ["run_id", "seed", "policy", "label"] and df["label"].notna().all()
     for _, row in res.summary.iterrows():
         on_disk = json.loads((res.path / row["label"] / "summary.json").read_text())
         assert all(_same(row[k], v) for k, v in on_disk.items() if not isinstance(v, (dict, list)))
