@@ -1,4 +1,7 @@
-"""Do things inside a named network namespace: sockets (per thread) and processes."""
+"""Do things inside a named network namespace: sockets (per thread) and processes.
+
+:data:`HOST` (the empty name) is this process's own namespace: nothing is entered (the local
+substrate's node agent runs as a plain process, where namespaces cannot be made)."""
 
 from __future__ import annotations
 
@@ -9,6 +12,7 @@ from collections.abc import Iterator
 
 CLONE_NEWNET = 0x40000000
 _libc = ctypes.CDLL(None, use_errno=True)
+HOST = ""
 
 
 def _setns(fd: int) -> None:
@@ -30,6 +34,9 @@ def in_netns(name: str) -> Iterator[None]:
 
     Sockets created inside stay in that namespace for their whole life, so one process can
     hold sockets in many site namespaces (setns(2) acts on the calling thread only)."""
+    if name == HOST:
+        yield
+        return
     home = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
     try:
         _enter(name)
@@ -70,7 +77,9 @@ def ipr_in(name: str):
 
 def enter_netns(name: str) -> None:
     """Move the calling thread (in a single-threaded process: the process) into namespace ``name``
-    for good (a name or a path, as for :func:`ns_path`)."""
+    for good (a name or a path, as for :func:`ns_path`); :data:`HOST`: stays where it is."""
+    if name == HOST:
+        return
     fd = os.open(ns_path(name), os.O_RDONLY)
     try:
         _setns(fd)
@@ -86,6 +95,8 @@ def spawn(name: str, argv: list[str], **popen_kw) -> "subprocess.Popen":  # noqa
     the process: keep its PID, end it by PID."""
     import subprocess
 
+    if name == HOST:
+        return subprocess.Popen(argv, **popen_kw)
     return subprocess.Popen(argv, preexec_fn=lambda: _enter(name), **popen_kw)  # noqa: PLW1509
 
 

@@ -8,7 +8,7 @@ from testbed.substrate.registry import AUTO, SUBSTRATES, SubstrateKind, make_sub
     substrate_choices, unknown_substrate
 
 # the built-in substrates: importing a subpackage registers it (in this order: the CLI lists them so)
-from testbed.substrate import sim, netns, mininet  # noqa: E402,F401  isort: skip
+from testbed.substrate import sim, netns, mininet, local  # noqa: E402,F401  isort: skip
 
 __all__ = ["AUTO", "SUBSTRATES", "MigrationOrder", "MigrationOutcome", "Substrate", "SubstrateKind", "make_substrate",
            "register_substrate", "substrate_choices", "unknown_substrate"]
