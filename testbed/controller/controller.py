@@ -16,6 +16,7 @@ from testbed.controller.cluster import Cluster, InFlight, SiteState
 from testbed.controller.battery import Battery
 from testbed.controller.run_log import RunLog
 from testbed.controller.records import MigrationRecord
+from testbed.crosstraffic.predict import BandwidthEstimator, basis_of
 from testbed.controller.policy_api import ClusterView, Move, Policy, share_window_s
 from testbed.feasibility import FeasibilityParams, assess
 from testbed.inputs import Inputs
@@ -47,6 +48,9 @@ class Controller:
             sc.power.p_sys_kw,
         )
         self.run_log = RunLog(policy.label, start=inputs.scenario.start, policy=policy_name)
+        basis, probe_s = basis_of(policy, sc)
+        self.bandwidth = BandwidthEstimator(inputs, basis, probe_s=probe_s,
+                                            prober=getattr(substrate, "probe_bandwidth", None))
 
     def _record_for(self, move: Move, now_s: float) -> MigrationRecord:
         sc, inp = self.inputs.scenario, self.inputs
@@ -60,13 +64,16 @@ class Controller:
                 p_node_kw=sc.node_type_of(move.dst).p_active_kw,
             )
             window = share_window_s(inp, move.dst, now_s, jobs_ahead, forecast=True)
-            bw = inp.bandwidth.forecast_gbps(move.src, move.dst, now_s)
+            bw = self.bandwidth.gbps(move.src, move.dst, now_s)
             pred = assess(job.submission.checkpoint_gb, bw, max(window, 1e-9), params)
         true_window = share_window_s(inp, move.dst, now_s, jobs_ahead, forecast=False)
+        probe = self.bandwidth.probe_for(move.src, move.dst, now_s)
         return MigrationRecord(
             policy=self.policy.label, job_id=move.job_id, family=job.submission.family, src=move.src, dst=move.dst,
             checkpoint_gb=job.submission.checkpoint_gb, t_decision_s=now_s, reason=move.reason, predicted=pred,
             true_window_s=true_window, true_budget_s=pred.alpha * true_window, trigger=move.trigger,
+            predicted_bandwidth_basis=self.bandwidth.basis,
+            probe_s=None if probe is None else probe.scenario_s, probe_bytes=None if probe is None else probe.bytes_sent,
         )
 
     @staticmethod
@@ -76,7 +83,7 @@ class Controller:
     def _admit_arrivals(self, pending: deque, now_s: float) -> None:
         while pending and pending[0].arrival_s <= now_s:
             submission = pending.popleft()
-            site, rec = self.policy.place(submission, ClusterView(now_s, self.cluster, self.inputs))
+            site, rec = self.policy.place(submission, ClusterView(now_s, self.cluster, self.inputs, self.bandwidth))
             self.run_log.decision(rec)
             self.cluster.admit(submission, site, now_s)
             self._start_queued(now_s)
@@ -139,14 +146,15 @@ class Controller:
             t0, t1 = k * dt, min(horizon, (k + 1) * dt)
             self._start_queued(t0)
             self._admit_arrivals(pending, t0)
-            moves, decisions = self.policy.decide(ClusterView(t0, self.cluster, self.inputs))
+            moves, decisions = self.policy.decide(ClusterView(t0, self.cluster, self.inputs, self.bandwidth))
             for rec in decisions:
                 self.run_log.decision(rec)
             for move in moves:
                 mrec = self._record_for(move, t0)
                 self.cluster.begin_migration(move.job_id, move.dst, mrec, t0)
-                self.substrate.start_migration(
-                    MigrationOrder(move.job_id, move.src, move.dst, self.cluster.jobs[move.job_id].submission.checkpoint_gb, t0)
+                self.substrate.start_migration(  # a probe's time is charged: the move starts once it is done
+                    MigrationOrder(move.job_id, move.src, move.dst, self.cluster.jobs[move.job_id].submission.checkpoint_gb,
+                                   t0 + (mrec.probe_s or 0.0))
                 )
                 in_flight.append(self.cluster.jobs[move.job_id].migration)  # type: ignore[arg-type]
             renewable_kwh = {s: tr.integrate(t0, t1) / 3600.0 for s, tr in self.inputs.renewable_kw.items()}

@@ -68,10 +68,13 @@ def share_window_s(inputs: Inputs, site: str, t_s: float, jobs_ahead: int, *, fo
 
 
 class ClusterView:
-    def __init__(self, now_s: float, cluster: Cluster, inputs: Inputs):
+    def __init__(self, now_s: float, cluster: Cluster, inputs: Inputs, bandwidth=None):
+        """``bandwidth``: the run's :class:`~testbed.crosstraffic.predict.BandwidthEstimator` (the
+        policy's ``bandwidth_basis``); None: the forecast (nominal)."""
         self.now_s = now_s
         self._c = cluster
         self._in = inputs
+        self._bandwidth = bandwidth
         self._planned_in: dict[str, int] = {}
         self._planned_out: dict[str, int] = {}
 
@@ -169,8 +172,13 @@ class ClusterView:
         return None if b is None else b.soc_kwh
 
     def bandwidth_forecast_gbps(self, src: str, dst: str) -> float | None:
+        """The bandwidth a move src -> dst may count on now, on the policy's ``bandwidth_basis``
+        (nominal: the link's forecast; fair_share: under the declared cross-traffic; probe: measured
+        over the path). None: no link."""
         if (src, dst) not in self._in.latency_ms:
             return None
+        if self._bandwidth is not None:
+            return self._bandwidth.gbps(src, dst, self.now_s)
         return self._in.bandwidth.forecast_gbps(src, dst, self.now_s)
 
     def rtt_ms(self, src: str, dst: str) -> float:

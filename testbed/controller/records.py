@@ -77,6 +77,12 @@ class MigrationRecord:
     # (Eq. 1's budget applies), or ``carbon`` / ``price``, a grid signal: no window, so no budget, and the
     # verdicts below stay null (a move without a budget cannot overrun one)
     trigger: str = WINDOW
+    # the bandwidth the prediction assumed (feasibility.bandwidth_basis: nominal, fair_share, probe) and,
+    # for probe, the probe's scenario seconds and bytes: charged to the migration (it starts probe_s after
+    # the decision, and completed_in_window / within_budget count probe_s)
+    predicted_bandwidth_basis: str = "nominal"
+    probe_s: float | None = None
+    probe_bytes: int | None = None
     # what happened. ``outcome_*``: the realised phases on every substrate alike, and ``outcome_basis``
     # how they were obtained: ``measured`` (an emulated substrate: phases scaled back to the real
     # checkpoint size at measured throughputs) or ``modelled`` (the analytic substrate). ``actual_*``
@@ -144,8 +150,9 @@ class MigrationRecord:
             self.host_cpu_cores, self.own_cpu_cores = h.host_cores, h.own_cores
             self.other_cpu_cores, self.steal_cpu_cores, self.contended = h.other_cores, h.steal_cores, h.contended
         if self.trigger == WINDOW:  # a move on a grid signal had no window: nothing to judge it against
-            self.completed_in_window = out.status == "completed" and out.total_s <= self.true_window_s
-            self.within_budget = out.status == "completed" and out.total_s < self.true_budget_s
+            charged = out.total_s + (self.probe_s or 0.0)  # a probe before the move counts against its budget
+            self.completed_in_window = out.status == "completed" and charged <= self.true_window_s
+            self.within_budget = out.status == "completed" and charged < self.true_budget_s
             self.overran = not self.within_budget
         self.detail = out.detail
 

@@ -154,6 +154,7 @@ def _cross_checks(sc: Scenario, base_dir: Path) -> tuple[list[tuple[str, str]], 
             problems.append((f"traces.bandwidth.events[{i}].link", f"unknown link {ev.link!r}"))
         if ev.start_h >= sc.duration_h:
             problems.append((f"traces.bandwidth.events[{i}].start_h", f"starts after the run ends ({sc.duration_h} h)"))
+    problems += _cross_traffic_problems(sc, site_set, base_dir, resolved_xt := [])
     jobs = sc.workloads.jobs if sc.workloads is not None else []
     problems += federated_problems(sc)
     for i, job in enumerate(jobs):
@@ -165,6 +166,8 @@ def _cross_checks(sc: Scenario, base_dir: Path) -> tuple[list[tuple[str, str]], 
     for dup in sorted(x for x, n in ids.items() if n > 1):
         problems.append(("workloads.jobs", f"duplicate job id {dup!r}"))
     resolved: dict[str, Any] = {}
+    if resolved_xt:
+        resolved["__cross_traffic__"] = resolved_xt
     if resolved_types:
         resolved["__node_types__"] = resolved_types
     for key, src in renewable.items():
@@ -172,6 +175,41 @@ def _cross_checks(sc: Scenario, base_dir: Path) -> tuple[list[tuple[str, str]], 
         if fixed is not None and fixed is not src:
             resolved[key] = fixed
     return problems, resolved
+
+
+def _cross_traffic_problems(sc: Scenario, site_set: set, base_dir: Path, resolved: list) -> list[tuple[str, str]]:
+    """Each cross-traffic entry runs on a link's direction; its trace file (relative to the scenario)
+    is found and well formed. ``resolved`` gets the entries with their trace paths made absolute."""
+    from testbed.crosstraffic.model import LoadTraceError, read_load_trace
+    from testbed.spec.files import trace_file
+
+    problems: list[tuple[str, str]] = []
+    links = {frozenset((lk.a, lk.b)) for lk in sc.links}
+    changed = False
+    out = []
+    for i, e in enumerate(sc.cross_traffic):
+        field = f"cross_traffic[{i}]"
+        for end in ("src", "dst"):
+            if getattr(e, end) not in site_set:
+                problems.append((f"{field}.{end}", f"unknown site {getattr(e, end)!r}"))
+        if e.src in site_set and e.dst in site_set and frozenset((e.src, e.dst)) not in links:
+            problems.append((field, f"no link joins {e.src} and {e.dst} (cross-traffic runs on one link's direction)"))
+        if e.trace is not None:
+            path, why = trace_file(e.trace, base_dir, sc.limits.max_trace_bytes)
+            if why is not None:
+                problems.append((f"{field}.trace", f"{why}: {e.trace}"))
+            else:
+                try:
+                    read_load_trace(path)
+                except (LoadTraceError, OSError, UnicodeDecodeError) as err:
+                    problems.append((f"{field}.trace", str(err)))
+                if str(path) != e.trace:
+                    e = e.model_copy(update={"trace": str(path)})
+                    changed = True
+        out.append(e)
+    if changed and not problems:
+        resolved.extend(out)
+    return problems
 
 
 def _profile_checks(sc: Scenario, base_dir: Path, resolved: dict[str, Any]) -> list[tuple[str, str]]:
@@ -314,6 +352,9 @@ def scenario_from_dict(data: dict, base_dir: Path | None = None, *, trim: bool =
         sc = sc.model_copy(update={"substrate": sc.substrate.model_copy(update={"io_model": io_path})})
     if signal_traces is not None:
         sc = sc.model_copy(update={"traces": signal_traces})
+    cross = resolved.pop("__cross_traffic__", None)
+    if cross:
+        sc = sc.model_copy(update={"cross_traffic": cross})
     node_types = resolved.pop("__node_types__", None)
     if node_types:
         sc = sc.model_copy(update={"node_types": {**sc.node_types, **node_types}})

@@ -12,6 +12,7 @@ from testbed.spec.topology import Strict
 from testbed.spec.union import RegistryUnion, register_model
 
 Correction = Literal["protocol_efficiency", "slow_start"]
+BandwidthBasis = Literal["nominal", "fair_share", "probe"]
 
 
 class FeasibilityModel(Strict):
@@ -26,6 +27,15 @@ class FeasibilityModel(Strict):
     t_downtime_s: float = Field(0.4, ge=0, description="Pause-to-resume overhead of a migration in seconds (the paper: 0.4 s).")
     robust_degradation_frac: float = Field(0.5, ge=0, lt=1, description="Class A = still feasible at this bandwidth loss.")
     corrections: list[Correction] = Field(default_factory=list, description="Named corrections to the paper's transfer time, off by default: protocol_efficiency, slow_start.")
+    bandwidth_basis: BandwidthBasis = Field("nominal", description=(
+        "The bandwidth B the prediction assumes: nominal (the link's forecast rate: the paper), fair_share (that rate "
+        "less the declared cross-traffic's UDP and Poisson load, split among its TCP flows + 1: "
+        "testbed.crosstraffic.model), or probe (a short measured TCP probe over the real path before deciding; on sim "
+        "the modelled share x lognormal noise; its time and bytes charged to the migration). Recorded per migration "
+        "as predicted_bandwidth_basis."))
+    probe_s: float = Field(2.0, gt=0, le=600, description=(
+        "bandwidth_basis probe: how long the probe runs, scenario seconds (on emulated substrates at least "
+        "0.5 wall seconds, so that TCP leaves slow start); charged to the migration (probe_s)."))
 
 
 class FeasibilityOverrides(Strict):
@@ -39,6 +49,8 @@ class FeasibilityOverrides(Strict):
     robust_degradation_frac: float | None = Field(
         None, ge=0, lt=1, description="Default: the scenario's feasibility.robust_degradation_frac.")
     corrections: list[Correction] | None = Field(None, description="Default: the scenario's feasibility.corrections.")
+    bandwidth_basis: BandwidthBasis | None = Field(None, description="Default: the scenario's feasibility.bandwidth_basis.")
+    probe_s: float | None = Field(None, gt=0, le=600, description="Default: the scenario's feasibility.probe_s.")
 
     def feasibility_model(self, scenario_model: FeasibilityModel) -> FeasibilityModel:
         """The model this policy predicts with: its own parameters where set, else the scenario's."""

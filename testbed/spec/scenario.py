@@ -9,6 +9,7 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from testbed import io_model, node_kinds
 from testbed.power import backends as power_backends
+from testbed.spec.cross_traffic import CrossTraffic
 from testbed.spec.federated import Federated
 from testbed.spec.grid_signals import GRID_SIGNAL_SPECS, Battery
 from testbed.spec.images import ImageSource
@@ -134,6 +135,10 @@ class Scenario(Strict):
     sites: list[Site] = Field(default_factory=list, description="The sites (micro-datacenters) of the scenario, inline; or name a topology file instead.")
     links: list[Link] = Field(default_factory=list, description="Wide-area links between sites, inline; or name a topology file instead.")
     traces: Traces = Field(description="Where the renewable power, bandwidth and forecast series come from.")
+    cross_traffic: list[CrossTraffic] = Field(default_factory=list, description=(
+        "Background traffic per link direction while the run goes (docs/how-to/cross-traffic.md): TCP flows, UDP "
+        "at a rate, on/off and Poisson flows with Pareto sizes, or a CSV trace; real traffic from the sites' "
+        "namespaces on netns and mininet, the fair share it leaves a transfer on sim."))
     workloads: Workloads | None = Field(None, description="Jobs (migration study); absent in a federated scenario.")
     federated: Federated | None = Field(None, description="Synchronous FedAvg site selection (PowerTrip study).")
     power: Power = Field(Power(), description="Who enforces GPU power caps, transfer power (Eq. 2) and the grid top-up per site.")

@@ -24,6 +24,8 @@ import heapq
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
+
 from testbed import io_model
 from testbed.errors import SimulationError, TraceRangeError
 from testbed.feasibility import slow_start_penalty_s
@@ -43,6 +45,24 @@ def io_truth(settings) -> io_model.IoModel | None:
     return io_model.load_io_model(Path(choice), downtime_s=settings.t_downtime_s)
 
 
+def cross_traffic_shares(inputs: Inputs) -> dict:
+    """Per link direction with declared cross-traffic: the bandwidth trace's fair share for one more
+    transfer (:func:`testbed.crosstraffic.model.share_trace`)."""
+    entries = inputs.scenario.cross_traffic
+    if not entries:
+        return {}
+    from testbed.crosstraffic.model import entries_by_direction, load_traces, share_trace
+
+    traces = load_traces(entries)
+    return {key: share_trace(inputs.bandwidth_gbps[key], group, seed=inputs.seed, direction=key, traces=traces)
+            for key, group in entries_by_direction(entries).items() if key in inputs.bandwidth_gbps}
+
+
+PROBE_NOISE_FRAC = 0.1
+"""The sim's model of a short bandwidth probe's error: lognormal, sigma 10 % (our assumption; the
+emulated substrates measure theirs)."""
+
+
 class SimSubstrate(Substrate):
     name = "sim"
 
@@ -54,6 +74,7 @@ class SimSubstrate(Substrate):
         self._never: list[MigrationOrder] = []  # cannot finish before the bandwidth trace ends
         self._io = io_truth(self._model)
         self._migrations_of: Counter[str] = Counter()  # per job: migrations started so far
+        self._share = cross_traffic_shares(inputs)  # link direction -> the share a transfer gets under cross-traffic
 
     def _io_s(self, order: MigrationOrder) -> tuple[float, float, float]:
         """(checkpoint, load, downtime) seconds of this migration. The draw's generator is seeded by
@@ -70,7 +91,7 @@ class SimSubstrate(Substrate):
         transfer that begins at ``t_begin_s``, or None if it would still be running when the trace
         ends (a day past the run)."""
         key = (order.src, order.dst)
-        trace = self._in.bandwidth_gbps.get(key)
+        trace = self._share.get(key) or self._in.bandwidth_gbps.get(key)
         if trace is None:
             raise SimulationError(f"no link between {order.src} and {order.dst}")
         eff = self._model.protocol_efficiency
@@ -85,6 +106,23 @@ class SimSubstrate(Substrate):
             return None  # e.g. a 1e9 GB checkpoint: the migration never ends within the run
         transfer_s = end - t_begin_s
         return transfer_s, 8.0 * order.checkpoint_gb / transfer_s
+
+    def probe_bandwidth(self, src: str, dst: str, t_s: float, duration_s: float):
+        """``bandwidth_basis: probe`` on sim: the share a transfer would get now (the true bandwidth,
+        under the cross-traffic model where the direction has some) x lognormal noise of sigma
+        :data:`PROBE_NOISE_FRAC` (a short probe's error), drawn from the run's seed, the direction and
+        the time; it lasts ``duration_s`` and sends what that share carries in it (goodput)."""
+        from testbed.crosstraffic.predict import Probe
+        from testbed.feasibility import TCP_EFFICIENCY_MTU1500
+
+        trace = self._share.get((src, dst)) or self._in.bandwidth_gbps.get((src, dst))
+        if trace is None:
+            raise SimulationError(f"no link between {src} and {dst}")
+        noise = float(np.exp(rng(self._in.seed, "sim-probe", src, dst, round(t_s, 6)).normal(0.0, PROBE_NOISE_FRAC)))
+        gbps = trace.at(t_s) * noise
+        sent = int(gbps * TCP_EFFICIENCY_MTU1500 * 1e9 / 8.0 * duration_s)
+        return Probe(gbps=gbps, scenario_s=duration_s, bytes_sent=sent,
+                     detail=f"modelled: true share x lognormal noise (sigma {PROBE_NOISE_FRAC:g})")
 
     def start_migration(self, order: MigrationOrder) -> None:
         checkpoint_s, load_s, downtime_s = self._io_s(order)
@@ -102,7 +140,8 @@ class SimSubstrate(Substrate):
             downtime_s=downtime_s,
             goodput_gbps=goodput,
             phases_measured=(),
-            detail="modelled: true bandwidth trace x protocol efficiency" + (" + slow start" if self._model.slow_start else "")
+            detail="modelled: true bandwidth trace" + (" (fair share under cross-traffic)" if (order.src, order.dst) in self._share else "")
+            + " x protocol efficiency" + (" + slow start" if self._model.slow_start else "")
             + ("; checkpoint, load: size-dependent I/O model" if self._io is not None else "; constant load"),
         )
         heapq.heappush(self._heap, (outcome.resume_s, self._seq, outcome))
@@ -141,7 +180,9 @@ class SimSubstrate(Substrate):
             "io_model": m.io_model,
             "modelled": {
                 "checkpoint_s": io["checkpoint_s"],
-                "transfer_s": f"integral of the true bandwidth trace x protocol efficiency {m.protocol_efficiency:.4f}"
+                "transfer_s": "integral of the true bandwidth trace"
+                + (" (on links with cross-traffic: its fair share, testbed.crosstraffic.model)" if self._share else "")
+                + f" x protocol efficiency {m.protocol_efficiency:.4f}"
                 + (" + handshake/slow-start from link RTT" if m.slow_start else "")
                 + ", from the end of the checkpoint write",
                 "load_s": io["load_s"],

@@ -1,0 +1,216 @@
+"""The analytic model of cross-traffic (pure): what share of a link one more TCP transfer gets.
+
+For one link direction of rate ``B`` (Gbit/s) carrying declared cross-traffic
+(:class:`testbed.spec.cross_traffic.CrossTraffic`, summed over the entries of that direction):
+
+- UDP is not congestion controlled: it takes its rate first, ``B' = B - udp``;
+- Poisson TCP flows of offered load ``L = arrivals_per_s x mean size x 8`` (Gbit/s) are served
+  processor-sharing with the ``n`` long-lived flows and the transfer: their mean number in the
+  system solves ``N = rho (n + 1 + N)`` with ``rho = L / B'``, so each long-lived flow (and the
+  transfer) gets ``B' (1 - rho) / (n + 1) = (B' - L) / (n + 1)``;
+- ``n`` long-lived TCP flows (``tcp.flows``, the ``on_off`` flows that are on, the ``trace``'s
+  ``flows`` at that time) and the transfer split the rest equally (TCP fairness, same RTT and
+  congestion control).
+
+``fair_share_gbps = max(B x MIN_SHARE_FRAC, B - udp - L) / (n + 1)``.
+
+Two uses: the **sim substrate's truth** (:func:`share_trace`: the transfer integrates this share
+over time, with each on/off flow's seeded schedule and the trace file's steps), and the
+**fair_share predictor** (:func:`expected_load`: on/off flows counted at their duty cycle, since
+the predictor does not know their phase). RTT inflation from the queue is not modelled.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+
+MIN_SHARE_FRAC = 0.01
+"""The least share of the link a transfer is modelled to get (UDP and Poisson load over the rate
+would otherwise leave none: a real TCP flow still gets a trickle)."""
+
+MAX_SCHEDULE_POINTS = 200_000
+"""Above this many on/off switching points over the run, the sim uses the duty cycle instead."""
+
+
+@dataclass(frozen=True)
+class Load:
+    """Cross-traffic on one link direction at one instant: long-lived TCP flows (may be a mean,
+    hence float), UDP rate and Poisson TCP load (Gbit/s)."""
+
+    tcp_flows: float = 0.0
+    udp_gbps: float = 0.0
+    poisson_gbps: float = 0.0
+
+    def __add__(self, other: "Load") -> "Load":
+        return Load(self.tcp_flows + other.tcp_flows, self.udp_gbps + other.udp_gbps,
+                    self.poisson_gbps + other.poisson_gbps)
+
+    @property
+    def empty(self) -> bool:
+        return self.tcp_flows == 0 and self.udp_gbps == 0 and self.poisson_gbps == 0
+
+
+def fair_share_gbps(rate_gbps: float, load: Load) -> float:
+    """The share of a link of ``rate_gbps`` one more TCP flow gets under ``load`` (module doc)."""
+    if not (math.isfinite(rate_gbps) and rate_gbps > 0):
+        raise ValueError(f"rate_gbps must be > 0, got {rate_gbps}")
+    left = max(rate_gbps * MIN_SHARE_FRAC, rate_gbps - load.udp_gbps - load.poisson_gbps)
+    return left / (load.tcp_flows + 1.0)
+
+
+# ------------------------------------------------------------------------------- trace files
+
+
+@dataclass(frozen=True)
+class LoadTrace:
+    """A cross-traffic CSV trace: step-hold ``flows`` and ``udp_gbps`` from ``times_s`` on."""
+
+    times_s: tuple[float, ...]
+    flows: tuple[int, ...]
+    udp_gbps: tuple[float, ...]
+
+    def at(self, t_s: float) -> tuple[int, float]:
+        i = max(0, int(np.searchsorted(self.times_s, t_s, side="right")) - 1)
+        return self.flows[i], self.udp_gbps[i]
+
+
+class LoadTraceError(ValueError):
+    pass
+
+
+def read_load_trace(path: str | Path) -> LoadTrace:
+    """Read a cross-traffic CSV (``t_s,flows[,udp_gbps]``, times increasing, flows >= 0 integers)."""
+    times, flows, udp = [], [], []
+    with open(path, newline="") as f:
+        reader = csv.DictReader(f)
+        cols = reader.fieldnames or []
+        if "t_s" not in cols or "flows" not in cols:
+            raise LoadTraceError(f"{path}: needs columns t_s and flows (has {', '.join(cols) or 'none'})")
+        for n, row in enumerate(reader, start=2):
+            try:
+                t, k = float(row["t_s"]), float(row["flows"])
+                u = float(row["udp_gbps"]) if row.get("udp_gbps") not in (None, "") else 0.0
+            except ValueError:
+                raise LoadTraceError(f"{path}: line {n}: not a number") from None
+            if not (math.isfinite(t) and math.isfinite(k) and math.isfinite(u)):
+                raise LoadTraceError(f"{path}: line {n}: not a finite number")
+            if k < 0 or k != int(k) or k > 64:
+                raise LoadTraceError(f"{path}: line {n}: flows must be an integer in [0, 64]")
+            if u < 0:
+                raise LoadTraceError(f"{path}: line {n}: udp_gbps must be >= 0")
+            if times and t <= times[-1]:
+                raise LoadTraceError(f"{path}: line {n}: t_s must increase")
+            times.append(t)
+            flows.append(int(k))
+            udp.append(u)
+    if not times:
+        raise LoadTraceError(f"{path}: no rows")
+    return LoadTrace(tuple(times), tuple(flows), tuple(udp))
+
+
+# ------------------------------------------------------------------------------- schedules
+
+
+def on_off_phases(n_flows: int, period_s: float, seed: int, key: Sequence[object]) -> np.ndarray:
+    """Each on/off flow's phase (seconds into its period at t = 0), seeded by the run's seed and the
+    entry: the sim and the emulation draw the same ones."""
+    from testbed.seeding import rng
+
+    return rng(seed, "cross-traffic-on-off", *key).uniform(0.0, period_s, n_flows)
+
+
+def on_off_count(t_s: float, phases: np.ndarray, on_s: float, off_s: float) -> int:
+    """How many of the on/off flows are on at ``t_s`` (a flow is on for the first ``on_s`` of its period)."""
+    period = on_s + off_s
+    return int(np.count_nonzero(np.mod(t_s + phases, period) < on_s))
+
+
+def poisson_gbps(entry) -> float:
+    p = entry.poisson
+    return 0.0 if p is None else p.arrivals_per_s * p.mean_size_mb * 8e-3
+
+
+def expected_load(entries: Iterable, t_s: float, traces: dict | None = None) -> Load:
+    """The declared cross-traffic of ``entries`` at ``t_s`` as the fair_share predictor sees it:
+    on/off flows at their duty cycle (the predictor does not know their phase)."""
+    total = Load()
+    for e in entries:
+        n = float(e.tcp.flows if e.tcp else 0)
+        udp = e.udp.rate_gbps if e.udp else 0.0
+        if e.on_off:
+            n += e.on_off.flows * e.on_off.on_s / (e.on_off.on_s + e.on_off.off_s)
+        if e.trace and traces is not None:
+            k, u = traces[e.trace].at(t_s)
+            n, udp = n + k, udp + u
+        total = total + Load(n, udp, poisson_gbps(e))
+    return total
+
+
+def _breakpoints(entries: Sequence, traces: dict, phases: dict, t0: float, t1: float) -> np.ndarray | None:
+    pts: list[np.ndarray] = []
+    for i, e in enumerate(entries):
+        if e.trace:
+            tt = np.asarray(traces[e.trace].times_s)
+            pts.append(tt[(tt > t0) & (tt < t1)])
+        if e.on_off:
+            period = e.on_off.on_s + e.on_off.off_s
+            n = (t1 - t0) / period * 2 * e.on_off.flows
+            if n > MAX_SCHEDULE_POINTS:
+                return None
+            for ph in phases[i]:
+                k0 = math.floor((t0 + ph) / period) - 1
+                k1 = math.ceil((t1 + ph) / period) + 1
+                starts = np.arange(k0, k1 + 1) * period - ph
+                for edge in (starts, starts + e.on_off.on_s):
+                    pts.append(edge[(edge > t0) & (edge < t1)])
+    return np.unique(np.concatenate(pts)) if pts else np.empty(0)
+
+
+def share_trace(bandwidth, entries: Sequence, *, seed: int, direction: tuple[str, str], traces: dict | None = None):
+    """The sim's truth: the share of the link direction's bandwidth trace (a
+    :class:`~testbed.traces.base.Trace` in Gbit/s) one more transfer gets under ``entries`` over
+    the trace's whole range, as a Trace (step-hold). On/off flows follow their seeded schedule
+    (their duty cycle where the schedule would exceed :data:`MAX_SCHEDULE_POINTS`)."""
+    from testbed.traces.base import Trace
+
+    traces = traces or {}
+    t0, t1 = bandwidth.start_s, bandwidth.end_s
+    phases = {i: on_off_phases(e.on_off.flows, e.on_off.on_s + e.on_off.off_s, seed, direction + (i,))
+              for i, e in enumerate(entries) if e.on_off}
+    extra = _breakpoints(entries, traces, phases, t0, t1)
+    exact = extra is not None
+    times = np.unique(np.concatenate([bandwidth.times_s, extra if exact else np.empty(0)]))
+    values = np.empty(len(times))
+    for j, t in enumerate(times):
+        load = Load()
+        for i, e in enumerate(entries):
+            n = float(e.tcp.flows if e.tcp else 0)
+            udp = e.udp.rate_gbps if e.udp else 0.0
+            if e.on_off:
+                o = e.on_off
+                n += on_off_count(t, phases[i], o.on_s, o.off_s) if exact else o.flows * o.on_s / (o.on_s + o.off_s)
+            if e.trace:
+                k, u = traces[e.trace].at(t)
+                n, udp = n + k, udp + u
+            load = load + Load(n, udp, poisson_gbps(e))
+        values[j] = fair_share_gbps(max(bandwidth.at(t), 1e-12), load)
+    return Trace(times, values, unit=bandwidth.unit, name=f"{bandwidth.name}:fair-share", end_s=t1,
+                 meta={**bandwidth.meta, "cross_traffic": "fair share (testbed.crosstraffic.model)"})
+
+
+def entries_by_direction(entries: Iterable) -> dict[tuple[str, str], list]:
+    out: dict[tuple[str, str], list] = {}
+    for e in entries:
+        out.setdefault(e.key, []).append(e)
+    return out
+
+
+def load_traces(entries: Iterable) -> dict[str, LoadTrace]:
+    """Every trace file the entries name, read once (paths are resolved by the scenario loader)."""
+    return {e.trace: read_load_trace(e.trace) for e in entries if e.trace}

@@ -1,0 +1,77 @@
+"""Cross-traffic on a WAN link: other flows that a migration's transfer meets (issue #33).
+
+One entry per link *direction* (``src`` -> ``dst``; the sites must share a link). Each entry may
+combine several kinds of load; all rates, sizes and times are in scenario units (the emulated
+substrates scale them like the link itself: rate x byte_scale x time_scale, sizes x byte_scale,
+times / time_scale):
+
+- ``tcp``: ``flows`` long-lived bulk TCP flows (congestion control: the sites', or ``congestion``);
+- ``udp``: a constant-rate, paced UDP stream of ``rate_gbps``;
+- ``on_off``: ``flows`` bulk TCP flows, each on for ``on_s`` then off for ``off_s`` (a seeded phase per flow);
+- ``poisson``: TCP flows arriving as a Poisson process (``arrivals_per_s``), each of a Pareto
+  (heavy-tailed) size with mean ``mean_size_mb`` and shape ``pareto_shape``;
+- ``trace``: a CSV file with columns ``t_s`` and ``flows`` (bulk TCP flows from that time on) and
+  optionally ``udp_gbps``: load that changes over the run.
+
+The sim substrate models each entry (:mod:`testbed.crosstraffic.model`); netns and mininet
+generate it as real traffic from the sites' namespaces (:mod:`testbed.crosstraffic.live`).
+"""
+
+from __future__ import annotations
+
+from pydantic import Field, model_validator
+
+from testbed.spec.topology import SiteName, Strict
+
+MAX_FLOWS = 64
+"""Most concurrent generated flows per entry and kind (each is a socket in a generator process)."""
+
+
+class TcpFlows(Strict):
+    flows: int = Field(ge=1, le=MAX_FLOWS, description="Number of long-lived bulk TCP flows, for the whole run.")
+    congestion: str | None = Field(None, pattern=r"^[a-z0-9_]{1,15}$", description=(
+        "Their TCP congestion control (cubic, bbr, reno, ...); default: the sites' (emulation.tcp_congestion)."))
+
+
+class UdpLoad(Strict):
+    rate_gbps: float = Field(gt=0, description="A paced UDP stream at this rate (scenario Gbit/s), for the whole run.")
+
+
+class OnOff(Strict):
+    flows: int = Field(ge=1, le=MAX_FLOWS, description="Number of on/off bulk TCP flows.")
+    on_s: float = Field(gt=0, description="Seconds each flow sends (scenario time).")
+    off_s: float = Field(gt=0, description="Seconds each flow pauses between two on periods (scenario time).")
+
+
+class PoissonFlows(Strict):
+    arrivals_per_s: float = Field(gt=0, le=1000, description="Mean flow arrivals per scenario second (Poisson process).")
+    mean_size_mb: float = Field(gt=0, description="Mean flow size in MB (1e6 bytes), scenario bytes.")
+    pareto_shape: float = Field(1.5, gt=1, le=10, description=(
+        "Shape of the Pareto size distribution (heavy-tailed; the mean is finite above 1, the variance above 2)."))
+    max_flows: int = Field(MAX_FLOWS, ge=1, le=MAX_FLOWS, description="Most flows open at once (an arrival beyond it waits).")
+
+
+class CrossTraffic(Strict):
+    """Background traffic on one link direction while the run goes."""
+
+    src: SiteName = Field(description="The site the cross-traffic is sent from (one end of a link).")
+    dst: SiteName = Field(description="The site it is sent to (the other end of that link).")
+    tcp: TcpFlows | None = Field(None, description="Long-lived bulk TCP flows.")
+    udp: UdpLoad | None = Field(None, description="A constant-rate UDP stream.")
+    on_off: OnOff | None = Field(None, description="Bulk TCP flows that switch on and off.")
+    poisson: PoissonFlows | None = Field(None, description="Poisson flow arrivals with heavy-tailed (Pareto) sizes.")
+    trace: str | None = Field(None, min_length=1, max_length=4096, description=(
+        "A CSV file (relative to the scenario file): columns t_s (scenario seconds) and flows (bulk TCP flows from "
+        "then on), optionally udp_gbps; the first row's value holds before its time."))
+
+    @model_validator(mode="after")
+    def _some_load(self) -> "CrossTraffic":
+        if self.src == self.dst:
+            raise ValueError(f"src and dst must differ (both are {self.src!r})")
+        if not any((self.tcp, self.udp, self.on_off, self.poisson, self.trace)):
+            raise ValueError("give at least one of tcp, udp, on_off, poisson, trace")
+        return self
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.src, self.dst)
