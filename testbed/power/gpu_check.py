@@ -1,34 +1,49 @@
 """The GPU check (``scripts/gpu-check.sh``): the NVML power path end to end on a machine with an
-NVIDIA GPU, in one command, written to one JSON and one Markdown file.
+NVIDIA GPU, in one command, each step in its own time budget, the whole within :data:`TOTAL_BUDGET_S`.
 
-Steps (each recorded with its verdict and numbers; a failed step does not stop the later ones,
-except where a later one needs what it makes):
+Steps (each recorded with its verdict, its budget, its wall time and its numbers; a failed step does
+not stop the later ones):
 
 1. ``doctor``: ``testbed doctor --json`` sees NVML, at least one GPU, and torch with CUDA.
 2. ``calibrate``: ``testbed calibrate power`` at ``n_caps`` (>= 4) caps with real training on the
    GPU: steps/s, drawn power and the enforced limit per cap; the profile it writes is kept.
 3. ``scenario``: a one-site scenario whose node type uses that profile and whose renewable trace
-   makes the cap move over the GPU's range, run with ``power.backend: nvml`` (real training on the
-   GPU through a node agent). Every row of its ``power.parquet``: enforced cap = requested cap
-   within the driver's granularity (``tolerance_w``). After the run: the GPU's limit is the one it
-   had before.
-4. ``sigint``: ``testbed calibrate power`` (a CLI process that holds the GPU capped for minutes,
-   training) started again and interrupted with SIGINT once it has changed the limit; the limit
-   must be back to the original once the process has exited. (The scenario run itself is not the
-   one interrupted: with one GPU it has one site, so no migration, and its clock jumps over the
-   idle trace in about a second; it would end before a signal could reliably land in it.)
+   makes the cap move over the GPU's range, run with ``power.backend: nvml`` on the ``local``
+   substrate (its node agent a local process training on the GPU: no network namespace needed).
+   Every row of its ``power.parquet``: enforced cap = requested cap within ``tolerance_w``. After
+   the run: the GPU's limit is the one it had before.
+4. ``sigint``: ``testbed calibrate power`` (a CLI process that holds the GPU capped, training)
+   started again and interrupted with SIGINT once it has changed the limit; the limit must be back
+   to the original once the process has exited. (The scenario run itself is not the one
+   interrupted: it has one site, so no migration, and its clock jumps over the idle trace in
+   about a second; it would end before a signal could reliably land in it.)
+5. ``netns``: the same scenario on the ``netns`` substrate (its agent in a site namespace), where
+   this machine can make network namespaces; ``skipped`` (with why) where it cannot.
 
-The GPU's limit is read before anything runs and, whatever happens, put back at the end by this
-check too (an NVML context of its own), so a failed run cannot leave the GPU capped.
+Verdicts: ``PASS``, ``FAIL``, ``no GPU`` (the step ran and failed because NVML has no usable GPU
+here: what a rehearsal without a GPU ends with, tests/integration/test_gpu_check_rehearsal.py) and
+``skipped``. Without a GPU every step still runs as far as it can, so an import error or a broken
+command shows as ``FAIL``, not hidden behind the missing GPU.
+
+What comes back (``out``, at most 5 small files): ``gpu-check.json`` (everything), ``gpu-check.md``
+(the same, to read), ``profile.yaml`` (the calibrated profile), ``logs.txt`` (the tail of each
+step's log) and the shell's ``environment.txt``. The steps work in a temporary folder, removed at
+the end.
+
+The GPU's limit is read before anything runs and, whatever happens (SIGTERM included), put back at
+the end by this check too (an NVML context of its own), so a failed run cannot leave the GPU capped.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from datetime import datetime, timezone
@@ -36,7 +51,17 @@ from pathlib import Path
 
 MIN_CAPS = 4
 DEFAULT_TOLERANCE_W = 1.0  # NVML takes milliwatts; drivers enforce whole watts or finer
+TOTAL_BUDGET_S = 480       # the whole check on one GPU, the shell's setup included (8 minutes)
+SETUP_BUDGET_S = 60        # what scripts/gpu-check.sh keeps for itself (bundle install, environment)
+BUDGET_S = {"doctor": 40, "scenario": 90, "sigint": 60, "netns": 90}  # calibrate: calibrate_budget_s()
+STOP_GRACE_S = 20          # after a budget runs out: SIGTERM, this long to clean up, then SIGKILL
+LOG_TAIL_LINES = 60
+FALLBACK_PROFILE = "a100-sxm4"  # the scenario's profile when calibration made none (no GPU): the run still starts
 
+PASS, FAIL, NO_GPU, SKIPPED = "PASS", "FAIL", "no GPU", "skipped"
+# a step's output that says the GPU is missing, and one that says something else broke first
+_NO_GPU_RE = re.compile(r"nvml|no gpu|found no gpu|not usable through nvml|driver", re.I)
+_BROKEN_RE = re.compile(r"Traceback \(most recent call last\)|ModuleNotFoundError|ImportError|SyntaxError")
 
 LAUNCHER = [sys.executable, "-m", "testbed"]  # how the testbed CLI is started (tests put a mocked NVML in front)
 
@@ -45,9 +70,31 @@ def _testbed(*args: str) -> list[str]:
     return [*LAUNCHER, *args]
 
 
+def calibrate_budget_s(n_caps: int, seconds: float) -> float:
+    """Start-up (torch, CUDA), the idle reading, then each cap: 2 s of warm-up and ``seconds`` timed."""
+    return 60 + 2 + n_caps * (seconds + 2) + 20
+
+
 def _run(cmd: list[str], timeout_s: float, log: Path) -> subprocess.CompletedProcess:
+    """Run ``cmd`` (its output to ``log``) for at most ``timeout_s``; past it, SIGTERM (the CLI puts
+    the GPU's limit back and stops its agents), then SIGKILL after :data:`STOP_GRACE_S`. A run that
+    had to be stopped returns 124."""
     with log.open("w") as f:
-        return subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, timeout=timeout_s, check=False)
+        proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        try:
+            code = proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            f.write(f"\n[gpu-check] stopped: over its budget of {timeout_s:g} s\n")
+            code = 124
+        finally:  # over budget, or this check itself stopped (SIGTERM): the child goes first
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                try:
+                    proc.wait(timeout=STOP_GRACE_S)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait(timeout=30)
+    return subprocess.CompletedProcess(cmd, code)
 
 
 def _tail(log: Path, n: int = 15) -> str:
@@ -57,15 +104,18 @@ def _tail(log: Path, n: int = 15) -> str:
         return ""
 
 
-def step_doctor(out: Path) -> dict:
+def step_doctor(out: Path, budget_s: float = BUDGET_S["doctor"]) -> dict:
     log = out / "doctor.log"
     with log.open("w") as f:
-        done = subprocess.run(_testbed("doctor", "--json", "--no-root-probes"), stdout=subprocess.PIPE,
-                              stderr=f, timeout=300, check=False, text=True)
+        try:
+            done = subprocess.run(_testbed("doctor", "--json", "--no-root-probes"), stdout=subprocess.PIPE,
+                                  stderr=f, timeout=budget_s, check=False, text=True)
+        except subprocess.TimeoutExpired:
+            return {"ok": False, "detail": f"doctor did not answer within {budget_s:g} s"}
     try:
         report = json.loads(done.stdout)
     except json.JSONDecodeError:
-        return {"ok": False, "detail": f"doctor printed no JSON (exit {done.returncode})"}
+        return {"ok": False, "detail": f"doctor printed no JSON (exit {done.returncode}): {_tail(log, 3)}"}
     caps = {c.get("name"): c for c in report.get("capabilities", [])}
     nvml, torch = caps.get("nvml", {}), caps.get("torch", {})
     gpus = report.get("summary", {}).get("gpus", 0)
@@ -75,14 +125,14 @@ def step_doctor(out: Path) -> dict:
 
 
 def step_calibrate(out: Path, *, gpu: int, n_caps: int, seconds: float, family: str,
-                   tolerance_w: float) -> dict:
+                   tolerance_w: float, budget_s: float | None = None) -> dict:
     import yaml
 
     profile = out / "profile.yaml"
     log = out / "calibrate.log"
     done = _run(_testbed("calibrate", "power", "--gpu", str(gpu), "--caps", str(n_caps), "--seconds", f"{seconds:g}",
                          "--family", family, "--name", f"gpu{gpu}-gpu-check", "--out", str(profile)),
-                timeout_s=n_caps * (seconds + 60) + 300, log=log)
+                timeout_s=budget_s or calibrate_budget_s(n_caps, seconds), log=log)
     if done.returncode != 0 or not profile.is_file():
         return {"ok": False, "detail": f"calibrate exited {done.returncode}: {_tail(log, 5)}"}
     measured = yaml.safe_load(profile.read_text()).get("measured", {})
@@ -139,21 +189,23 @@ def check_enforced(power_parquet: Path, tolerance_w: float) -> dict:
                       + (f"; {len(off)} rows off by more than {tolerance_w:g} W" if not off.empty else "")}
 
 
-def step_scenario(out: Path, scenario: Path, *, read_limit_mw: Callable[[], int], original_mw: int,
-                  tolerance_w: float, substrate: str = "netns") -> dict:
-    log = out / "scenario.log"
-    run_dir = out / "scenario-run"
+def step_scenario(out: Path, scenario: Path, *, read_limit_mw: Callable[[], int] | None, original_mw: int | None,
+                  tolerance_w: float, substrate: str = "netns", budget_s: float = BUDGET_S["scenario"],
+                  name: str = "scenario") -> dict:
+    log = out / f"{name}.log"
+    run_dir = out / f"{name}-run"
     done = _run(_testbed("run", str(scenario), "--substrate", substrate, "--out", str(run_dir), "--no-progress"),
-                timeout_s=900, log=log)
-    after = read_limit_mw()
-    res: dict = {"exit": done.returncode, "limit_before_mw": original_mw, "limit_after_mw": after,
-                 "restored": after == original_mw}
+                timeout_s=budget_s, log=log)
+    after = read_limit_mw() if read_limit_mw is not None else None
+    res: dict = {"substrate": substrate, "exit": done.returncode, "limit_before_mw": original_mw,
+                 "limit_after_mw": after, "restored": after == original_mw}
     parquet = run_dir / "static" / "power.parquet"
     if done.returncode != 0 or not parquet.is_file():
-        return {**res, "ok": False, "detail": f"run exited {done.returncode}: {_tail(log, 8)}"}
+        return {**res, "ok": False, "detail": f"run ({substrate}) exited {done.returncode}: {_tail(log, 8)}"}
     enf = check_enforced(parquet, tolerance_w)
     return {**res, **enf, "ok": enf["ok"] and res["restored"],
-            "detail": enf["detail"] + ("" if res["restored"] else f"; limit NOT restored ({after} mW, was {original_mw} mW)")}
+            "detail": f"{substrate}: " + enf["detail"]
+                      + ("" if res["restored"] else f"; limit NOT restored ({after} mW, was {original_mw} mW)")}
 
 
 def sigint_restores(cmd: list[str], *, read_limit_mw: Callable[[], int], original_mw: int,
@@ -194,56 +246,176 @@ def sigint_restores(cmd: list[str], *, read_limit_mw: Callable[[], int], origina
             sink.close()  # type: ignore[union-attr]
 
 
+def netns_unavailable() -> str | None:
+    """Why this machine cannot make network namespaces (the netns step is skipped), or None."""
+    if os.geteuid() != 0:
+        return "not root"
+    try:
+        from testbed.doctor import probe
+
+        p = probe("netns")
+    except Exception as e:  # noqa: BLE001 (a probe that cannot run is a reason, said as such)
+        return f"the netns probe could not run: {type(e).__name__}: {e}"
+    return None if p.available else (getattr(p, "detail", "") or "network namespaces are not available")
+
+
+def _gpu_identity(dev) -> dict:
+    """The GPU's name and the driver's version, as NVML says them (for the committed results)."""
+    info: dict = {}
+    for key, fn, args in (("name", "nvmlDeviceGetName", (dev._handle,)),
+                          ("driver", "nvmlSystemGetDriverVersion", ())):
+        try:
+            v = getattr(dev._nvml, fn)(*args)
+            info[key] = v.decode() if isinstance(v, bytes) else str(v)
+        except Exception as e:  # noqa: BLE001
+            info[key] = f"unknown ({type(e).__name__})"
+    try:
+        lim = dev.limits_w()
+        info.update(min_w=lim.min_w, max_w=lim.max_w, default_w=lim.default_w)
+    except Exception as e:  # noqa: BLE001
+        info["limits"] = f"unknown ({e})"
+    return info
+
+
+def _verdict(step: dict, gpu_error: str | None, log: Path | None) -> str:
+    if step.get("skipped"):
+        return SKIPPED
+    if step.get("ok"):
+        return PASS
+    text = f"{step.get('detail', '')}\n{_tail(log, 200) if log else ''}"
+    if gpu_error is not None and not _BROKEN_RE.search(text) and (step.get("no_gpu") or _NO_GPU_RE.search(text)):
+        return NO_GPU
+    return FAIL
+
+
+def _timed(fn: Callable[[], dict], budget_s: float) -> dict:
+    t0 = time.perf_counter()
+    res = fn()
+    return {**res, "budget_s": round(budget_s, 1), "wall_s": round(time.perf_counter() - t0, 1)}
+
+
 def run_check(out: Path, *, gpu: int = 0, n_caps: int = MIN_CAPS, seconds: float = 8.0,
               family: str = "char-transformer", tolerance_w: float = DEFAULT_TOLERANCE_W,
-              substrate: str = "netns") -> dict:
+              netns: str = "auto", work: Path | None = None, keep_work: bool = False) -> dict:
+    """The whole check; ``out`` gets the results (few, small files), ``work`` (default: a temporary
+    folder, removed at the end unless ``keep_work``) what the steps make. ``netns``: ``auto`` (the
+    netns step where namespaces can be made), ``on``, ``off``."""
     import yaml
 
     from testbed.power.errors import PowerError
     from testbed.power.nvml import NvmlDevice
 
-    out.mkdir(parents=True, exist_ok=True)
-    steps: dict[str, dict] = {}
     t0 = time.perf_counter()
-    steps["doctor"] = step_doctor(out)
+    n_caps = max(MIN_CAPS, n_caps)
+    out.mkdir(parents=True, exist_ok=True)
+    made_work = work is None
+    work = Path(tempfile.mkdtemp(prefix="tb-gpu-check-")) if work is None else work
+    work.mkdir(parents=True, exist_ok=True)
+    steps: dict[str, dict] = {}
+    logs: dict[str, Path] = {}
+    budgets = {**BUDGET_S, "calibrate": calibrate_budget_s(n_caps, seconds)}
+    dev, original_mw, final_mw, gpu_error, identity = None, None, None, None, {}
     try:
-        dev = NvmlDevice(gpu)
-        original_mw = dev.limit_mw()
-    except PowerError as e:  # no GPU here: said so in the result, nothing else can run
-        for name in ("calibrate", "scenario", "sigint"):
-            steps[name] = {"ok": False, "detail": f"skipped: gpu{gpu} is not usable through NVML ({e})"}
-        return _write(out, {"check": "gpu", "at": _now(), "gpu": gpu, "original_limit_mw": None,
-                            "limit_at_end_mw": None, "tolerance_w": tolerance_w, "family": family,
-                            "seconds_per_cap": seconds, "substrate": substrate, "steps": steps,
-                            "pass": False, "wall_s": time.perf_counter() - t0})
-    try:
-        steps["calibrate"] = step_calibrate(out, gpu=gpu, n_caps=max(MIN_CAPS, n_caps), seconds=seconds,
-                                            family=family, tolerance_w=tolerance_w)
+        steps["doctor"] = _timed(lambda: step_doctor(work, budgets["doctor"]), budgets["doctor"])
+        logs["doctor"] = work / "doctor.log"
+        try:
+            dev = NvmlDevice(gpu)
+            original_mw = dev.limit_mw()
+            identity = _gpu_identity(dev)
+        except PowerError as e:  # no GPU here: every step still runs as far as it can, and says so
+            gpu_error = f"gpu{gpu} is not usable through NVML ({e})"
+            if dev is not None:
+                dev.close()
+                dev = None
+        read_limit = dev.limit_mw if dev is not None else None
+
+        steps["calibrate"] = _timed(lambda: step_calibrate(work, gpu=gpu, n_caps=n_caps, seconds=seconds, family=family,
+                                                           tolerance_w=tolerance_w, budget_s=budgets["calibrate"]),
+                                    budgets["calibrate"])
+        logs["calibrate"] = work / "calibrate.log"
         prof_path = Path(steps["calibrate"].get("profile", ""))
-        if prof_path.is_file():
-            prof = yaml.safe_load(prof_path.read_text())
-            write_trace(out / "renewable.csv", prof)
-            scen = out / "scenario.yaml"
-            scen.write_text(yaml.safe_dump(scenario_yaml(prof_path, prof, out / "renewable.csv"), sort_keys=False))
-            steps["scenario"] = step_scenario(out, scen, read_limit_mw=dev.limit_mw, original_mw=original_mw,
-                                              tolerance_w=tolerance_w, substrate=substrate)
-            steps["sigint"] = sigint_restores(
-                _testbed("calibrate", "power", "--gpu", str(gpu), "--caps", str(max(MIN_CAPS, n_caps)),
-                         "--seconds", "60", "--family", family, "--out", str(out / "sigint-profile.yaml")),
-                read_limit_mw=dev.limit_mw, original_mw=original_mw, log=out / "sigint.log")
+        if not prof_path.is_file():  # the scenario still starts (its nvml backend then says why it cannot cap)
+            from testbed.power.profile import load_profile
+
+            prof_path = work / "fallback-profile.yaml"
+            prof_path.write_text(yaml.safe_dump(load_profile(FALLBACK_PROFILE).to_dict(), sort_keys=False))
+        prof = yaml.safe_load(prof_path.read_text())
+        write_trace(work / "renewable.csv", prof)
+        scen = work / "scenario.yaml"
+        scen.write_text(yaml.safe_dump(scenario_yaml(prof_path, prof, work / "renewable.csv"), sort_keys=False))
+        if prof_path.name != "profile.yaml":
+            scen_note = f"profile {FALLBACK_PROFILE} (shipped estimate: calibration made none)"
         else:
-            steps["scenario"] = steps["sigint"] = {"ok": False, "detail": "skipped: no calibrated profile"}
+            scen_note = "the calibrated profile"
+
+        steps["scenario"] = _timed(lambda: step_scenario(work, scen, read_limit_mw=read_limit, original_mw=original_mw,
+                                                         tolerance_w=tolerance_w, substrate="local",
+                                                         budget_s=budgets["scenario"], name="scenario"),
+                                   budgets["scenario"])
+        steps["scenario"]["profile_used"] = scen_note
+        logs["scenario"] = work / "scenario.log"
+
+        if dev is not None:
+            steps["sigint"] = _timed(lambda: sigint_restores(
+                _testbed("calibrate", "power", "--gpu", str(gpu), "--caps", str(n_caps), "--seconds", "60",
+                         "--family", family, "--out", str(work / "sigint-profile.yaml")),
+                read_limit_mw=dev.limit_mw, original_mw=original_mw,  # type: ignore[arg-type]
+                changed_within_s=budgets["sigint"] - STOP_GRACE_S, exit_within_s=STOP_GRACE_S,
+                log=work / "sigint.log"), budgets["sigint"])
+        else:
+            steps["sigint"] = {"ok": False, "no_gpu": True, "budget_s": budgets["sigint"], "wall_s": 0.0,
+                               "detail": f"no limit to change and restore: {gpu_error}"}
+        logs["sigint"] = work / "sigint.log"
+
+        why_not = None if netns == "on" else ("--netns off" if netns == "off" else netns_unavailable())
+        if why_not is None:
+            steps["netns"] = _timed(lambda: step_scenario(work, scen, read_limit_mw=read_limit, original_mw=original_mw,
+                                                          tolerance_w=tolerance_w, substrate="netns",
+                                                          budget_s=budgets["netns"], name="netns"),
+                                    budgets["netns"])
+            logs["netns"] = work / "netns.log"
+        else:
+            steps["netns"] = {"ok": False, "skipped": True, "budget_s": budgets["netns"], "wall_s": 0.0,
+                              "detail": f"skipped: network namespaces cannot be made here ({why_not})"}
     finally:
-        final_mw = dev.limit_mw()
-        if final_mw != original_mw:  # whatever happened above, the GPU is not left capped
-            dev.set_limit_mw(original_mw)
-        dev.close()
+        if dev is not None:
+            final_mw = dev.limit_mw()
+            if final_mw != original_mw:  # whatever happened above, the GPU is not left capped
+                dev.set_limit_mw(original_mw)  # type: ignore[arg-type]
+            dev.close()
+        _write_logs(out / "logs.txt", logs)
+        if (work / "profile.yaml").is_file():
+            shutil.copyfile(work / "profile.yaml", out / "profile.yaml")
+        if made_work and not keep_work:
+            shutil.rmtree(work, ignore_errors=True)
+    for name, step in steps.items():
+        step["verdict"] = _verdict(step, gpu_error, logs.get(name))
+    verdicts = {s["verdict"] for s in steps.values()}
+    verdict = FAIL if FAIL in verdicts else NO_GPU if NO_GPU in verdicts else PASS
     return _write(out, {
-        "check": "gpu", "at": _now(), "gpu": gpu,
+        "check": "gpu", "at": _now(), "gpu": gpu, "gpu_identity": identity, "gpu_error": gpu_error,
+        "python": sys.version.split()[0], "torch": _torch_version(),
         "original_limit_mw": original_mw, "limit_at_end_mw": final_mw, "tolerance_w": tolerance_w,
-        "family": family, "seconds_per_cap": seconds, "substrate": substrate, "steps": steps,
-        "pass": all(s.get("ok") for s in steps.values()), "wall_s": time.perf_counter() - t0,
+        "family": family, "n_caps": n_caps, "seconds_per_cap": seconds, "budgets_s": budgets,
+        "total_budget_s": TOTAL_BUDGET_S, "steps": steps, "verdict": verdict, "pass": verdict == PASS,
+        "wall_s": round(time.perf_counter() - t0, 1), "work": str(work) if keep_work or not made_work else None,
     })
+
+
+def _torch_version() -> str:
+    try:
+        import torch
+
+        return f"{torch.__version__} (cuda {torch.version.cuda}, available {torch.cuda.is_available()})"
+    except Exception as e:  # noqa: BLE001
+        return f"not importable ({type(e).__name__}: {e})"
+
+
+def _write_logs(path: Path, logs: dict[str, Path]) -> None:
+    parts = []
+    for name, log in logs.items():
+        parts.append(f"===== {name}: {log.name} (last {LOG_TAIL_LINES} lines) =====\n{_tail(log, LOG_TAIL_LINES)}\n")
+    path.write_text("".join(parts)[-200_000:])
 
 
 def _now() -> str:
@@ -258,20 +430,27 @@ def _write(out: Path, result: dict) -> dict:
 
 def render(result: dict) -> str:
     before, after = result["original_limit_mw"], result["limit_at_end_mw"]
+    ident = result.get("gpu_identity") or {}
     lines = [f"# GPU check: gpu{result['gpu']} ({result['at']})", "",
+             (f"GPU: {ident.get('name', '?')}, driver {ident.get('driver', '?')}. " if ident else
+              f"No GPU: {result.get('gpu_error')}. ")
+             + f"Python {result.get('python')}, torch {result.get('torch')}.", "",
              (f"Original power limit {before / 1000:g} W; at the end {after / 1000:g} W. "
-              if before is not None else "No GPU power limit could be read. ")
+              if before is not None and after is not None else "No GPU power limit could be read. ")
              + f"Tolerance {result['tolerance_w']:g} W.", "",
-             "| step | verdict | detail |", "|---|---|---|"]
+             "| step | verdict | wall s (budget) | detail |", "|---|---|---:|---|"]
     for name, s in result["steps"].items():
-        lines.append(f"| {name} | {'PASS' if s.get('ok') else 'FAIL'} | {str(s.get('detail', '')).replace('|', '/')} |")
+        verdict = s.get("verdict") or (PASS if s.get("ok") else FAIL)
+        detail = " ".join(str(s.get("detail", "")).split()).replace("|", "/")
+        lines.append(f"| {name} | {verdict} | {s.get('wall_s', '-')} ({s.get('budget_s', '-')}) | {detail[:400]} |")
     cal = result["steps"].get("calibrate", {})
     if cal.get("rows"):
         lines += ["", "Calibration (real training on the GPU):", "",
                   "| requested W | enforced W | mean power W | steps/s |", "|---:|---:|---:|---:|"]
         lines += [f"| {r['requested_w']:g} | {r['enforced_w']:g} | {r['mean_power_w']:.1f} | {r['steps_per_s']:.2f} |"
                   for r in cal["rows"]]
-    lines += ["", f"verdict: {'PASS' if result['pass'] else 'FAIL'} (wall {result['wall_s']:.0f} s)"]
+    verdict = result.get("verdict") or (PASS if result["pass"] else FAIL)
+    lines += ["", f"verdict: {verdict} (wall {result['wall_s']:.0f} s; budget {result.get('total_budget_s', '-')} s)"]
     return "\n".join(lines) + "\n"
 
 
@@ -284,15 +463,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--caps", type=int, default=MIN_CAPS)
     p.add_argument("--seconds", type=float, default=8.0)
     p.add_argument("--family", default="char-transformer")
-    p.add_argument("--substrate", default="netns")
+    p.add_argument("--netns", choices=("auto", "on", "off"), default="auto",
+                   help="the netns step: where namespaces can be made (auto), always, never")
+    p.add_argument("--work", type=Path, default=None, help="where the steps work (default: a temporary folder)")
+    p.add_argument("--keep-work", action="store_true", help="keep the temporary folder")
     a = p.parse_args(argv)
     if a.caps < MIN_CAPS:
         print(f"error: --caps: at least {MIN_CAPS}", file=sys.stderr)
         return 2
-    res = run_check(a.out, gpu=a.gpu, n_caps=a.caps, seconds=a.seconds, family=a.family, substrate=a.substrate)
+    # a SIGTERM (the shell's overall timeout) unwinds through run_check's finally: the limit goes back
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    res = run_check(a.out, gpu=a.gpu, n_caps=a.caps, seconds=a.seconds, family=a.family, netns=a.netns,
+                    work=a.work, keep_work=a.keep_work)
     print((a.out / "gpu-check.md").read_text())
-    print(f"written: {a.out / 'gpu-check.json'}, {a.out / 'gpu-check.md'}")
-    return 0 if res["pass"] else 1
+    print(f"written: {', '.join(str(f) for f in sorted(a.out.iterdir()))}")
+    return {PASS: 0, NO_GPU: 3}.get(res["verdict"], 1)
 
 
 if __name__ == "__main__":

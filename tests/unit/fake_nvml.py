@@ -18,6 +18,11 @@ NVML_ERROR_INVALID_ARGUMENT = 2
 NVML_ERROR_NOT_SUPPORTED = 3
 
 
+def write_no_gpu(path: Path) -> None:
+    """NVML loads and finds no GPU (a machine with the driver's library and no device)."""
+    _write(path, {"gpus": []})
+
+
 def write_state(path: Path, *, limit_mw: int = 300_000, min_mw: int = 100_000, max_mw: int = 400_000,
                 default_mw: int = 350_000, draw_mw: int = 250_000) -> None:
     _write(path, {"gpus": [{"limit_mw": limit_mw, "min_mw": min_mw, "max_mw": max_mw,
@@ -53,13 +58,18 @@ def install(path: Path) -> None:
         g["sets"].append(int(mw))
         _write(path, s)
 
+    def handle(i: int) -> int:
+        if not 0 <= int(i) < len(state()["gpus"]):  # as NVML answers an index past its GPUs
+            raise pynvml.NVMLError(NVML_ERROR_INVALID_ARGUMENT)
+        return int(i)
+
     def no_counter(h: int) -> int:
         raise pynvml.NVMLError(NVML_ERROR_NOT_SUPPORTED)
 
     funcs = {
         "nvmlInit": lambda: None, "nvmlShutdown": lambda: None,
         "nvmlDeviceGetCount": lambda: len(state()["gpus"]),
-        "nvmlDeviceGetHandleByIndex": lambda i: int(i),
+        "nvmlDeviceGetHandleByIndex": handle,
         "nvmlDeviceGetPowerManagementLimitConstraints": lambda h: [gpu(h)["min_mw"], gpu(h)["max_mw"]],
         "nvmlDeviceGetPowerManagementDefaultLimit": lambda h: gpu(h)["default_mw"],
         "nvmlDeviceGetPowerManagementLimit": lambda h: gpu(h)["limit_mw"],
