@@ -84,6 +84,18 @@ elif [ "$(id -u)" = 0 ]; then
   echo "== no $DIST_MININET: the mininet substrate will be unavailable (apt-get install mininet)"
 fi
 
+# The GPU check's rehearsal (tests/integration/test_gpu_check_rehearsal.py) needs a stand-in of the
+# lent GPU machine's image: a Python 3.12 virtual environment with only that image's packages (CUDA
+# torch from the package index, which runs on the CPU). Built once, as root (CI): ~2 minutes and
+# ~5 GB in ~/.cache/testbed/gpu-rehearsal-py312, then reused. TESTBED_GPU_REHEARSAL=0 skips it.
+if [ "$(id -u)" = 0 ] && [ "${TESTBED_GPU_REHEARSAL:-1}" != 0 ]; then
+  if bash scripts/gpu-rehearsal-env.sh >/dev/null; then
+    echo "== the GPU image's stand-in for the GPU check's rehearsal is ready (scripts/gpu-rehearsal-env.sh)"
+  else
+    echo "== the GPU image's stand-in could not be built: the GPU check's rehearsal test will fail" >&2
+  fi
+fi
+
 if [ "$run" = 1 ]; then
   echo "== running scenarios/quickstart.yaml"
   # netns with real agents where the machine allows (root + namespaces), else sim; it says which and why

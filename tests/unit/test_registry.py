@@ -142,7 +142,7 @@ def test_unimported_plugins_are_refused_by_name(tmp_path):
     r = _fresh_testbed("run", str(good), "--substrate", "sim_twin", "--out", str(tmp_path / "out"), cwd=tmp_path)
     assert r.returncode == 2 and not (tmp_path / "out").exists()
     assert r.stderr.strip() == ("error: testbed run: argument --substrate: invalid choice: 'sim_twin' "
-                                "(choose from auto, sim, netns, mininet) (see testbed run --help)")
+                                "(choose from auto, sim, netns, mininet, local) (see testbed run --help)")
 
 
 # -- imported: one file each, run through `testbed run` on sim --------------------------------
