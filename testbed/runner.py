@@ -119,6 +119,7 @@ def run_scenario(loaded: LoadedScenario, *, out_dir: Path | None = None, substra
                 summaries[run.label] = study.summarize(run, record, wall[run.label], folder)
                 live.finished(run.label, summaries[run.label], wall[run.label])
             live.event("comparing the policies")
+        t_finish = time.perf_counter()
         cmp, markdown = study.compare(summaries, tmp)
         write_json(tmp / "comparison.json", cmp)
         (tmp / "comparison.md").write_text(markdown, encoding="utf-8")
@@ -134,4 +135,8 @@ def run_scenario(loaded: LoadedScenario, *, out_dir: Path | None = None, substra
             policies=[p.model_dump(mode="json") for p in sc.policies], wall_s=wall, argv=argv or [],
             topology_path=loaded.topology_path, original=kept))
         write_run_page(tmp, plots=plots)  # index.html: the results as one page (the last file written)
+    if run_id is not None:  # the comparison, report and page after the policies: for the next estimate
+        from testbed.studies import pace
+
+        pace.record_finish(substrate, sc.emulation.nodes, time.perf_counter() - t_finish)
     return out_dir

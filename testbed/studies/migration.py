@@ -9,6 +9,7 @@ Per policy ``<label>/``: the run log's tables (``*.parquet``), ``summary.json``,
 from __future__ import annotations
 
 import contextlib
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -93,21 +94,22 @@ class MigrationStudy(Study):
         """A fresh substrate and cap enforcer per policy, released before the next one starts."""
         self._bar.set_postfix_str(run.label)
         self._step_n = 0
+        self._t_run = [time.perf_counter(), None, None, None]  # start, first step, last step, end
         with make_substrate(self.substrate, self.inputs, self.run_id) as sub, power_backend(self.sc, sub) as caps:
             ctl = Controller(self.inputs, make_policy(run.spec, self.inputs.scenario), sub,
                              on_step=lambda k, n: self._on_step(), caps=caps, policy_name=shown_name(run.spec.name))
             rec = ctl.run()
             self._desc = {**sub.describe(), "power_backend": caps.name}
+        self._t_run[3] = time.perf_counter()
         return rec
 
     def summarize(self, run: PolicyRun, record, wall_s: float, folder: Path) -> dict:
+        t_results = time.perf_counter()
         tables = record.tables()
         for name, df in tables.items():
             write_table(folder / f"{name}.parquet", df)
         summary = summarize(tables, policy=shown_name(run.spec.name), label=run.label)
         write_json(folder / "summary.json", summary)
-        if self.live(self.inputs):  # the control loop's measured pace, for the next run's estimate
-            self._record_pace(tables["migrations"], wall_s)
         self._jobs[run.label] = tables["jobs"]
         if self.plots:
             seed = self.inputs.seed
@@ -117,6 +119,8 @@ class MigrationStudy(Study):
                        f"GPU power caps from renewables + grid top-up under {words(run.label)} (seed {seed})")
         by_site = with_policy(energy_by_site(tables["timeseries"]), shown_name(run.spec.name), run.label)
         by_site.to_csv(folder / "energy_by_site.csv", index=False, float_format="%.6f")
+        if self.live(self.inputs):  # the control loop's measured pace, for the next run's estimate
+            self._record_pace(tables, wall_s, time.perf_counter() - t_results)
         return summary
 
     def progress_state(self) -> tuple[float, float] | None:
@@ -124,6 +128,10 @@ class MigrationStudy(Study):
         return float(getattr(self, "_step_n", 0)), float(self._steps())
 
     def _on_step(self) -> None:
+        now = time.perf_counter()
+        if self._t_run[1] is None:
+            self._t_run[1] = now
+        self._t_run[2] = now
         self._step_n += 1
         self._bar.update(1)
 
@@ -131,13 +139,20 @@ class MigrationStudy(Study):
         """Control steps of one policy's run."""
         return int(-(-self.sc.duration_s // self.sc.step_s))
 
-    def _record_pace(self, migrations, wall_s: float) -> None:
+    def _record_pace(self, tables: dict, wall_s: float, results_s: float) -> None:
+        """The policy run's pace: per step outside transfers, the fixed part outside the steps (from the
+        run's start to its first step, and from its last step to the substrate's release), and the
+        seconds its results took to write."""
         from testbed.studies import pace
 
         em = self.sc.emulation
+        migrations = tables["migrations"]
         transfer_s = float(migrations["actual_transfer_s"].fillna(0.0).sum()) if "actual_transfer_s" in migrations else 0.0
+        t0, first, last, end = self._t_run
+        fixed_s = (first - t0) + (end - last) if None not in (first, last, end) else 0.0
         pace.record(self.substrate, em.nodes, steps=self._steps(), wall_s=wall_s,
-                    transfer_wall_s=transfer_s / em.time_scale)
+                    transfer_wall_s=transfer_s / em.time_scale, fixed_wall_s=fixed_s, results_wall_s=results_s,
+                    jobs_steps=pace.job_steps(tables["jobs"], self.sc.duration_s, self.sc.step_s))
 
     def compare(self, summaries: dict[str, dict], out: Path) -> tuple[dict, str]:
         self._bar.close()

@@ -3,12 +3,14 @@
 On a live substrate every control step costs wall time beyond the transfers (agents asked for their
 jobs' state, caps applied, link rates replayed, the clock advanced); on a busy small machine that
 dominates a short scenario (the quick start with agents: ~0.16 s a step, 8 min for four policies,
-while its transfers take ~20 s). Each emulated policy run of the migration study records its wall
-seconds per control step outside transfers, per substrate and kind of nodes, in a small cache
+while its transfers take ~20 s). A policy run also costs a fixed time (the fabric and its nodes
+brought up and down) and the writing of its results (tables, figures). Each emulated policy run of
+the migration study records these three, per substrate and kind of nodes, in a small cache
 (``/var/cache/testbed/emulation-pace.json`` as root, else ``~/.cache/testbed/emulation-pace.json``;
-``$TESTBED_PACE_CACHE`` overrides). :mod:`testbed.studies.wall_time` reads it; where nothing was
-measured yet the estimate says so. The cache is advisory: a file that cannot be read or written is
-ignored.
+``$TESTBED_PACE_CACHE`` overrides). :func:`expected` gives :mod:`testbed.studies.wall_time` the median
+of this machine's last runs, or, before the first one, the default shipped with the code
+(``testbed/data/emulation-pace.json``: measured on a 2-core machine, with its provenance). The cache is
+advisory: a file that cannot be read or written is ignored.
 """
 
 from __future__ import annotations
@@ -16,11 +18,14 @@ from __future__ import annotations
 import json
 import os
 import statistics
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
 CACHE_ENV = "TESTBED_PACE_CACHE"
 KEEP = 5  # the last runs kept per (substrate, nodes); the estimate uses their median
+SHIPPED = Path(__file__).resolve().parents[1] / "data" / "emulation-pace.json"
+FINISH = "/finish"  # key suffix: what a run takes after its last policy
 
 
 def cache_path() -> Path:
@@ -43,16 +48,46 @@ def _read() -> dict:
     return data if isinstance(data, dict) else {}
 
 
-def record(substrate: str, nodes: str, *, steps: int, wall_s: float, transfer_wall_s: float) -> float | None:
-    """Record one emulated policy run: its wall seconds per step outside transfers. Returns that
-    pace, or None when there is nothing to learn (no steps) or the cache cannot be written."""
+def job_steps(jobs, end_s: float, step_s: float) -> int:
+    """Control steps x jobs running in them, from a run's ``jobs`` table (``started_s``, ``finished_s``;
+    a job still running at the end counts to ``end_s``): what a step with node agents costs grows with."""
+    import math
+
+    total = 0
+    for start, finish in zip(jobs.get("started_s", []), jobs.get("finished_s", [])):
+        if start is None or not math.isfinite(float(start)):
+            continue
+        finish = end_s if finish is None or not math.isfinite(float(finish)) else float(finish)
+        total += max(0, math.ceil((finish - float(start)) / step_s))
+    return total
+
+
+def record(substrate: str, nodes: str, *, steps: int, wall_s: float, transfer_wall_s: float,
+           fixed_wall_s: float = 0.0, results_wall_s: float | None = None, jobs_steps: int | None = None) -> float | None:
+    """Record one emulated policy run: its wall seconds per step outside transfers and the fixed part
+    (``fixed_wall_s``: bringing the fabric and nodes up and down, outside the steps), the seconds its
+    results took to write and its ``jobs_steps`` (:func:`job_steps`), which :func:`expected` scales
+    the shipped model by. Returns the step's pace, or None when there is nothing to learn (no steps) or the
+    cache cannot be written."""
     if steps <= 0 or not wall_s > 0:
         return None
-    step_s = max(0.0, wall_s - max(0.0, transfer_wall_s)) / steps
+    fixed_wall_s = min(max(0.0, fixed_wall_s), wall_s)
+    loop_s = max(0.0, wall_s - fixed_wall_s - max(0.0, transfer_wall_s))
+    step_s = loop_s / steps
     data = _read()
     runs = [r for r in data.get(_key(substrate, nodes), []) if isinstance(r, dict)][-(KEEP - 1):]
-    runs.append({"step_wall_s": step_s, "steps": int(steps), "at": datetime.now(timezone.utc).isoformat()})
+    run = {"step_wall_s": step_s, "steps": int(steps), "fixed_wall_s": fixed_wall_s,
+           "at": datetime.now(timezone.utc).isoformat()}
+    if jobs_steps is not None:
+        run["job_steps"] = int(jobs_steps)
+    if results_wall_s is not None:
+        run["results_wall_s"] = max(0.0, results_wall_s)
+    runs.append(run)
     data[_key(substrate, nodes)] = runs
+    return step_s if _write(data) else None
+
+
+def _write(data: dict) -> bool:
     path = cache_path()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -60,16 +95,103 @@ def record(substrate: str, nodes: str, *, steps: int, wall_s: float, transfer_wa
         tmp.write_text(json.dumps(data, indent=1), encoding="utf-8")
         os.replace(tmp, path)
     except OSError:
+        return False
+    return True
+
+
+def record_finish(substrate: str, nodes: str, finish_wall_s: float) -> None:
+    """Record the seconds an emulated run took after its last policy (comparison, report, page)."""
+    data = _read()
+    key = _key(substrate, nodes) + FINISH
+    data[key] = ([r for r in data.get(key, []) if isinstance(r, dict)][-(KEEP - 1):]
+                 + [{"finish_wall_s": max(0.0, finish_wall_s), "at": datetime.now(timezone.utc).isoformat()}])
+    _write(data)
+
+
+@dataclass(frozen=True)
+class Pace:
+    """What one policy run costs beyond its transfers: ``step_s`` per control step, ``fixed_s`` once
+    (fabric and nodes up and down), ``results_s`` to write its results; from ``runs`` runs of this
+    machine, or (``runs == 0``) the shipped default, ``source`` says which."""
+
+    step_s: float
+    fixed_s: float
+    results_s: float
+    runs: int
+    source: str
+    finish_s: float = 0.0  # once per run, after the last policy: comparison, report, page
+    job_step_s: float | None = None  # per step and job running in it, on top of step_s (the shipped model's)
+
+    def loop_s(self, steps: int, jobs_steps: int | None) -> float:
+        """The control loop's seconds for ``steps`` steps with ``jobs_steps`` running job-steps."""
+        return steps * self.step_s + (jobs_steps or 0) * (self.job_step_s or 0.0)
+
+
+def _median(runs: list, key: str) -> float | None:
+    vals = [float(r[key]) for r in runs if isinstance(r, dict) and isinstance(r.get(key), (int, float)) and r[key] >= 0]
+    return statistics.median(vals) if vals else None
+
+
+def _shipped(substrate: str, nodes: str) -> dict | None:
+    try:
+        data = json.loads(SHIPPED.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
         return None
-    return step_s
+    entry = data.get("pace", {}).get(_key(substrate, nodes)) if isinstance(data, dict) else None
+    return {**entry, "measured_on": data.get("measured_on", "")} if isinstance(entry, dict) else None
+
+
+def expected(substrate: str, nodes: str) -> Pace | None:
+    """This machine's pace for a policy run on ``substrate`` with ``nodes``, else the shipped default,
+    else None. The shipped model splits the control loop between steps and job-steps; this machine's
+    runs scale it (the median over its last runs of measured / modelled loop time), so one run on a
+    new machine is enough; a part its runs did not record comes from the shipped default."""
+    data = _read()
+    runs = [r for r in data.get(_key(substrate, nodes), []) if isinstance(r, dict)]
+    shipped = _shipped(substrate, nodes) or {}
+    finish = _median([r for r in data.get(_key(substrate, nodes) + FINISH, []) if isinstance(r, dict)], "finish_wall_s")
+    finish = finish if finish is not None else float(shipped.get("finish_wall_s", 0.0))
+    step = _median(runs, "step_wall_s")
+    if step is not None:
+        fixed = _median(runs, "fixed_wall_s")
+        results = _median(runs, "results_wall_s")
+        fixed = fixed if fixed is not None else float(shipped.get("fixed_wall_s", 0.0))
+        results = results if results is not None else float(shipped.get("results_wall_s", 0.0))
+        where = f"measured by the last {len(runs)} {substrate} run{'s' if len(runs) != 1 else ''} with {nodes} nodes here"
+        scale = _scale(runs, shipped)
+        if scale is None:
+            return Pace(step, fixed, results, len(runs), where, finish)
+        return Pace(scale * float(shipped["step_wall_s"]), fixed, results, len(runs),
+                    f"the shipped model scaled x {scale:.2f} by the last {len(runs)} {substrate} "
+                    f"run{'s' if len(runs) != 1 else ''} with {nodes} nodes here", finish,
+                    scale * float(shipped["job_step_wall_s"]))
+    if not shipped:
+        return None
+    return Pace(float(shipped["step_wall_s"]), float(shipped.get("fixed_wall_s", 0.0)),
+                float(shipped.get("results_wall_s", 0.0)), 0,
+                f"the default shipped for {substrate} with {nodes} nodes ({shipped['measured_on']}); "
+                "this machine's first run replaces it", finish,
+                float(shipped["job_step_wall_s"]) if "job_step_wall_s" in shipped else None)
+
+
+def _scale(runs: list[dict], shipped: dict) -> float | None:
+    """Median over the runs that recorded their job-steps of (measured loop) / (the shipped model's loop)."""
+    if "job_step_wall_s" not in shipped:
+        return None
+    ratios = []
+    for r in runs:
+        steps, jobs_steps, step_s = r.get("steps"), r.get("job_steps"), r.get("step_wall_s")
+        if not all(isinstance(x, (int, float)) for x in (steps, jobs_steps, step_s)):
+            continue
+        model = steps * float(shipped["step_wall_s"]) + jobs_steps * float(shipped["job_step_wall_s"])
+        if model > 0:
+            ratios.append(step_s * steps / model)
+    return statistics.median(ratios) if ratios else None
 
 
 def step_wall_s(substrate: str, nodes: str) -> tuple[float, int] | None:
     """Median measured wall seconds per control step for this substrate and kind of nodes, and how
     many runs it is from; None if none was measured here."""
-    vals = []
-    for r in _read().get(_key(substrate, nodes), []):
-        v = r.get("step_wall_s") if isinstance(r, dict) else None
-        if isinstance(v, (int, float)) and v >= 0:
-            vals.append(float(v))
-    return (statistics.median(vals), len(vals)) if vals else None
+    runs = [r for r in _read().get(_key(substrate, nodes), []) if isinstance(r, dict)]
+    step = _median(runs, "step_wall_s")
+    return (step, len(runs)) if step is not None else None

@@ -6,8 +6,9 @@ scenario time spent on transfers divided by ``time_scale``, plus the control loo
 
 - **migration study**: the analytic substrate runs the same inputs first (seconds) and predicts
   the migrations; the estimate is its wall time plus their transfer time / ``time_scale``, plus
-  every policy's control steps at the pace measured by earlier emulated runs on this machine
-  (:mod:`testbed.studies.pace`; until one has run, the line says the pace is not in it). When the
+  every policy's control steps, fabric set-up and results at the pace measured by earlier emulated
+  runs on this machine, or before the first one the pace shipped with the code
+  (:func:`testbed.studies.pace.expected`). When the
   analytic run cannot run, the bound is every policy's whole scenario at ``time_scale``.
 - **federated (PowerTrip) study**: an upper bound, every round exchanging the update over the
   slowest participant's link (down and up), for at most ``max_rounds`` rounds and ``max_hours``;
@@ -75,31 +76,39 @@ def _migration(loaded: LoadedScenario, inputs: Inputs, substrate: str = "netns")
     t = sc.emulation.time_scale
     study = MigrationStudy(loaded, substrate="sim", progress=False, plots=False)
     t0 = time.perf_counter()
-    n, transfer_s = 0, 0.0
+    n, transfer_s, jobs_steps = 0, 0.0, 0
+    from testbed.studies import pace
+
     try:
         study.validate()
         with contextlib.ExitStack() as stack:
             for run in study.start(inputs, None, stack):
-                mig = study.run(run).tables()["migrations"]
+                tables = study.run(run).tables()
+                mig = tables["migrations"]
+                jobs_steps += pace.job_steps(tables["jobs"], sc.duration_s, sc.step_s)
                 n += len(mig)
                 if len(mig) and "outcome_transfer_s" in mig:
                     transfer_s += float(mig["outcome_transfer_s"].fillna(0.0).sum())
     except TestbedError:
         return _upper_bound(sc)
     control_s = time.perf_counter() - t0
-    from testbed.studies import pace
 
-    steps = len(sc.policies) * math.ceil(sc.duration_s / sc.step_s)
-    measured = pace.step_wall_s(substrate, sc.emulation.nodes)
-    if measured is None:
+    n_runs = len(sc.policies)
+    steps = n_runs * math.ceil(sc.duration_s / sc.step_s)
+    expected = pace.expected(substrate, sc.emulation.nodes)
+    if expected is None:
         pace_s, pace_txt = 0.0, (f"{steps} control steps not included: their pace on {substrate} with "
                                  f"{sc.emulation.nodes} nodes is measured by the first such run here")
     else:
-        pace_s = steps * measured[0]
-        pace_txt = (f"{steps} control steps at {measured[0]:.3g} s each, measured by the last "
-                    f"{measured[1]} {substrate} run{'s' if measured[1] != 1 else ''} with {sc.emulation.nodes} nodes")
+        loop_s = expected.loop_s(steps, jobs_steps)
+        pace_s = loop_s + n_runs * (expected.fixed_s + expected.results_s) + expected.finish_s
+        per = f"{steps} control steps at {expected.step_s:.3g} s each" + (
+            f" and {jobs_steps} job-steps at {expected.job_step_s:.3g} s" if expected.job_step_s else "")
+        pace_txt = (f"{per}, {expected.fixed_s + expected.results_s:.3g} s "
+                    f"per policy run to bring the fabric up and down and write its results and "
+                    f"{expected.finish_s:.3g} s to compare them, {expected.source}")
     return WallEstimate(control_s + transfer_s / t + pace_s, n, t,
-                        f"the sim substrate predicts {n} migration{'s' if n != 1 else ''} over {len(sc.policies)} policies, "
+                        f"the sim substrate predicts {n} migration{'s' if n != 1 else ''} over {n_runs} policies, "
                         f"{fmt_duration(transfer_s)} of scenario time in transfers; {pace_txt}")
 
 

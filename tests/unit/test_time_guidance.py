@@ -101,6 +101,7 @@ def test_the_control_loops_measured_pace_is_recorded_and_goes_into_the_next_esti
 
     assert PACE_CACHE_ENV == pace.CACHE_ENV  # the name the test fixture keeps every test's pace apart by
     monkeypatch.setenv(pace.CACHE_ENV, str(tmp_path / "pace.json"))
+    monkeypatch.setattr(pace, "SHIPPED", tmp_path / "none.json")  # nothing shipped either
     loaded = prepare(QUICKSTART, {"duration_h": 24}).loaded
     sc = loaded.scenario
     inputs = build_inputs(sc)
@@ -115,10 +116,62 @@ def test_the_control_loops_measured_pace_is_recorded_and_goes_into_the_next_esti
     assert runs == 2 and step_s == (48.0 + 78.0) / 2 / 288
     after = estimate(loaded, inputs, "netns")
     steps = len(sc.policies) * 288
-    assert after.seconds - before.seconds == pytest.approx(steps * step_s, rel=0.05, abs=2.0)
+    assert after.seconds - before.seconds == pytest.approx(steps * step_s, rel=0.05, abs=2.0)  # no fixed part recorded
     assert f"{steps} control steps at" in after.line() and "measured by the last 2 netns runs" in after.line()
     for _ in range(pace.KEEP + 3):
         pace.record("netns", sc.emulation.nodes, steps=288, wall_s=288.0, transfer_wall_s=0.0)
     assert pace.step_wall_s("netns", sc.emulation.nodes) == (1.0, pace.KEEP)  # only the last runs count
     (tmp_path / "pace.json").write_text("not json")
     assert pace.step_wall_s("netns", sc.emulation.nodes) is None  # an unreadable cache is ignored
+
+
+def test_a_first_run_is_estimated_from_the_pace_shipped_with_the_code(tmp_path, monkeypatch):
+    """Before this machine has run an emulation, the estimate uses the model shipped with the code
+    (named as such): per step, per job-step (a step with a job running: its agent is asked), per policy
+    run and per run; this machine's first measured run scales it."""
+    import json
+
+    from testbed.api import prepare
+    from testbed.inputs import build_inputs
+    from testbed.studies import pace
+
+    monkeypatch.setenv(pace.CACHE_ENV, str(tmp_path / "pace.json"))
+    shipped = json.loads(pace.SHIPPED.read_text(encoding="utf-8"))
+    assert shipped["measured_on"] and shipped["model"]
+    for key in ("netns/agents", "netns/ballast", "mininet/agents", "mininet/ballast"):
+        entry = shipped["pace"][key]
+        assert all(entry[k] >= 0 for k in ("step_wall_s", "job_step_wall_s")), key
+        assert all(entry[k] > 0 for k in ("fixed_wall_s", "results_wall_s", "finish_wall_s")), key
+    loaded = prepare(QUICKSTART, {"duration_h": 24, "emulation.nodes": "agents"}).loaded
+    sc, inputs = loaded.scenario, build_inputs(loaded.scenario)
+    first = pace.expected("netns", "agents")
+    model = shipped["pace"]["netns/agents"]
+    assert first.runs == 0 and "shipped" in first.source
+    assert (first.step_s, first.job_step_s) == (model["step_wall_s"], model["job_step_wall_s"])
+    est = estimate(loaded, inputs, "netns")
+    steps = len(sc.policies) * 288
+    assert est.seconds >= steps * first.step_s + len(sc.policies) * (first.fixed_s + first.results_s) + first.finish_s
+    assert "the default shipped for netns with agents" in est.line() and "job-steps at" in est.line()
+    # this machine is twice as slow as the shipped model says: its first run doubles the model
+    steps1, jobs1 = 288, 300
+    loop = 2 * (steps1 * model["step_wall_s"] + jobs1 * model["job_step_wall_s"])
+    pace.record("netns", "agents", steps=steps1, wall_s=loop + 10.0 + 18.0, transfer_wall_s=10.0, fixed_wall_s=18.0,
+                results_wall_s=2.5, jobs_steps=jobs1)
+    mine = pace.expected("netns", "agents")
+    assert mine.runs == 1 and (mine.fixed_s, mine.results_s) == (18.0, 2.5)
+    assert mine.step_s == pytest.approx(2 * model["step_wall_s"]) and mine.job_step_s == pytest.approx(2 * model["job_step_wall_s"])
+    assert "scaled x 2.00 by the last 1 netns run with agents nodes here" in estimate(loaded, inputs, "netns").line()
+    # an older record without job-steps, the fixed part or results: the median step, the rest shipped
+    (tmp_path / "pace.json").write_text(json.dumps({"netns/agents": [{"step_wall_s": 0.2, "steps": 10}]}))
+    old = pace.expected("netns", "agents")
+    assert old.step_s == 0.2 and old.job_step_s is None and old.fixed_s == model["fixed_wall_s"]
+
+
+def test_job_steps_count_the_steps_each_job_ran_in():
+    import pandas as pd
+
+    from testbed.studies.pace import job_steps
+
+    jobs = pd.DataFrame({"started_s": [0.0, 600.0, None, 900.0], "finished_s": [1200.0, None, None, 901.0]})
+    # 4 steps; 2 steps to the end (3600 s) from 600 s at 300 s steps is 10; unstarted: 0; 1 s: 1
+    assert job_steps(jobs, 3600.0, 300.0) == 4 + 10 + 0 + 1
