@@ -14,7 +14,9 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-DEFAULT_BENCH_FILE = Path("results") / "bench" / "shaping.json"
+from testbed.recorder.out_dir import results_root
+
+DEFAULT_BENCH_FILE = results_root() / "bench" / "shaping.json"
 
 
 @dataclass(frozen=True)

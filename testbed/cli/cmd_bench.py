@@ -8,6 +8,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from testbed.recorder.out_dir import results_root
+
 _ROOT = Path(__file__).resolve().parents[2]
 MAX_REPEAT = 100
 MAX_CAPS = 64
@@ -28,11 +30,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     s = bsub.add_parser("sim", help="the paper scenario on the sim substrate: < 60 s total, < 2 s per policy")
     s.add_argument("--scenario", type=Path, default=_ROOT / "scenarios" / "paper-migration-5node-7day.yaml",
                    help="scenario to time (default: scenarios/paper-migration-5node-7day.yaml)")
-    s.add_argument("--out", type=Path, default=Path("results") / "bench", help="directory for bench-sim.json / .md (default results/bench)")
+    s.add_argument("--out", type=Path, default=results_root() / "bench", help="directory for bench-sim.json / .md (default results/bench)")
     s.add_argument("--repeat", type=int, default=3, help="runs; the table keeps the fastest (default 3)")
     s.set_defaults(func=_bench_sim)
     sh = bsub.add_parser("shaping", help="configured vs achieved goodput, RTT, rate-change latency, us-100 up time (root)")
-    sh.add_argument("--out", type=Path, default=Path("results") / "bench", help="directory for shaping.json / .md (default results/bench)")
+    sh.add_argument("--out", type=Path, default=results_root() / "bench", help="directory for shaping.json / .md (default results/bench)")
     sh.add_argument("--quick", action="store_true", help="shorter goodput runs (2 s instead of 4 s)")
     sh.add_argument("--only", choices=["us100", "dataplane"], default=None,
                     help="us100: only us-100 up/down next to Mininet's 100 hosts with tc links (about a minute); "
@@ -45,7 +47,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     pw.add_argument("--family", default="cnn-digits", help="training workload family (default cnn-digits)")
     pw.add_argument("--throttle", choices=("auto", "cgroup-v1", "cgroup-v2", "duty-cycle"), default="auto",
                     help="how training is slowed to a cap's throughput: a cgroup CPU quota, duty-cycling, or auto")
-    pw.add_argument("--out", type=Path, default=Path("results") / "bench", help="directory for power.json / .md (default results/bench)")
+    pw.add_argument("--out", type=Path, default=results_root() / "bench", help="directory for power.json / .md (default results/bench)")
     pw.add_argument("--quick", action="store_true", help="3 caps, 1.5 s each (for tests)")
     pw.add_argument("--repeat", type=int, default=1,
                     help="run the whole bench this many times in a row; passes only if every repeat does, "

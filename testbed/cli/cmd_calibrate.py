@@ -8,6 +8,8 @@ import argparse
 import os
 from pathlib import Path
 
+from testbed.recorder.out_dir import results_root
+
 MAX_SECONDS = 86400.0  # per cap: a day
 MAX_CAPS = 64
 
@@ -74,7 +76,7 @@ def _calibrate_power(args: argparse.Namespace) -> int:
     if args.name is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", args.name):
         problems.append(("--name", "letters, digits, '_', '.', '-' (at most 64; no path)"))
     name = args.name or f"gpu{args.gpu}-calibrated"
-    out = args.out or Path("results") / "calibrate" / f"{name}.yaml"
+    out = args.out or results_root() / "calibrate" / f"{name}.yaml"
     try:
         check_out_file(out, flag="--out", create_parents=args.out is None)
     except OutDirError as e:
@@ -131,7 +133,7 @@ def _calibrate_load(args: argparse.Namespace) -> int:
         problems.append(("--dir", f"{args.dir}: not writable"))
     elif shutil.disk_usage(args.dir).free < 2.5 * max(args.sizes_mb) * (1 << 20):
         problems.append(("--dir", f"{args.dir}: less free space than 2.5 x the largest size"))
-    out = args.out or Path("results") / "calibrate" / "load.json"
+    out = args.out or results_root() / "calibrate" / "load.json"
     try:
         check_out_file(out, flag="--out", create_parents=args.out is None)
     except OutDirError as e:

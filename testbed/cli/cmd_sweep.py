@@ -7,6 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from testbed.recorder.out_dir import results_root
 from testbed.errors import SpecError
 from testbed.cli import figure_options
 from testbed.cli.choices import SubstrateChoices
@@ -73,7 +74,7 @@ def _sweep(args: argparse.Namespace) -> int:
     figures = figure_options.applied(args)  # a bad format or style is refused before the plan is made
     plan = api.plan(args.sweep, args.substrate)
     sweep = plan.sweep
-    out = args.out if args.out is not None else Path("results") / f"sweep-{sweep.name}"
+    out = args.out if args.out is not None else results_root() / f"sweep-{sweep.name}"
     from testbed.sweep.runner import check_sweep_out
 
     check_sweep_out(out, plan, args.force)

@@ -46,10 +46,19 @@ MARKERS: dict[str, tuple[str, str]] = {
 }
 
 
+RESULTS_ROOT_ENV = "TESTBED_RESULTS_ROOT"
+
+
+def results_root() -> Path:
+    """Where every command writes when it is given no --out: ``results/`` in the working directory,
+    or ``$TESTBED_RESULTS_ROOT`` (runs, sweeps, benches, calibrations, the GPU check: one root)."""
+    return Path(os.environ.get(RESULTS_ROOT_ENV) or "results")
+
+
 def default_out_dir(name: str, seed: int) -> Path:
-    """``results/<name>-s<seed>-<UTC stamp>``: where a run writes when no --out is given."""
+    """``<results root>/<name>-s<seed>-<UTC stamp>``: where a run writes when no --out is given."""
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    return Path("results") / f"{name}-s{seed}-{stamp}"
+    return results_root() / f"{name}-s{seed}-{stamp}"
 
 
 _WHAT = {"run": "a run's results", "sweep": "a sweep", "report": "a report"}
