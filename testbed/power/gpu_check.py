@@ -106,9 +106,10 @@ def _tail(log: Path, n: int = 15) -> str:
 
 def step_doctor(out: Path, budget_s: float = BUDGET_S["doctor"]) -> dict:
     log = out / "doctor.log"
+    probes = [] if os.geteuid() == 0 else ["--no-root-probes"]  # as root: the netns probe decides the netns step
     with log.open("w") as f:
         try:
-            done = subprocess.run(_testbed("doctor", "--json", "--no-root-probes"), stdout=subprocess.PIPE,
+            done = subprocess.run(_testbed("doctor", "--json", *probes), stdout=subprocess.PIPE,
                                   stderr=f, timeout=budget_s, check=False, text=True)
         except subprocess.TimeoutExpired:
             return {"ok": False, "detail": f"doctor did not answer within {budget_s:g} s"}
@@ -117,10 +118,11 @@ def step_doctor(out: Path, budget_s: float = BUDGET_S["doctor"]) -> dict:
     except json.JSONDecodeError:
         return {"ok": False, "detail": f"doctor printed no JSON (exit {done.returncode}): {_tail(log, 3)}"}
     caps = {c.get("name"): c for c in report.get("capabilities", [])}
-    nvml, torch = caps.get("nvml", {}), caps.get("torch", {})
+    nvml, torch, netns = caps.get("nvml", {}), caps.get("torch", {}), caps.get("netns", {})
     gpus = report.get("summary", {}).get("gpus", 0)
     cuda = bool(torch.get("measured", {}).get("cuda"))
     return {"ok": bool(nvml.get("available")) and gpus > 0 and cuda, "gpus": gpus, "cuda": cuda,
+            "netns": bool(netns.get("available")), "netns_detail": netns.get("detail", "not reported"),
             "detail": f"nvml: {nvml.get('detail', 'not reported')}; torch: {torch.get('detail', 'not reported')}"}
 
 
@@ -153,7 +155,9 @@ def scenario_yaml(profile_path: Path, profile: dict, trace_csv: Path) -> dict:
                                "power_profile": str(profile_path), "source": "testbed calibrate power (gpu-check)"}},
         "sites": [{"name": "a", "lat_deg": 45.0, "lon_deg": 9.0, "nodes": 1, "node_type": "gpu"}],
         "links": [],
-        "emulation": {"time_scale": 120, "nodes": "agents", "steps_per_s": 50},
+        # tcp_congestion host: no link, so nothing to choose, and no system setting to change (one that a
+        # network namespace other than the first cannot write: a container's)
+        "emulation": {"time_scale": 120, "nodes": "agents", "steps_per_s": 50, "tcp_congestion": "host"},
         "traces": {"renewable": {"a": {"kind": "csv", "file": str(trace_csv)}}},
         "power": {"backend": "nvml", "grid_limit_kw": 0.0},  # only the trace feeds the site: it sets the cap
         "workloads": {"jobs": [{"id": "j1", "checkpoint_gb": 1, "work_gpu_h": 100, "origin": "a",
@@ -246,17 +250,14 @@ def sigint_restores(cmd: list[str], *, read_limit_mw: Callable[[], int], origina
             sink.close()  # type: ignore[union-attr]
 
 
-def netns_unavailable() -> str | None:
-    """Why this machine cannot make network namespaces (the netns step is skipped), or None."""
+def netns_unavailable(doctor: dict) -> str | None:
+    """Why this machine cannot make network namespaces (the netns step is skipped), or None: what
+    the doctor step's netns probe said (it makes, lists and removes a scratch namespace, as root)."""
     if os.geteuid() != 0:
         return "not root"
-    try:
-        from testbed.doctor import probe
-
-        p = probe("netns")
-    except Exception as e:  # noqa: BLE001 (a probe that cannot run is a reason, said as such)
-        return f"the netns probe could not run: {type(e).__name__}: {e}"
-    return None if p.available else (getattr(p, "detail", "") or "network namespaces are not available")
+    if "netns" not in doctor:
+        return f"the doctor step did not say ({doctor.get('detail', '')})"
+    return None if doctor["netns"] else f"doctor's netns probe: {doctor.get('netns_detail')}"
 
 
 def _gpu_identity(dev) -> dict:
@@ -367,7 +368,7 @@ def run_check(out: Path, *, gpu: int = 0, n_caps: int = MIN_CAPS, seconds: float
                                "detail": f"no limit to change and restore: {gpu_error}"}
         logs["sigint"] = work / "sigint.log"
 
-        why_not = None if netns == "on" else ("--netns off" if netns == "off" else netns_unavailable())
+        why_not = None if netns == "on" else ("--netns off" if netns == "off" else netns_unavailable(steps["doctor"]))
         if why_not is None:
             steps["netns"] = _timed(lambda: step_scenario(work, scen, read_limit_mw=read_limit, original_mw=original_mw,
                                                           tolerance_w=tolerance_w, substrate="netns",
