@@ -12,7 +12,8 @@
 # results/gpu-check. It gets at most 5 small files: gpu-check.json, gpu-check.md, profile.yaml,
 # logs.txt, environment.txt. Exit 0: every step passed; 3: the only failures are "no GPU"; else 1.
 # Env: PYTHON (default .venv/bin/python when there, else python3), GPU, CAPS, SECONDS_PER_CAP,
-# FAMILY, NETNS (auto|on|off), GPU_CHECK_BUDGET_S (the whole check; default 480).
+# FAMILY, NETNS (auto|on|off), DEVICE (the calibrations' torch device; default cuda:GPU, cpu only to
+# rehearse with NVML mocked), GPU_CHECK_BUDGET_S (the whole check; default 480).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 T0=$SECONDS
@@ -21,7 +22,7 @@ while [[ $# -gt 0 ]]; do
   case "$1" in
     --bundle) BUNDLE=${2:?--bundle needs a folder}; shift 2 ;;
     --bundle=*) BUNDLE=${1#--bundle=}; shift ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
     *) break ;;
   esac
 done
@@ -73,6 +74,6 @@ left=$(( BUDGET_S - (SECONDS - T0) ))
 # the whole check within its budget: SIGTERM (the check puts the GPU's limit back), then SIGKILL
 rc=0
 timeout --signal=TERM --kill-after=20 "$left" "$PYTHON" -m testbed.power.gpu_check --out "$DEST" --gpu "${GPU:-0}" \
-  --caps "${CAPS:-4}" --seconds "${SECONDS_PER_CAP:-8}" --family "${FAMILY:-char-transformer}" --netns "${NETNS:-auto}" || rc=$?
+  --caps "${CAPS:-4}" --seconds "${SECONDS_PER_CAP:-8}" --family "${FAMILY:-char-transformer}" --netns "${NETNS:-auto}" ${DEVICE:+--device "$DEVICE"} || rc=$?
 say "gpu-check.sh: exit $rc after $(( SECONDS - T0 )) s (budget $BUDGET_S s)"
 exit "$rc"

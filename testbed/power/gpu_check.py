@@ -127,13 +127,14 @@ def step_doctor(out: Path, budget_s: float = BUDGET_S["doctor"]) -> dict:
 
 
 def step_calibrate(out: Path, *, gpu: int, n_caps: int, seconds: float, family: str,
-                   tolerance_w: float, budget_s: float | None = None) -> dict:
+                   tolerance_w: float, budget_s: float | None = None, device: str | None = None) -> dict:
     import yaml
 
     profile = out / "profile.yaml"
     log = out / "calibrate.log"
     done = _run(_testbed("calibrate", "power", "--gpu", str(gpu), "--caps", str(n_caps), "--seconds", f"{seconds:g}",
-                         "--family", family, "--name", f"gpu{gpu}-gpu-check", "--out", str(profile)),
+                         "--family", family, "--name", f"gpu{gpu}-gpu-check", "--out", str(profile),
+                         *(["--device", device] if device else [])),
                 timeout_s=budget_s or calibrate_budget_s(n_caps, seconds), log=log)
     if done.returncode != 0 or not profile.is_file():
         return {"ok": False, "detail": f"calibrate exited {done.returncode}: {_tail(log, 5)}"}
@@ -297,10 +298,12 @@ def _timed(fn: Callable[[], dict], budget_s: float) -> dict:
 
 def run_check(out: Path, *, gpu: int = 0, n_caps: int = MIN_CAPS, seconds: float = 8.0,
               family: str = "char-transformer", tolerance_w: float = DEFAULT_TOLERANCE_W,
-              netns: str = "auto", work: Path | None = None, keep_work: bool = False) -> dict:
+              netns: str = "auto", work: Path | None = None, keep_work: bool = False,
+              device: str | None = None) -> dict:
     """The whole check; ``out`` gets the results (few, small files), ``work`` (default: a temporary
     folder, removed at the end unless ``keep_work``) what the steps make. ``netns``: ``auto`` (the
-    netns step where namespaces can be made), ``on``, ``off``."""
+    netns step where namespaces can be made), ``on``, ``off``. ``device``: the torch device the
+    calibrations train on (default ``cuda:GPU``; ``cpu`` only to rehearse with NVML mocked)."""
     import yaml
 
     from testbed.power.errors import PowerError
@@ -331,7 +334,8 @@ def run_check(out: Path, *, gpu: int = 0, n_caps: int = MIN_CAPS, seconds: float
         read_limit = dev.limit_mw if dev is not None else None
 
         steps["calibrate"] = _timed(lambda: step_calibrate(work, gpu=gpu, n_caps=n_caps, seconds=seconds, family=family,
-                                                           tolerance_w=tolerance_w, budget_s=budgets["calibrate"]),
+                                                           tolerance_w=tolerance_w, budget_s=budgets["calibrate"],
+                                                           device=device),
                                     budgets["calibrate"])
         logs["calibrate"] = work / "calibrate.log"
         prof_path = Path(steps["calibrate"].get("profile", ""))
@@ -359,7 +363,8 @@ def run_check(out: Path, *, gpu: int = 0, n_caps: int = MIN_CAPS, seconds: float
         if dev is not None:
             steps["sigint"] = _timed(lambda: sigint_restores(
                 _testbed("calibrate", "power", "--gpu", str(gpu), "--caps", str(n_caps), "--seconds", "60",
-                         "--family", family, "--out", str(work / "sigint-profile.yaml")),
+                         "--family", family, "--out", str(work / "sigint-profile.yaml"),
+                         *(["--device", device] if device else [])),
                 read_limit_mw=dev.limit_mw, original_mw=original_mw,  # type: ignore[arg-type]
                 changed_within_s=budgets["sigint"] - STOP_GRACE_S, exit_within_s=STOP_GRACE_S,
                 log=work / "sigint.log"), budgets["sigint"])
@@ -397,7 +402,7 @@ def run_check(out: Path, *, gpu: int = 0, n_caps: int = MIN_CAPS, seconds: float
         "check": "gpu", "at": _now(), "gpu": gpu, "gpu_identity": identity, "gpu_error": gpu_error,
         "python": sys.version.split()[0], "torch": _torch_version(),
         "original_limit_mw": original_mw, "limit_at_end_mw": final_mw, "tolerance_w": tolerance_w,
-        "family": family, "n_caps": n_caps, "seconds_per_cap": seconds, "budgets_s": budgets,
+        "family": family, "device": device or f"cuda:{gpu}", "n_caps": n_caps, "seconds_per_cap": seconds, "budgets_s": budgets,
         "total_budget_s": TOTAL_BUDGET_S, "steps": steps, "verdict": verdict, "pass": verdict == PASS,
         "wall_s": round(time.perf_counter() - t0, 1), "work": str(work) if keep_work or not made_work else None,
     })
@@ -442,7 +447,7 @@ def render(result: dict) -> str:
              "| step | verdict | wall s (budget) | detail |", "|---|---|---:|---|"]
     for name, s in result["steps"].items():
         verdict = s.get("verdict") or (PASS if s.get("ok") else FAIL)
-        detail = " ".join(str(s.get("detail", "")).split()).replace("|", "/")
+        detail = " ".join(str(s.get("detail", "")).split()).replace("|", "\\|")
         lines.append(f"| {name} | {verdict} | {s.get('wall_s', '-')} ({s.get('budget_s', '-')}) | {detail[:400]} |")
     cal = result["steps"].get("calibrate", {})
     if cal.get("rows"):
@@ -468,6 +473,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="the netns step: where namespaces can be made (auto), always, never")
     p.add_argument("--work", type=Path, default=None, help="where the steps work (default: a temporary folder)")
     p.add_argument("--keep-work", action="store_true", help="keep the temporary folder")
+    p.add_argument("--device", default=None, help="torch device of the calibrations (default cuda:GPU; cpu to rehearse)")
     a = p.parse_args(argv)
     if a.caps < MIN_CAPS:
         print(f"error: --caps: at least {MIN_CAPS}", file=sys.stderr)
@@ -475,7 +481,7 @@ def main(argv: list[str] | None = None) -> int:
     # a SIGTERM (the shell's overall timeout) unwinds through run_check's finally: the limit goes back
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     res = run_check(a.out, gpu=a.gpu, n_caps=a.caps, seconds=a.seconds, family=a.family, netns=a.netns,
-                    work=a.work, keep_work=a.keep_work)
+                    work=a.work, keep_work=a.keep_work, device=a.device)
     print((a.out / "gpu-check.md").read_text())
     print(f"written: {', '.join(str(f) for f in sorted(a.out.iterdir()))}")
     return {PASS: 0, NO_GPU: 3}.get(res["verdict"], 1)

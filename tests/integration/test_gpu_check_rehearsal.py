@@ -11,8 +11,8 @@ process of the check sees tests/unit/fake_nvml.py through tests/unit/fake_nvml_s
 The check must install the bundle, import everything, reach every GPU step and end with "no GPU" as
 its only failure, within its time budget, writing at most 8 small files.
 
-Also here: the check's scenario step on the local substrate (no namespace) with a mocked GPU, whose
-cap follows the trace and comes back.
+Then the same with a mocked GPU and the calibrations on the CPU: every step passes but the doctor's
+(no CUDA here).
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -70,18 +69,16 @@ def test_the_bundle_is_small_and_made_for_cpython_312(bundle):
         assert tags[2] == "any" or "manylinux" in tags[2] and tags[2].endswith("x86_64"), w
 
 
-def test_rehearsal_bare_offline_python312_no_gpu(image_python, bundle, tmp_path):
+def _rehearse(image_python: Path, bundle: Path, tmp_path: Path, nvml_state: Path, **env_add: str):
+    """scripts/gpu-check.sh --bundle in the image's stand-in, cut off the network (its own network
+    namespace, only the loopback up), every Python process of it seeing the mocked NVML."""
     if shutil.which("unshare") is None or shutil.which("ip") is None:
         pytest.fail("unshare and ip (util-linux, iproute2) are needed to cut the check off the network")
-    bare = subprocess.run([str(image_python), "-c", "import pydantic"], capture_output=True, check=False)
-    assert bare.returncode != 0, "the image's stand-in has pydantic: it would not show a missing bundle entry"
-    state = tmp_path / "nvml.json"
-    write_no_gpu(state)
     out = tmp_path / "out"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "PYTHON", "VIRTUAL_ENV"))}
-    env.update(PYTHON=str(image_python), FAKE_NVML_STATE=str(state), PIP_CONFIG_FILE=os.devnull,
+    env.update(PYTHON=str(image_python), FAKE_NVML_STATE=str(nvml_state), PIP_CONFIG_FILE=os.devnull,
                PYTHONPATH=str(ROOT / "tests" / "unit" / "fake_nvml_site"),
-               PATH=":".join(p for p in env.get("PATH", "").split(":") if ".venv" not in p))
+               PATH=":".join(p for p in env.get("PATH", "").split(":") if ".venv" not in p), **env_add)
     t0 = time.monotonic()
     done = subprocess.run(
         ["unshare", "--net", "--", "sh", "-c", 'ip link set lo up && exec bash scripts/gpu-check.sh --bundle "$0" "$1"',
@@ -91,45 +88,48 @@ def test_rehearsal_bare_offline_python312_no_gpu(image_python, bundle, tmp_path)
     said = done.stdout[-4000:] + done.stderr[-4000:]
     if (out / "logs.txt").is_file():
         said += "\n" + (out / "logs.txt").read_text()[-6000:]
-    assert done.returncode == 3, said  # 3: the only failures are "no GPU"
     assert wall < gpu_check.TOTAL_BUDGET_S, (wall, said)
-
     files = sorted(out.iterdir())
     assert len(files) <= MAX_FILES and all(f.is_file() and f.stat().st_size < MAX_FILE_BYTES for f in files), files
     environment = (out / "environment.txt").read_text()
     assert environment.startswith("python: 3.12.") and "bundle: " in environment, environment
-    res = json.loads((out / "gpu-check.json").read_text())
-    assert res["python"].startswith("3.12.") and res["verdict"] == "no GPU", res
-    steps = res["steps"]
-    assert list(steps) == ["doctor", "calibrate", "scenario", "sigint", "netns"]
-    for name in ("doctor", "calibrate", "scenario", "sigint", "netns"):  # every GPU step reached, and says why it failed
-        assert steps[name]["verdict"] == "no GPU", (name, steps[name], (out / "logs.txt").read_text()[-3000:])
-    assert "local" in steps["scenario"]["detail"] and "NVML" in steps["scenario"]["detail"], steps["scenario"]
-    assert all(s["wall_s"] <= s["budget_s"] for s in steps.values()), steps
     logs = (out / "logs.txt").read_text() + environment
     for offline in ("Network is unreachable", "Temporary failure in name resolution", "Retrying", "ModuleNotFoundError"):
         assert offline not in logs, offline
+    res = json.loads((out / "gpu-check.json").read_text())
+    assert res["python"].startswith("3.12."), res
+    steps = res["steps"]
+    assert list(steps) == ["doctor", "calibrate", "scenario", "sigint", "netns"]
+    assert all(s["wall_s"] <= s["budget_s"] for s in steps.values()), steps
+    return done.returncode, res, out, said
+
+
+def test_rehearsal_bare_offline_python312_no_gpu(image_python, bundle, tmp_path):
+    bare = subprocess.run([str(image_python), "-c", "import pydantic"], capture_output=True, check=False)
+    assert bare.returncode != 0, "the image's stand-in has pydantic: it would not show a missing bundle entry"
+    state = tmp_path / "nvml.json"
+    write_no_gpu(state)
+    rc, res, out, said = _rehearse(image_python, bundle, tmp_path, state)
+    assert rc == 3 and res["verdict"] == "no GPU", said  # 3: the only failures are "no GPU"
+    steps = res["steps"]
+    for name in ("doctor", "calibrate", "scenario", "sigint", "netns"):  # every GPU step reached, and says why it failed
+        assert steps[name]["verdict"] == "no GPU", (name, steps[name], said)
+    assert "local" in steps["scenario"]["detail"] and "NVML" in steps["scenario"]["detail"], steps["scenario"]
     assert "| calibrate | no GPU |" in (out / "gpu-check.md").read_text()
 
 
-def test_scenario_step_on_the_local_substrate_follows_the_trace(tmp_path, monkeypatch):
-    """A mocked GPU (tests/unit/fake_nvml.py), the node agent a local process: no namespace."""
-    pytest.importorskip("pynvml", reason="nvidia-ml-py is not installed")
-    pytest.importorskip("torch", reason="the node agent trains with torch")
-    from tests.integration.test_gpu_check_mocked import PROFILE
-
-    monkeypatch.chdir(ROOT)
-    state = tmp_path / "gpu.json"
+def test_rehearsal_with_a_mocked_gpu_every_step_but_cuda_passes(image_python, bundle, tmp_path):
+    """The same, with a mocked GPU (NVML's limits in a file) and the calibrations training on the CPU:
+    every step passes but the doctor's (no CUDA here); the limit is back at the end."""
+    state = tmp_path / "nvml.json"
     write_state(state, limit_mw=300_000, min_mw=100_000, max_mw=400_000)
-    monkeypatch.setattr(gpu_check, "LAUNCHER", [sys.executable, "-m", "tests.unit.fake_nvml", str(state), "-m", "testbed"])
-    prof = tmp_path / "profile.yaml"
-    prof.write_text(yaml.safe_dump(PROFILE))
-    gpu_check.write_trace(tmp_path / "renewable.csv", PROFILE)
-    scen = tmp_path / "scenario.yaml"
-    scen.write_text(yaml.safe_dump(gpu_check.scenario_yaml(prof, PROFILE, tmp_path / "renewable.csv")))
-    res = gpu_check.step_scenario(tmp_path, scen, read_limit_mw=lambda: read_limit_mw(state), original_mw=300_000,
-                                  tolerance_w=1.0, substrate="local", budget_s=gpu_check.BUDGET_S["scenario"])
-    assert res["ok"], (res, gpu_check._tail(tmp_path / "scenario.log", 30))
-    assert len(res["caps_w"]) >= 3 and res["power_basis"] == ["measured"] and res["substrate"] == "local"
-    sets = yaml.safe_load(state.read_text())["gpus"][0]["sets"]
-    assert len(set(sets)) >= 3 and sets[-1] == 300_000  # the trace moved the cap; the exit put it back
+    rc, res, out, said = _rehearse(image_python, bundle, tmp_path, state, DEVICE="cpu", FAMILY="mlp-digits",
+                                   SECONDS_PER_CAP="3")
+    steps = res["steps"]
+    assert rc == 1 and steps["doctor"]["verdict"] == "FAIL" and "CUDA not available" in steps["doctor"]["detail"], said
+    for name in ("calibrate", "scenario", "sigint", "netns"):
+        assert steps[name]["verdict"] == "PASS", (name, steps[name], said)
+    assert steps["scenario"]["substrate"] == "local" and len(steps["scenario"]["caps_w"]) >= 3
+    assert res["gpu_identity"]["name"] == "mocked NVML GPU" and res["limit_at_end_mw"] == read_limit_mw(state) == 300_000
+    prof = yaml.safe_load((out / "profile.yaml").read_text())
+    assert len(prof["measured"]["rows"]) >= gpu_check.MIN_CAPS
