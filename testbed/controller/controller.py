@@ -185,4 +185,7 @@ class Controller:
             mig.record.detail = "still in flight at the end of the run"
             self.run_log.migration(mig.record)
         self.run_log.finish(self.cluster, horizon)
+        samples = getattr(self.substrate, "cross_traffic_samples", None)
+        if samples is not None:
+            self.run_log.cross_traffic(samples())
         return self.run_log

@@ -171,6 +171,10 @@ class ClusterView:
         b = self._c.sites[site].battery
         return None if b is None else b.soc_kwh
 
+    def has_link(self, src: str, dst: str) -> bool:
+        """A link joins src and dst (asking costs nothing: :meth:`bandwidth_forecast_gbps` may probe)."""
+        return (src, dst) in self._in.latency_ms
+
     def bandwidth_forecast_gbps(self, src: str, dst: str) -> float | None:
         """The bandwidth a move src -> dst may count on now, on the policy's ``bandwidth_basis``
         (nominal: the link's forecast; fair_share: under the declared cross-traffic; probe: measured

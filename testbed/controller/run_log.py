@@ -127,8 +127,13 @@ class RunLog:
                 "compute_renewable_kwh": job.renewable_kwh - job.transfer_renewable_kwh,
             })
 
+    def cross_traffic(self, rows: list[dict]) -> None:
+        """The cross-traffic generators' samples (emulated substrates; none: no cross_traffic table)."""
+        self._xt = list(rows)
+
     def tables(self) -> dict[str, pd.DataFrame]:
         """The run's tables, every one with its ``policy`` column and typed columns (docs/outputs.md)."""
+        extra = {"cross_traffic": pd.DataFrame(self._xt, columns=list(_XT_DTYPES))} if getattr(self, "_xt", None) else {}
         tables = {
             "timeseries": pd.DataFrame(self._steps),
             "migrations": pd.DataFrame(self._migrations, columns=MIGRATION_COLUMNS if not self._migrations else None),
@@ -137,9 +142,11 @@ class RunLog:
             "candidate_scores": pd.DataFrame(self._scores, columns=list(_SCORE_DTYPES)),
             "jobs": pd.DataFrame(self._jobs),
             "power": pd.DataFrame(self._power, columns=_POWER_COLUMNS if not self._power else None),
+            **extra,
         }
         dtypes = {"migrations": MIGRATION_DTYPES, "decisions": _DECISION_DTYPES, "candidates": _CANDIDATE_DTYPES,
-                  "candidate_scores": _SCORE_DTYPES, "jobs": _JOB_DTYPES, "power": _POWER_DTYPES}
+                  "candidate_scores": _SCORE_DTYPES, "jobs": _JOB_DTYPES, "power": _POWER_DTYPES,
+                  "cross_traffic": _XT_DTYPES}
         out = {name: with_policy(typed(df, dtypes.get(name, {})), self.policy, self.label)
                for name, df in tables.items()}
         if self.start is not None:
@@ -167,9 +174,12 @@ _CANDIDATE_DTYPES = {
 _SCORE_DTYPES = {"decision": "int64", "rank": "int64", "dst": "str", "score": "str", "value": "float64"}
 _JOB_DTYPES = {"started_s": "float64", "finished_s": "float64", "jct_s": "float64", "final_site": "str"}
 
+_XT_DTYPES = {"t_s": "float64", "src": "str", "dst": "str", "entry": "int64", "wall_s": "float64",
+              "tcp_bytes": "int64", "udp_bytes": "int64", "flows": "int64", "flows_started": "int64"}
+
 DECLARED_DTYPES: dict[str, dict[str, str]] = {
     "migrations": MIGRATION_DTYPES, "decisions": _DECISION_DTYPES, "candidates": _CANDIDATE_DTYPES,
-    "candidate_scores": _SCORE_DTYPES, "jobs": _JOB_DTYPES, "power": _POWER_DTYPES,
+    "candidate_scores": _SCORE_DTYPES, "jobs": _JOB_DTYPES, "power": _POWER_DTYPES, "cross_traffic": _XT_DTYPES,
 }
 """Per table of a migration run: the dtype this recorder gives each column it declares (all of
 ``migrations``, ``decisions``, ``candidates`` and ``candidate_scores``; the typed ones of ``jobs`` and

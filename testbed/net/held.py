@@ -48,7 +48,8 @@ def plan_held(path: Path, run_id: str, impairment: str, *, replay: bool, tcp_con
 
         sites, links = file_links(Path(path))
         cc = tcp_congestion_of(Path(path), tcp_congestion)
-        return HeldPlan(plan_fabric(run_id, sites, links, impairment, tcp_congestion=cc))
+        plan = plan_fabric(run_id, sites, links, impairment, tcp_congestion=cc)
+        return HeldPlan(_with_cross_traffic(plan, Path(path)))
     from testbed.api import load
     from testbed.errors import SpecError
     from testbed.inputs import build_inputs
@@ -62,6 +63,22 @@ def plan_held(path: Path, run_id: str, impairment: str, *, replay: bool, tcp_con
     scaling, plan = plan_wan(inputs, run_id, impairment=impairment, tcp_congestion=tcp_congestion)
     return HeldPlan(plan, scenario_changes(inputs, scaling), True, scaling.time_scale,
                     inputs.scenario.duration_s, scaling)
+
+
+def _with_cross_traffic(plan: FabricPlan, path: Path) -> FabricPlan:
+    """A scenario file's ``cross_traffic`` on the held network, at real (unscaled) rates and times."""
+    from testbed.spec.load import read_yaml
+
+    doc = read_yaml(path, "file") or {}
+    if not (isinstance(doc, dict) and doc.get("cross_traffic") and "traces" in doc):
+        return plan
+    import dataclasses
+
+    from testbed.api import load
+    from testbed.crosstraffic.live import plan_cross_traffic
+
+    sc = load(path)
+    return dataclasses.replace(plan, cross_traffic=plan_cross_traffic(sc.cross_traffic, seed=sc.seed))
 
 
 def resolve(impairment: str) -> str:

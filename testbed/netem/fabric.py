@@ -71,6 +71,7 @@ class Fabric:
         self.detached = detached  # relays survive this process (testbed net up)
         self._namespaces: list[str] = []
         self._relays: dict = {}  # link key -> psutil.Process of its relay (our child)
+        self._xt: list = []  # (psutil.Process, stats path, role, XtPlan | site) of the cross-traffic generators
         # named now, created (after it is recorded) by up()
         self._tmp = os.path.join(tempfile.gettempdir(), f"tb-{plan.run_id}-{secrets.token_hex(4)}")
         self._rtt_ms = {link.key: link.rtt_ms for link in plan.links}
@@ -120,8 +121,10 @@ class Fabric:
         with critical():
             recorded = self._recorded()
             self.release_netlink()
-            terminate(self._relay_procs(), timeout_s=3)
+            terminate([x[0] for x in self._xt] + self._relay_procs(), timeout_s=3)
             self._relays.clear()
+            self._xt_final = self.cross_traffic_stats()  # the generators' last counters (they write them on SIGTERM)
+            self._xt.clear()
             failed = []
             try:
                 self._stop_hosts()
@@ -161,14 +164,15 @@ class Fabric:
                 "links": [{"key": lk.key, "rate_ab_mbit": lk.rate_ab_mbit, "rate_ba_mbit": lk.rate_ba_mbit,
                            "delay_ms": lk.delay_ms, "jitter_ms": lk.jitter_ms, "loss_pct": lk.loss_pct,
                            "relay_ns": lk.relay_ns} for lk in self.plan.links],
-                "impairment": self.plan.impairment, "tcp_congestion": self.plan.tcp_congestion}
+                "impairment": self.plan.impairment, "tcp_congestion": self.plan.tcp_congestion,
+                "cross_traffic": [{"src": x.src, "dst": x.dst, "what": x.summary} for x in self.plan.cross_traffic]}
 
     def _relay_procs(self) -> list:
         """Each relay process once (a compiled relay serves several links)."""
         return list({id(p): p for p in self._relays.values()}.values())
 
     def _owned_pids(self) -> list[int]:
-        return [p.pid for p in self._relay_procs()]
+        return [p.pid for p in self._relay_procs()] + [x[0].pid for x in self._xt]
 
     # -- build ----------------------------------------------------------------------------------
     def _refuse_clash(self) -> None:
@@ -190,6 +194,7 @@ class Fabric:
             self._veths(ipr)
         self._configure_namespaces()
         self._start_relays()
+        self._start_cross_traffic()
 
     def _veths(self, ipr) -> None:
         p = self.plan
@@ -313,6 +318,10 @@ class Fabric:
 
         p = self.plan
         big_tcp = None
+        # no BIG TCP where cross-traffic runs: its super-frames starve a flow that joins long-lived ones
+        # (measured: a 4th cubic flow got 0.005 of a 1 Gbit/s 20 ms link beside 3 generated ones; 0.29-0.35
+        # without BIG TCP, 0.21-0.32 in frame mode; docs/how-to/cross-traffic.md)
+        xt_pairs = {frozenset((x.src, x.dst)) for x in p.cross_traffic}
         for link in p.links:
             if not link.relay_ns:
                 continue
@@ -327,7 +336,7 @@ class Fabric:
                 # fewer, larger frames per byte, measured ~1.5x the goodput at 10 Gbit/s here
                 if big_tcp is None:
                     big_tcp = fastrelay.available() and bigtcp.supported()
-                if big_tcp:
+                if big_tcp and frozenset((link.a, link.b)) not in xt_pairs:
                     for ns, ifname in ends:
                         with in_netns(self._ns(ns)):
                             try:
@@ -453,6 +462,56 @@ class Fabric:
                                   f"(first: {pending[0][3]})")
             if pending:
                 time.sleep(0.01)
+
+    def _start_cross_traffic(self) -> None:
+        """The plan's cross-traffic (:mod:`testbed.crosstraffic.live`): a sink in each receiving
+        site's namespace, then one sender per entry in its source site's; each recorded in the state
+        file as it starts and owned by this fabric (stopped by :meth:`down`)."""
+        xts = self.plan.cross_traffic
+        if not xts:
+            return
+        import psutil
+
+        from testbed.crosstraffic.live import gen_argv, sender_spec
+        from testbed.netem.fastrelay import spawn
+
+        tmp = Path(self._tmp)
+
+        def start(role: str, ns: str, name: str, what, spec: str | None = None) -> tuple:
+            stats, ready, log = (str(tmp / f"xt-{name}.{ext}") for ext in ("json", "ready", "log"))
+            with critical():  # started and recorded as one step
+                try:
+                    pid = spawn(gen_argv(role, self._ns(ns), stats, ready, spec=spec), log)
+                except OSError as e:
+                    raise FabricError(f"cross-traffic {role} {name}: cannot start: {e.strerror or e}") from None
+                proc = psutil.Process(pid)
+                self._xt.append((proc, stats, role, what))
+                state.add(self.plan.run_id, pids=[pid])
+            return proc, Path(ready), Path(log), f"cross-traffic {role} {name}"
+
+        sinks = sorted({x.dst for x in xts})
+        self._wait_ready([start("sink", self.plan.site(s).ns, f"sink-{s}", s) for s in sinks])
+        self._wait_ready([start("send", self.plan.site(x.src).ns, f"send-{x.index}", x,
+                                spec=sender_spec(x, self.plan.site(x.dst).addr, self.plan.tcp_congestion))
+                          for x in xts])
+
+    def cross_traffic_stats(self) -> list[dict]:
+        """The cross-traffic generators' counters now (after :meth:`down`: their last ones): one dict
+        per sender (``src``, ``dst``, ``index``, ``tcp_bytes``, ``udp_bytes``, ``flows``, ...) and per
+        sink (``site``, bytes received)."""
+        from testbed.crosstraffic.live import read_stats
+
+        if not self._xt:
+            return list(getattr(self, "_xt_final", []))
+        out = []
+        for _, path, role, what in self._xt:
+            d = read_stats(path) or {}
+            if role == "send":
+                d.update(role="send", index=what.index, src=what.src, dst=what.dst)
+            else:
+                d.update(role="sink", site=what)
+            out.append(d)
+        return out
 
     # -- at run time ---------------------------------------------------------------------------
     def set_rate(self, src: str, dst: str, rate_mbit: float) -> float:

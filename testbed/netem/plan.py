@@ -85,6 +85,8 @@ class FabricPlan:
     """site -> ((destination site address, next-hop address, out interface), ...)"""
     tcp_congestion: str = DEFAULT_TCP_CC
     """the sites' TCP congestion control (:mod:`testbed.netem.tcp_cc`; ``host``: the machine's default)"""
+    cross_traffic: tuple = ()
+    """background traffic the fabric generates while it is up (:class:`testbed.crosstraffic.live.XtPlan`)"""
 
     def site(self, name: str) -> SitePlan:
         for s in self.sites:

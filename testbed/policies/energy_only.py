@@ -37,7 +37,7 @@ class EnergyOnlyPolicy(Damped, Policy):
                     continue
                 cands = [
                     d for d in view.sites
-                    if d != src and view.bandwidth_forecast_gbps(src, d) is not None
+                    if d != src and view.has_link(src, d)
                     and view.free_nodes(d) > 0 and view.surplus_kw(d) >= view.p_active_kw(d)
                 ]
                 info = [Candidate(d, scores=(("surplus_kw", round(view.surplus_kw(d), 4)),)) for d in cands]

@@ -71,12 +71,13 @@ class FeasibilityAwarePolicy(Damped, Policy):
         out = []
         p_sys = self.scenario.power.p_sys_kw
         for dst in view.sites:
-            bw = view.bandwidth_forecast_gbps(src, dst) if dst != src else None
-            if bw is None or view.free_nodes(dst) < 1 or view.surplus_kw(dst) < view.p_active_kw(dst):
+            if dst == src or not view.has_link(src, dst) or view.free_nodes(dst) < 1 \
+                    or view.surplus_kw(dst) < view.p_active_kw(dst):
                 continue
             window_s = view.window_forecast_s(dst)
             if window_s <= 0:
                 continue
+            bw = view.bandwidth_forecast_gbps(src, dst)  # last: with bandwidth_basis probe, a measurement
             params = FeasibilityParams.from_model(self.model, rtt_ms=view.rtt_ms(src, dst), p_sys_kw=p_sys,
                                                   p_node_kw=view.p_active_kw(dst))
             pred = assess(job.checkpoint_gb, bw, window_s, params, epsilon=self.spec.epsilon,

@@ -62,6 +62,7 @@ class EmulatedSubstrate(Substrate):
         self.scaling: Scaling | None = None
         self.clock: EmulationClock | None = None
         self._replayer: LinkReplayer | None = None
+        self._xt_rows: list[dict] = []  # the cross-traffic generators' counters, sampled at every poll
 
     @staticmethod
     def _mover_for(inputs: Inputs) -> Mover:
@@ -159,11 +160,51 @@ class EmulatedSubstrate(Substrate):
             # resumes at the step's start: the controller has already counted the step before
             floor = self._polled_to_s
             self._polled_to_s = max(self._polled_to_s, until_s)
+        self._sample_cross_traffic(until_s)
         return [o if o.resume_s >= floor else dataclasses.replace(o, resume_floor_s=floor) for o in ready]
+
+    def _sample_cross_traffic(self, t_s: float) -> None:
+        if self.fabric is None or not self.fabric.plan.cross_traffic:
+            return
+        for d in self.fabric.cross_traffic_stats():
+            if d.get("role") == "send" and "tcp_bytes" in d:
+                self._xt_rows.append({"t_s": t_s, "src": d["src"], "dst": d["dst"], "entry": d["index"],
+                                      "wall_s": d.get("wall_s"), "tcp_bytes": d["tcp_bytes"], "udp_bytes": d["udp_bytes"],
+                                      "flows": d["flows"], "flows_started": d["flows_started"]})
+
+    def cross_traffic_samples(self) -> list[dict]:
+        """Per control step and cross-traffic entry: what its generator had sent (wire bytes, cumulative)
+        and the TCP flows it had open (the run's ``cross_traffic.parquet``)."""
+        return list(self._xt_rows)
+
+    def probe_bandwidth(self, src: str, dst: str, t_s: float, duration_s: float):
+        """``bandwidth_basis: probe``: a real TCP probe from src's namespace to dst's over the fabric,
+        at least :data:`testbed.crosstraffic.probe.MIN_PROBE_WALL_S` wall seconds; its measured goodput
+        scaled back to scenario Gbit/s (/ byte_scale x time_scale) and to a line rate (/ TCP efficiency)."""
+        from testbed.crosstraffic.predict import Probe
+        from testbed.crosstraffic.probe import MIN_PROBE_WALL_S, probe_path
+        from testbed.feasibility import TCP_EFFICIENCY_MTU1500
+
+        assert self.fabric is not None and self.scaling is not None
+        wall_s = max(MIN_PROBE_WALL_S, self.scaling.wall_s(duration_s))
+        got = probe_path(self.fabric.site_ns(src), self.fabric.site_ns(dst), self.fabric.site_addr(dst), wall_s)
+        rate = self.scaling.byte_scale * self.scaling.time_scale
+        gbps = got.goodput_bps / 1e9 / rate / TCP_EFFICIENCY_MTU1500
+        return Probe(gbps=max(gbps, 1e-6), scenario_s=self.scaling.scenario_s(got.wall_s), bytes_sent=got.bytes_sent,
+                     detail=f"measured: {got.goodput_bps / 1e6:.1f} Mbit/s wall over {got.wall_s:.2f} s")
 
     def in_flight(self) -> list[MigrationOrder]:
         with self._lock:
             return [o for o, _ in self._flying.values()] + [o.order for o in self._done]
+
+    def _cross_traffic_summary(self) -> list[dict]:
+        """Each cross-traffic entry: what it generates and what its generator sent (the manifest's)."""
+        if self.fabric is None:
+            return []
+        last = {d["index"]: d for d in self.fabric.cross_traffic_stats() if d.get("role") == "send"}
+        return [{"src": x.src, "dst": x.dst, "what": x.summary,
+                 **{k: last.get(x.index, {}).get(k) for k in ("tcp_bytes", "udp_bytes", "flows_started", "wall_s")}}
+                for x in self.fabric.plan.cross_traffic]
 
     def describe(self) -> dict:
         s = self.scaling
@@ -180,6 +221,7 @@ class EmulatedSubstrate(Substrate):
             "fabric_up_s": self.fabric.up_s if self.fabric else None,
             **(self.fabric.describe() if self.fabric else {}),
             "skipped_scenario_s": self.clock.skipped_s if self.clock else None,
+            "cross_traffic": self._cross_traffic_summary(),
             "rate_changes": len(applied),
             "rate_change_max_lag_wall_ms": max((a["lag_wall_ms"] for a in live), default=None),
             "rate_change_max_call_ms": max((a["call_ms"] for a in applied), default=None),

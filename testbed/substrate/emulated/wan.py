@@ -59,6 +59,13 @@ def plan_wan(inputs: Inputs, run_id: str, *, impairment: str, capacity_mbit: flo
           else tcp_cc.check(sc.emulation.tcp_congestion, "emulation.tcp_congestion"))
     plan = plan_fabric(run_id, [s.name for s in sc.sites], links, impairment,  # type: ignore[arg-type]
                        tcp_congestion=cc)
+    if sc.cross_traffic:  # generated on the fabric while it is up, scaled like the links
+        import dataclasses
+
+        from testbed.crosstraffic.live import plan_cross_traffic
+
+        plan = dataclasses.replace(plan, cross_traffic=plan_cross_traffic(
+            sc.cross_traffic, time_scale=scaling.time_scale, byte_scale=scaling.byte_scale, seed=inputs.seed))
     missing = unreachable(plan)
     if missing:
         raise SpecError([("links", f"site {missing[0][1]} is unreachable from {missing[0][0]}")])

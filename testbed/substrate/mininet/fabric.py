@@ -153,6 +153,7 @@ class MininetFabric(Fabric):
         self._configure_namespaces()
         self._verify()
         self._start_relays()
+        self._start_cross_traffic()
 
     def _open_vswitch(self) -> str:
         """The system's Open vSwitch where it answers, else a private one in this fabric's temporary

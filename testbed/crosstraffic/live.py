@@ -1,0 +1,123 @@
+"""Cross-traffic on a live fabric: the plan (wall-clock units) and the generator processes.
+
+:func:`plan_cross_traffic` turns a scenario's ``cross_traffic`` entries into
+:class:`XtPlan` values (rates x byte_scale x time_scale, sizes x byte_scale, arrival rates x
+time_scale; on/off phases drawn as the sim draws them) that travel in the
+:class:`~testbed.netem.plan.FabricPlan`. The :class:`~testbed.netem.fabric.Fabric` starts them with
+the rest of the fabric and stops them before its namespaces go: one sink per receiving site and one
+sender per entry (:mod:`testbed.crosstraffic.gen`), each entering its site's namespace itself, each
+recorded in the run's state file as it starts (``testbed clean`` ends them by PID, only while their
+command line names the run's temp folder) and owned by the fabric's context manager.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
+
+XT_PORT = 47301
+"""The port the cross-traffic sinks listen on (TCP and UDP) in every receiving site's namespace."""
+
+
+@dataclass(frozen=True)
+class XtPlan:
+    """One cross-traffic entry on a live fabric: ``spec`` is the sender's JSON (wall-clock units)
+    without the destination address (the fabric adds it)."""
+
+    index: int
+    src: str
+    dst: str
+    spec: str  # JSON
+    summary: str  # what it generates, in words (scenario units)
+
+
+def _words(e) -> str:
+    parts = []
+    if e.tcp:
+        parts.append(f"{e.tcp.flows} TCP flow(s)" + (f" ({e.tcp.congestion})" if e.tcp.congestion else ""))
+    if e.udp:
+        parts.append(f"UDP {e.udp.rate_gbps:g} Gbit/s")
+    if e.on_off:
+        parts.append(f"{e.on_off.flows} on/off flow(s) {e.on_off.on_s:g}/{e.on_off.off_s:g} s")
+    if e.poisson:
+        p = e.poisson
+        parts.append(f"Poisson {p.arrivals_per_s:g}/s of Pareto({p.pareto_shape:g}) mean {p.mean_size_mb:g} MB")
+    if e.trace:
+        parts.append(f"trace {Path(e.trace).name}")
+    return ", ".join(parts)
+
+
+def plan_cross_traffic(entries: Iterable, *, time_scale: float = 1.0, byte_scale: float = 1.0,
+                       seed: int = 0) -> tuple[XtPlan, ...]:
+    """The live plan of a scenario's cross-traffic entries under a run's scaling."""
+    from testbed.crosstraffic.model import on_off_phases, read_load_trace
+
+    rate = 1e9 * byte_scale * time_scale  # bit/s on the wire per scenario Gbit/s
+    out = []
+    for i, e in enumerate(entries):
+        spec: dict = {"seed": seed * 1000 + i, "time_scale": time_scale}
+        if e.tcp:
+            spec["tcp_flows"] = e.tcp.flows
+            spec["congestion"] = e.tcp.congestion
+        if e.udp:
+            spec["udp_bps"] = e.udp.rate_gbps * rate
+        if e.on_off:
+            o = e.on_off
+            phases = on_off_phases(o.flows, o.on_s + o.off_s, seed, (e.src, e.dst, i))
+            spec["on_off"] = {"on_s": o.on_s, "off_s": o.off_s, "phases_s": [float(x) for x in phases]}
+        if e.poisson:
+            p = e.poisson
+            spec["poisson"] = {"rate_per_wall_s": p.arrivals_per_s * time_scale,
+                               "mean_bytes": p.mean_size_mb * 1e6 * byte_scale, "shape": p.pareto_shape,
+                               "max_flows": p.max_flows}
+        if e.trace:
+            tr = read_load_trace(e.trace)
+            spec["trace"] = {"times_s": list(tr.times_s), "flows": list(tr.flows),
+                             "udp_bps": [u * rate for u in tr.udp_gbps]}
+        out.append(XtPlan(i, e.src, e.dst, json.dumps(spec), _words(e)))
+    return tuple(out)
+
+
+def flows_of(xt: XtPlan) -> int:
+    """The most TCP flows an entry's sender may have open at once."""
+    spec = json.loads(xt.spec)
+    n = int(spec.get("tcp_flows", 0)) + len((spec.get("on_off") or {}).get("phases_s", []))
+    if spec.get("poisson"):
+        n += int(spec["poisson"]["max_flows"])
+    if spec.get("trace"):
+        n += max(spec["trace"]["flows"], default=0)
+    return max(n, 1)
+
+
+def sender_spec(xt: XtPlan, dst_addr: str, congestion: str | None) -> str:
+    """The sender's JSON: the plan's, with the sink's address and the sites' congestion control
+    where the entry names none (``host``: the namespace's default, no option set)."""
+    spec = json.loads(xt.spec)
+    spec.update(dst=dst_addr, port=XT_PORT)
+    if not spec.get("congestion") and congestion and congestion != "host":
+        spec["congestion"] = congestion
+    return json.dumps(spec, separators=(",", ":"))
+
+
+def gen_argv(role: str, netns: str, stats: str, ready: str, *, spec: str | None = None,
+             port: int = XT_PORT) -> list[str]:
+    argv = [sys.executable, "-m", "testbed.crosstraffic.gen", role, "--netns", netns, "--stats", stats,
+            "--ready", ready]
+    if role == "sink":
+        argv += ["--port", str(port)]
+    else:
+        argv += ["--spec", spec or "{}"]
+    return argv
+
+
+def read_stats(path: str | os.PathLike) -> dict | None:
+    """A generator's last counters (None: none written yet, or unreadable mid-replace)."""
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None

@@ -1,0 +1,174 @@
+"""Cross-traffic on the netns fabric (issue #33): real competing flows share a shaped link, a run
+records them, and nothing is left behind (also after SIGINT, and after SIGKILL + testbed clean)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import psutil
+import pytest
+import yaml
+
+from tests.conftest import small_scenario_dict
+from tests.integration.conftest import our_namespaces
+
+pytestmark = [pytest.mark.root,
+              pytest.mark.skipif(os.geteuid() != 0, reason="needs root: network namespaces, veth, tc")]
+
+RATE_MBIT = 1000.0
+ONE_WAY_MS = 10.0  # RTT 20 ms
+
+
+def _fabric(flows: int):
+    from testbed.crosstraffic.live import plan_cross_traffic
+    from testbed.netem.fabric import Fabric
+    from testbed.netem.naming import new_run_id
+    from testbed.netem.plan import LinkInput, plan_fabric
+    from testbed.spec.cross_traffic import CrossTraffic
+
+    plan = plan_fabric(new_run_id(), ["a", "b"], [LinkInput("a", "b", RATE_MBIT, RATE_MBIT, delay_ms=ONE_WAY_MS)],
+                       "relay", tcp_congestion="cubic")
+    if flows:
+        plan = dataclasses.replace(plan, cross_traffic=plan_cross_traffic([CrossTraffic(src="a", dst="b",
+                                                                                        tcp={"flows": flows})]))
+    return Fabric(plan)
+
+
+def _processes_of(run_id: str) -> list[int]:
+    out = []
+    for p in psutil.process_iter(["pid", "cmdline"]):
+        try:
+            if p.info["cmdline"] and run_id in " ".join(p.info["cmdline"]) and p.pid != os.getpid():
+                out.append(p.pid)
+        except psutil.Error:
+            continue
+    return out
+
+
+@pytest.mark.skipif(shutil.which("iperf3") is None, reason="no iperf3")
+def test_a_fourth_flow_gets_a_quarter_of_the_link_and_all_of_it_alone():
+    """1 Gbit/s, RTT 20 ms, 3 generated cubic flows: iperf3 (run in the sites' namespaces, outside the
+    testbed's own code) gets about 1/4 of the link; with no cross-traffic >= 0.94 of it."""
+    from testbed.bench.relay_dataplane import _iperf3
+
+    shares: dict[int, list[float]] = {}
+    for flows, runs in ((3, 2), (0, 1)):
+        with _fabric(flows) as fab:
+            run_id = fab.plan.run_id
+            if flows:
+                time.sleep(2.0)  # the generated flows are running
+                before = {d["role"]: d for d in fab.cross_traffic_stats()}
+            # two measurements in a row on the loaded side of a shared 2-core machine single ones spread 0.21-0.35
+            # (so does iperf3 -P 3 as the cross-traffic): their mean is held to the tolerance
+            shares[flows] = [_iperf3(fab, 8, omit_s=3, port=5321 + k)["end"]["sum_received"]["bits_per_second"]
+                             / 1e6 / RATE_MBIT for k in range(runs)]
+            if flows:
+                after = {d["role"]: d for d in fab.cross_traffic_stats()}
+                assert after["send"]["flows"] == flows and after["send"]["errors"] == 0
+                assert after["send"]["tcp_bytes"] > before["send"]["tcp_bytes"] > 0
+                assert after["sink"]["tcp_bytes"] > 0
+        assert our_namespaces(run_id) == [] and _processes_of(run_id) == []
+    mean = sum(shares[3]) / len(shares[3])
+    print(f"\n1 Gbit/s, RTT 20 ms: a 4th iperf3 flow beside 3 generated cubic flows got {shares[3]} of the link "
+          f"(mean {mean:.3f}); alone {shares[0][0]:.3f}")
+    assert mean == pytest.approx(0.25, abs=0.05)
+    assert shares[0][0] >= 0.94
+
+
+def _scenario(tmp_path: Path, basis: str = "probe") -> Path:
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    d = small_scenario_dict(duration_h=3)
+    d["emulation"] = {"time_scale": 100, "byte_scale": 0.004}  # 1 Gbit/s -> 400 Mbit/s wall; 4 GB -> 16 MB
+    d["links"][0].update(bandwidth_gbps=1, latency_ms=20.0)
+    d["traces"] = {"renewable": {"a": {"kind": "curtailment_windows", "capacity_kw": 0.1, "windows_per_day": 0.001},
+                                 "b": {"kind": "csv", "file": str(tmp_path / "b.csv")}}}
+    (tmp_path / "b.csv").write_text("timestamp,value\n0,0\n1800,2.0\n10800,0\n14400,0\n")
+    d["workloads"] = {"jobs": [{"id": "j1", "checkpoint_gb": 4, "work_gpu_h": 6, "origin": "a"}]}
+    d["cross_traffic"] = [{"src": "a", "dst": "b", "tcp": {"flows": 3}}]
+    d["policies"] = [{"name": "energy_only", "label": basis}]
+    d["feasibility"] = {"bandwidth_basis": basis}
+    f = tmp_path / "s.yaml"
+    f.write_text(yaml.safe_dump(d))
+    return f
+
+
+def test_a_run_generates_records_and_removes_its_cross_traffic(tmp_path):
+    from testbed.cli import main
+
+    out = tmp_path / "r"
+    assert main(["run", str(_scenario(tmp_path)), "--substrate", "netns", "--out", str(out), "--no-progress",
+                 "--no-plots"]) == 0
+    man = json.loads((out / "manifest.json").read_text())
+    sub = man["substrate"]
+    assert [x["what"] for x in sub["cross_traffic"]] == ["3 TCP flow(s)"] and sub["cross_traffic"][0]["tcp_bytes"] > 0
+    xt = pd.read_parquet(out / "probe" / "cross_traffic.parquet")
+    assert set(xt.src) == {"a"} and set(xt.dst) == {"b"} and (xt.flows <= 3).all()
+    assert xt.tcp_bytes.is_monotonic_increasing and xt.tcp_bytes.iloc[-1] > 0
+    m = pd.read_parquet(out / "probe" / "migrations.parquet")
+    assert len(m) == 1 and m.status.iloc[0] == "completed"
+    assert m.predicted_bandwidth_basis.iloc[0] == "probe" and m.probe_s.iloc[0] > 0 and m.probe_bytes.iloc[0] > 0
+    print(f"\nnetns, 1 Gbit/s scenario link (400 Mbit/s wall) with 3 competing flows, 4 GB: probe said "
+          f"{m.predicted_bandwidth_gbps.iloc[0]:.3f} Gbit/s, predicted {m.predicted_transfer_s.iloc[0]:.0f} s, "
+          f"measured {m.actual_transfer_s.iloc[0]:.0f} s (fair share model: {8 * 4 / 0.25 / (1448 / 1514):.0f} s)")
+    assert our_namespaces(sub["run_id"]) == [] and _processes_of(sub["run_id"]) == []
+
+
+def _run_until_generators(tmp_path: Path) -> tuple[subprocess.Popen, str]:
+    """Start ``testbed run`` on netns in a child; returns it and its run id once its generators run."""
+    proc = subprocess.Popen([sys.executable, "-m", "testbed", "run", str(_scenario(tmp_path, "nominal")),
+                             "--substrate", "netns", "--out", str(tmp_path / "r"), "--no-progress", "--no-plots"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    from testbed.netem import state
+
+    deadline = time.monotonic() + 45
+    while time.monotonic() < deadline:
+        for f in state.STATE_DIR.glob("*.json"):
+            try:
+                d = json.loads(f.read_text())
+            except (OSError, ValueError):
+                continue
+            if d.get("owner_pid") == proc.pid:
+                gens = [p for p in _processes_of(d["run_id"]) if "testbed.crosstraffic.gen" in
+                        " ".join(psutil.Process(p).cmdline())]
+                if len(gens) == 2:  # the sink and the sender
+                    return proc, d["run_id"]
+        assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+        time.sleep(0.1)
+    proc.kill()
+    raise AssertionError("the run's cross-traffic generators did not start in 45 s")
+
+
+def _nothing_left(run_id: str) -> None:
+    from testbed.netem import state
+
+    assert our_namespaces(run_id) == []
+    assert _processes_of(run_id) == []
+    assert not state.path_for(run_id).exists()
+    assert not list(Path("/tmp").glob(f"tb-{run_id}-*"))
+    tc = subprocess.run(["tc", "qdisc", "show"], capture_output=True, text=True).stdout  # the root namespace's
+    assert run_id not in tc
+
+
+def test_sigint_and_sigkill_leave_nothing_behind(tmp_path):
+    from testbed.cli import main
+
+    proc, run_id = _run_until_generators(tmp_path / "int")
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=30)
+    _nothing_left(run_id)
+    proc, run_id = _run_until_generators(tmp_path / "kill")
+    gens = _processes_of(run_id)
+    proc.kill()
+    proc.communicate(timeout=30)
+    assert any(psutil.pid_exists(p) for p in gens)  # orphans: what testbed clean is for
+    assert main(["clean", "--run", run_id]) == 0
+    _nothing_left(run_id)
