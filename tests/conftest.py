@@ -95,6 +95,7 @@ QUIET_MODULES = {  # integration tests that time transfers, rates or CPU shares:
     "test_agents.py", "test_fabric.py", "test_fastrelay.py", "test_measured_io.py", "test_net_live.py",
     "test_netem.py", "test_power_throttle.py", "test_relay.py", "test_relayfork.py", "test_transfer_netns.py",
     "test_user_workload_throttle.py", "test_vm_guest.py",
+    "test_time_and_capacity_guidance.py",  # the estimate against the wall time of a run
 }
 
 
