@@ -463,8 +463,10 @@ def render(result: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
+    from testbed.recorder.out_dir import results_root
+
     p = argparse.ArgumentParser(prog="python -m testbed.power.gpu_check", description=__doc__.splitlines()[0])
-    p.add_argument("--out", type=Path, default=Path("results") / "gpu-check")
+    p.add_argument("--out", type=Path, default=results_root() / "gpu-check")
     p.add_argument("--gpu", type=int, default=0)
     p.add_argument("--caps", type=int, default=MIN_CAPS)
     p.add_argument("--seconds", type=float, default=8.0)
