@@ -93,7 +93,7 @@ class ReportData:
                                 dict(r["params"]), resolved, dict(r["overrides"]), r["scenario_hash"]))
                 sources.append(r["source"])
                 git.append(dict(r["git"]))
-            fed = {int(k): v for k, v in _read(folder / "comparisons.json.gz").items()}
+            fed = {int(k): current_comparison(v) for k, v in _read(folder / "comparisons.json.gz").items()}
             summaries = [{**s, "summary": current(s["summary"])} for s in _read(folder / "summaries.json.gz")]
             migrations = current_columns("migrations", pd.read_parquet(folder / "migrations.parquet"))
             jobs = current_columns("jobs", pd.read_parquet(folder / "jobs.parquet"))
@@ -148,7 +148,7 @@ def collect(dirs: list[Path], runs_per_dir: list[list[Run]]) -> ReportData:
         if is_federated(run):
             f = run.path / "comparison.json"
             if f.is_file():
-                fed[i] = json.loads(f.read_text())
+                fed[i] = current_comparison(json.loads(f.read_text()))
             continue
         for label in sorted(p.name for p in run.path.iterdir() if (p / "summary.json").is_file()):
             folder = run.path / label
@@ -203,3 +203,10 @@ def derived_migrations(data: ReportData) -> pd.DataFrame:
         meta = data.run_meta(int(i))
         parts.append(degradation.mark(g.drop(columns=["run"]).assign(**meta), data.runs[int(i)].resolved))
     return add_concurrency(add_predictions(pd.concat(parts, ignore_index=True)))
+
+
+def current_comparison(cmp):
+    """A federated run's ``comparison.json`` with each policy's summary under today's names and units."""
+    if not isinstance(cmp, dict) or not isinstance(cmp.get("policies"), dict):
+        return cmp
+    return {**cmp, "policies": {lb: current(s) if isinstance(s, dict) else s for lb, s in cmp["policies"].items()}}

@@ -121,3 +121,12 @@ def test_a_sweep_metric_with_a_typo_gets_a_did_you_mean():
 
     with pytest.raises(SpecError, match=r"no summary column 'mean_jct' \(did you mean mean_jct_s\?\) \(known: "):
         _metric_names([{"policy": "static", "mean_jct_s": 1.0, "grid_kwh": 2.0}], ["mean_jct"], "s.yaml")
+
+
+def test_a_federated_comparison_written_before_reads_in_todays_units():
+    from testbed.analysis.report_data import current_comparison
+
+    old = {"by_model": {}, "policies": {"powertrip": {"time_to_accuracy_h": 0.5, "end_time_h": 2.0, "reached": True}}}
+    assert current_comparison(old)["policies"]["powertrip"] == {"time_to_accuracy_s": 1800.0, "end_time_s": 7200.0,
+                                                                "reached": True}
+    assert current_comparison({"x": 1}) == {"x": 1}
