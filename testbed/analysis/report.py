@@ -135,7 +135,8 @@ def _write_report(data, m: pd.DataFrame, sums: pd.DataFrame, comps: list, out: P
               "Both predictions use only what the controller had (size, predicted bandwidth): the paper's `8S/B` "
               "and the same with TCP's protocol efficiency (1448/1514). Points below y = x were predicted too "
               "fast. `err` = (predicted - actual) / actual.", ""]
-    v.scatter_pred_vs_actual(m, out / "pred_vs_actual.png", "Predicted vs actual (all completed migrations)")
+    v.scatter_pred_vs_actual(m, out / "pred_vs_actual.png",
+                             f"Predicted vs {v.realised_word(m, 'total')} (all completed migrations)")
     lines += ["![predicted vs actual](pred_vs_actual.png)", ""]
     v.error_cdf(m, out / "error_cdf.png", "Transfer-time prediction error, per substrate and link condition")
     lines += ["Error CDFs per substrate and per link condition of each migration (no degradation, steady "

@@ -183,8 +183,18 @@ def confusion(m: pd.DataFrame, by: list[str] | None = None) -> pd.DataFrame:
 _COLOURS = {"plain": "#e65100", "corrected": "#1565c0"}
 
 
+def realised_word(m: pd.DataFrame, what: str) -> str:
+    """How ``what`` was realised in ``m``: ``measured`` (emulated), ``modelled`` (sim: never "actual"),
+    or ``measured or modelled`` where both are."""
+    from testbed.analysis.outcomes import basis
+
+    kinds = set(basis(m, what).dropna()) if len(m) else set()
+    return " or ".join(sorted(kinds, reverse=False)) if kinds else "realised"
+
+
 def scatter_pred_vs_actual(m: pd.DataFrame, path: Path, title: str) -> Path:
-    """Predicted vs actual transfer and total migration time (log-log, y = x), both predictions."""
+    """Predicted vs realised transfer and total migration time (log-log, y = x), both predictions; the
+    realised axis says whether it was measured (emulation) or modelled (sim)."""
     fig = Figure(figsize=(12, 5.4), layout="constrained")
     axes = fig.subplots(1, 2)
     done = m[m["status"] == "completed"] if len(m) else m
@@ -208,11 +218,12 @@ def scatter_pred_vs_actual(m: pd.DataFrame, path: Path, title: str) -> Path:
             ax.set_yscale("log")
         else:
             ax.text(0.5, 0.5, "no completed migration", ha="center", transform=ax.transAxes)
-        ax.set_xlabel(f"actual {what} time (scenario s)")
+        word = realised_word(done, what)
+        ax.set_xlabel(f"{word} {what} time (scenario s)")
         ax.set_ylabel(f"predicted {what} time (s)")
         ax.grid(alpha=0.3, which="both")
         ax.legend(fontsize=8, loc="upper left")
-        ax.set_title(f"{what} time: predicted vs actual (n={len(done)})", fontsize=10)
+        ax.set_title(f"{what} time: predicted vs {word} (n={len(done)})", fontsize=10)
     fig.suptitle(title)
     return save_figure(fig, path, dpi=110)
 

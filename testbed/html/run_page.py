@@ -1,7 +1,7 @@
 """``index.html`` of a run's results directory (``testbed run``, ``testbed.run``, a sweep's trial).
 
 Migration study: the comparison table, energy and JCT per policy, the migrations on a map of the
-sites (arcs coloured by outcome), predicted vs actual migration times, per-site timelines, each
+sites (arcs coloured by outcome), predicted vs realised (measured or modelled) migration times, per-site timelines, each
 policy's energy mix and power caps. Federated (PowerTrip) study: the comparison table, accuracy vs
 time, sites selected per round, the three clocks, projected vs measured gain, energy per policy,
 the sites on a map with how often the PowerTrip run (else the first) selected each, and that run's
@@ -99,25 +99,25 @@ def _migration_sections(run: Path, man: dict, labels: list[str]) -> list[tuple[s
         m = v.gather(v.find_runs(run))[0]
     except (OSError, ValueError, KeyError, v.ReportError) as e:  # a run written by an older testbed
         m = pd.DataFrame()
-        out.append(("pred", "Predicted vs actual migration time",
+        out.append(("pred", "Predicted vs realised migration time",
                     f'<p class="note">not derived: {esc(type(e).__name__)}: {esc(e)}</p>'))
     if len(m):
         path = v.scatter_pred_vs_actual(m, figure_path(run / "pred_vs_actual.png"),
-                                        "Predicted vs actual migration time (completed migrations)")
-        from testbed.analysis.outcomes import outcome_s
+                                        f"Predicted vs {v.realised_word(m, 'total')} migration time (completed migrations)")
+        from testbed.analysis.outcomes import basis, outcome_s
         from testbed.html.site_map import outcome
 
-        rows = m.assign(outcome=outcome(m), actual_total_s=outcome_s(m, "total"))
+        rows = m.assign(outcome=outcome(m), outcome_total_s=outcome_s(m, "total"), outcome_basis=basis(m, "total"))
         cols = [c for c in ("label", "job_id", "src", "dst", "t_decision_s", "checkpoint_gb", "status", "outcome",
-                            "predicted_total_s", "actual_total_s", "predicted_budget_s", "true_budget_s")
-                if c in rows]
+                            "predicted_total_s", "outcome_total_s", "outcome_basis", "predicted_budget_s",
+                            "true_budget_s") if c in rows]
         more = (f"<p>The first {MAX_MIGRATION_ROWS} of {len(rows)} migrations; every one is in "
                 "<code>&lt;policy&gt;/migrations.parquet</code>.</p>" if len(rows) > MAX_MIGRATION_ROWS else "")
-        out.append(("pred", "Predicted vs actual migration time",
+        out.append(("pred", "Predicted vs realised migration time",
                     figure(path, "Both predictions use only what the controller knew (size, predicted bandwidth)")
                     + table(rows[cols].head(MAX_MIGRATION_ROWS)) + more))
     elif not any(s[0] == "pred" for s in out):
-        out.append(("pred", "Predicted vs actual migration time", "<p>No policy migrated a job in this run.</p>"))
+        out.append(("pred", "Predicted vs realised migration time", "<p>No policy migrated a job in this run.</p>"))
     ts = {lb: _read(run, lb, "timeseries") for lb in labels}
     ts = {lb: df for lb, df in ts.items() if len(df) and {"site", "running", "t_s"} <= set(df.columns)}
     if ts:

@@ -39,7 +39,7 @@ def test_run_page_is_one_self_contained_file(run_dir):
     assert 'http-equiv="refresh"' not in text  # the final page does not reload
     assert "<table>" in text and "feasibility_aware" in text
     assert text.count('<img src="data:image/png;base64,') >= 5  # energy, JCT, map, timelines, mix, caps
-    for section in ("Comparison", "Migrations on a map", "Predicted vs actual migration time", "Per-site timelines",
+    for section in ("Comparison", "Migrations on a map", "Predicted vs realised migration time", "Per-site timelines",
                     "Energy mix per site", "Power caps"):
         assert f">{section}</h2>" in text
     for name in ("site_map.png", "site_timelines.png"):
