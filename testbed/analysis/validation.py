@@ -275,7 +275,7 @@ def error_cdf(m: pd.DataFrame, path: Path, title: str) -> Path:
     for ax in axes[len(panels):]:
         ax.set_axis_off()
     for ax in axes[:len(panels)]:
-        ax.set_xlabel("prediction error (predicted - actual) / actual (%)")
+        ax.set_xlabel("prediction error (predicted - realised) / realised (%): measured on emulation, modelled on sim")
         ax.set_ylabel("fraction of completed migrations")
     style = [Line2D([], [], color="0.2", ls="-", label="TCP-corrected prediction 8S / (0.956 B)"),
              Line2D([], [], color="0.2", ls="--", label="paper's prediction 8S / B"),
