@@ -172,3 +172,26 @@ def test_sigint_and_sigkill_leave_nothing_behind(tmp_path):
     assert any(psutil.pid_exists(p) for p in gens)  # orphans: what testbed clean is for
     assert main(["clean", "--run", run_id]) == 0
     _nothing_left(run_id)
+
+
+def test_net_up_brings_the_cross_traffic_and_net_down_ends_it(tmp_path):
+    """`testbed net up FILE` of a scenario with cross_traffic: outside tools meet the generated flows
+    (at the file's real rates); `testbed net down` ends them with the network."""
+    import re
+
+    f = _scenario(tmp_path)
+    doc = yaml.safe_load(f.read_text())
+    doc["links"][0]["bandwidth_gbps"] = 0.4  # held at real rates: 400 Mbit/s
+    f.write_text(yaml.safe_dump(doc))
+    tb = [sys.executable, "-m", "testbed"]
+    up = subprocess.run([*tb, "net", "up", str(f)], capture_output=True, text=True, timeout=120, check=True)
+    run_id = re.search(r"network ([a-z0-9]{6}) up", up.stdout).group(1)
+    try:
+        gens = [p for p in _processes_of(run_id) if "testbed.crosstraffic.gen" in " ".join(psutil.Process(p).cmdline())]
+        assert len(gens) == 2
+        time.sleep(1.0)
+        stats = [json.loads(p.read_text()) for p in Path("/tmp").glob(f"tb-{run_id}-*/xt-send-*.json")]
+        assert stats and stats[0]["tcp_bytes"] > 0 and stats[0]["flows"] == 3
+    finally:
+        subprocess.run([*tb, "net", "down", "--run", run_id], capture_output=True, text=True, timeout=120, check=True)
+    _nothing_left(run_id)
