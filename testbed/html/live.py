@@ -71,13 +71,18 @@ class LivePage:
         return min((len(self.done) + part) / n, 1.0)
 
     def eta(self, elapsed: float) -> tuple[float | None, str]:
-        """Seconds left and how it was found: the pace so far, else the estimate made before the start."""
+        """Seconds left and how it was found: the pace so far and the estimate made before the start,
+        weighted by the share done (control steps are not equally long: a policy that moves nothing
+        runs through its steps in seconds, one that migrates waits for its transfers), else either."""
         frac = self.fraction()
         left = eta_s(frac, 1.0, elapsed)
+        before = None if self.estimate_s is None else max(0.0, self.estimate_s - elapsed)
+        if left is not None and before is not None:
+            return frac * left + (1.0 - frac) * before, "the pace so far and the estimate before the start"
         if left is not None:
             return left, "at the pace so far"
-        if self.estimate_s is not None:
-            return max(0.0, self.estimate_s - elapsed), "the estimate made before the start"
+        if before is not None:
+            return before, "the estimate made before the start"
         return None, ""
 
     def render(self) -> str:

@@ -183,8 +183,14 @@ def test_live_page_progress_and_eta(tmp_path):
     live.started("static")
     clock.t += 20
     state["step"] = (5.0, 10.0)  # half of the first of two runs: a quarter done after 20 s, 60 s to go
-    text = live.render()
-    assert "25 %" in text and "ETA 60 s (at the pace so far)" in text and "running: <strong>static" in text
+    text = live.render()  # at that pace 60 s; the estimate says 380 s: weighted 1/4 : 3/4, 300 s
+    assert "25 %" in text and "ETA 5.0 min (the pace so far and the estimate before the start)" in text
+    assert "running: <strong>static" in text
+    paced = LivePage(tmp_path / "p.html", "Run: x", ["static", "feasibility_aware"], progress=lambda: state["step"],
+                     clock=clock, interval_s=1.0)
+    paced.started("static")
+    clock.t += 20
+    assert "ETA 60 s (at the pace so far)" in paced.render()  # no estimate: the pace alone
     live.finished("static", {"grid_kwh": 12.5, "migrations": 0, "label": "static"}, 60.0)
     text = live.render()
     assert "1/2 runs done" in text and "<td>12.5</td>" in text and "static: finished in 60 s" in text
