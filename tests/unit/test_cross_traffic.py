@@ -206,3 +206,20 @@ def test_a_run_records_the_basis_per_migration():
     nom, fair = (m[m.label == f"nf-{b}"] for b in ("nominal", "fair_share"))
     err = {b: float(np.median(abs(r.predicted_transfer_s / r.outcome_transfer_s - 1))) for b, r in (("nominal", nom), ("fair_share", fair))}
     assert err["fair_share"] < 0.2 < err["nominal"]
+
+
+def test_the_small_sweep_runs_every_load_and_basis():
+    from testbed.crosstraffic.sweep import BASES, load_entries, sweep
+    from testbed.spec.load import read_yaml
+    from pathlib import Path
+
+    doc = read_yaml(Path(__file__).resolve().parents[2] / "scenarios" / "quickstart.yaml")
+    doc["emulation"]["nodes"] = "ballast"
+    assert load_entries([("a", "b", 1.0)], "none") == []
+    assert len(load_entries([("a", "b", 1.0)], "bursty")) == 2
+    with pytest.raises(ValueError):
+        load_entries([("a", "b", 1.0)], "some")
+    rows, table = sweep(doc, [0], loads=("heavy",))
+    assert list(table.basis) == list(BASES) and set(rows.load) == {"heavy"}
+    err = dict(zip(table.basis, table.median_abs_err))
+    assert err["fair_share"] < err["nominal"] and err["probe"] < err["nominal"]
