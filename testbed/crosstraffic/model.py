@@ -17,7 +17,8 @@ For one link direction of rate ``B`` (Gbit/s) carrying declared cross-traffic
 Two uses: the **sim substrate's truth** (:func:`share_trace`: the transfer integrates this share
 over time, with each on/off flow's seeded schedule and the trace file's steps), and the
 **fair_share predictor** (:func:`expected_load`: on/off flows counted at their duty cycle, since
-the predictor does not know their phase). RTT inflation from the queue is not modelled.
+the predictor does not know their phase). RTT inflation: behind long-lived TCP flows the
+transfer's slow-start ramp runs at RTT + :func:`queue_delay_ms` (the sim's only use of it).
 """
 
 from __future__ import annotations
@@ -62,6 +63,18 @@ def fair_share_gbps(rate_gbps: float, load: Load) -> float:
         raise ValueError(f"rate_gbps must be > 0, got {rate_gbps}")
     left = max(rate_gbps * MIN_SHARE_FRAC, rate_gbps - load.udp_gbps - load.poisson_gbps)
     return left / (load.tcp_flows + 1.0)
+
+
+def queue_delay_ms(rtt_ms: float) -> float:
+    """The queueing delay a transfer meets behind long-lived TCP cross-traffic: loss-based TCP keeps
+    the bottleneck's queue full, and the emulated shaper's queue holds max(50 ms, 2 x RTT) of traffic
+    (:func:`testbed.netem.qdisc.tbf_params`): the sim takes the same, so RTT inflation is alike."""
+    return max(50.0, 2.0 * rtt_ms)
+
+
+def has_standing_queue(entries: Iterable) -> bool:
+    """Cross-traffic that keeps a queue standing: long-lived TCP flows (tcp, on/off, a trace's flows)."""
+    return any(e.tcp or e.on_off or e.trace for e in entries)
 
 
 # ------------------------------------------------------------------------------- trace files

@@ -223,3 +223,25 @@ def test_the_small_sweep_runs_every_load_and_basis():
     assert list(table.basis) == list(BASES) and set(rows.load) == {"heavy"}
     err = dict(zip(table.basis, table.median_abs_err))
     assert err["fair_share"] < err["nominal"] and err["probe"] < err["nominal"]
+
+
+def test_sim_inflates_the_rtt_behind_long_lived_flows():
+    from testbed.crosstraffic.model import has_standing_queue, queue_delay_ms
+    from testbed.feasibility import slow_start_penalty_s
+    from testbed.inputs import build_inputs
+    from testbed.substrate.base import MigrationOrder
+    from testbed.substrate.sim.substrate import SimSubstrate
+
+    assert queue_delay_ms(20.0) == 50.0 and queue_delay_ms(40.0) == 80.0
+    assert has_standing_queue([CrossTraffic(src="a", dst="b", tcp={"flows": 1})])
+    assert not has_standing_queue([CrossTraffic(src="a", dst="b", udp={"rate_gbps": 0.1})])
+    t = {}
+    for name, cross in (("tcp", {"tcp": {"flows": 3}}), ("udp", {"udp": {"rate_gbps": 0.75}})):
+        sc = scenario([{"src": "a", "dst": "b", **cross}], substrate={"io_model": "constant"})
+        sub = SimSubstrate(build_inputs(sc, 0))
+        sub.start_migration(MigrationOrder("j", "a", "b", 10.0, 0.0))
+        t[name] = sub.pending_outcomes()[0].transfer_s
+        assert sub.describe()["cross_traffic"][0]["src"] == "a"
+    # both leave 0.25 Gbit/s; behind TCP flows the ramp runs at 20 + 50 ms, behind UDP at 20 ms
+    extra = slow_start_penalty_s(10e9, 0.25, 70.0) - slow_start_penalty_s(10e9, 0.25, 20.0)
+    assert t["tcp"] - t["udp"] == pytest.approx(extra, rel=1e-6)

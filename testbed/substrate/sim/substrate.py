@@ -28,6 +28,7 @@ import numpy as np
 
 from testbed import io_model
 from testbed.errors import SimulationError, TraceRangeError
+from testbed.crosstraffic.model import has_standing_queue, queue_delay_ms
 from testbed.feasibility import slow_start_penalty_s
 from testbed.inputs import Inputs
 from testbed.link import rtt_ms as round_trip_ms
@@ -75,6 +76,7 @@ class SimSubstrate(Substrate):
         self._io = io_truth(self._model)
         self._migrations_of: Counter[str] = Counter()  # per job: migrations started so far
         self._share = cross_traffic_shares(inputs)  # link direction -> the share a transfer gets under cross-traffic
+        self._queued = {e.key for e in inputs.scenario.cross_traffic if has_standing_queue([e])}
 
     def _io_s(self, order: MigrationOrder) -> tuple[float, float, float]:
         """(checkpoint, load, downtime) seconds of this migration. The draw's generator is seeded by
@@ -99,6 +101,8 @@ class SimSubstrate(Substrate):
         try:
             if self._model.slow_start:
                 rtt_ms = round_trip_ms(self._in.latency_ms[key])
+                if key in self._queued:  # behind long-lived cross-traffic the queue stands: RTT inflates
+                    rtt_ms += queue_delay_ms(rtt_ms)
                 ramp_s = slow_start_penalty_s(order.checkpoint_gb * 1e9, trace.at(t_begin_s), rtt_ms)
             line_gbit = 8.0 * order.checkpoint_gb / eff
             end = trace.time_to_accumulate(t_begin_s + ramp_s, line_gbit)
@@ -178,6 +182,9 @@ class SimSubstrate(Substrate):
             "records": "every phase is modelled: migrations.parquet files them as outcome_* with outcome_basis "
                        "modelled (no actual_* value)",
             "io_model": m.io_model,
+            "cross_traffic": [{"src": e.src, "dst": e.dst, "model": "fair share of the bandwidth trace"
+                               + (" + RTT inflated by the standing queue" if has_standing_queue([e]) else "")}
+                              for e in self._in.scenario.cross_traffic],
             "modelled": {
                 "checkpoint_s": io["checkpoint_s"],
                 "transfer_s": "integral of the true bandwidth trace"
