@@ -11,9 +11,10 @@ Both enter the namespace themselves (``--netns``) before opening a socket, write
 as JSON to ``--stats`` every :data:`STATS_EVERY_S` (atomically) and end on SIGTERM. Only the
 standard library and :mod:`testbed.netem.nsexec` are imported: a generator starts in ~50 ms.
 
-Schedules (on/off, trace) run on ``traffic time`` = wall seconds since the generator started x
-``time_scale``: scenario seconds while the emulation's clock runs at time_scale (the clock's
-skips over idle time are not followed).
+Schedules (on/off, trace) run on scenario time: the emulated run's clock, which its substrate
+writes to ``clock_file`` at every control step (scenario seconds and the CLOCK_MONOTONIC instant,
+extrapolated at ``time_scale`` in between); without one (``testbed net up``), wall seconds since
+the generator started x ``time_scale``.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ CHUNK = 256 * 1024
 UDP_PAYLOAD = 1400
 UDP_TICK_S = 0.002
 RETRY_S = 0.2
+CLOCK_REREAD_S = 0.05
 MAX_THREADS = 512  # one per open flow (an entry's kinds together stay below this)
 TCP_CONGESTION = getattr(socket, "TCP_CONGESTION", 13)
 
@@ -109,11 +111,30 @@ class Sender:
         self.dst = (spec["dst"], int(spec["port"]))
         self.time_scale = float(spec.get("time_scale", 1.0))
         self.t0 = time.monotonic()
+        self.clock_file = spec.get("clock_file")
+        self._clock: tuple[float, float] | None = None
+        self._clock_read = -1e9
         self.rng = random.Random(int(spec.get("seed", 0)))
         self.buf = b"\0" * CHUNK
 
     def traffic_s(self) -> float:
-        return (time.monotonic() - self.t0) * self.time_scale
+        """Scenario seconds now: from the run's clock file where the emulation writes one (its scenario
+        time and the CLOCK_MONOTONIC instant it held, extrapolated at time_scale), else wall seconds
+        since this generator started x time_scale."""
+        now = time.monotonic()
+        if self.clock_file:
+            if now - self._clock_read >= CLOCK_REREAD_S:
+                self._clock_read = now
+                try:
+                    with open(self.clock_file) as f:
+                        d = json.load(f)
+                    self._clock = (float(d["t_s"]), float(d["mono"]))
+                except (OSError, ValueError, KeyError, TypeError):
+                    pass
+            if self._clock is not None:
+                t_s, mono = self._clock
+                return t_s + (now - mono) * self.time_scale
+        return (now - self.t0) * self.time_scale
 
     async def _connect(self, cc: str | None) -> socket.socket:
         loop = asyncio.get_running_loop()

@@ -93,11 +93,14 @@ def flows_of(xt: XtPlan) -> int:
     return max(n, 1)
 
 
-def sender_spec(xt: XtPlan, dst_addr: str, congestion: str | None) -> str:
-    """The sender's JSON: the plan's, with the sink's address and the sites' congestion control
-    where the entry names none (``host``: the namespace's default, no option set)."""
+def sender_spec(xt: XtPlan, dst_addr: str, congestion: str | None, clock_file: str | None = None) -> str:
+    """The sender's JSON: the plan's, with the sink's address, the sites' congestion control where
+    the entry names none (``host``: the namespace's default, no option set) and the run's clock file
+    (:func:`write_clock`)."""
     spec = json.loads(xt.spec)
     spec.update(dst=dst_addr, port=XT_PORT)
+    if clock_file:
+        spec["clock_file"] = clock_file
     if not spec.get("congestion") and congestion and congestion != "host":
         spec["congestion"] = congestion
     return json.dumps(spec, separators=(",", ":"))
@@ -112,6 +115,17 @@ def gen_argv(role: str, netns: str, stats: str, ready: str, *, spec: str | None 
     else:
         argv += ["--spec", spec or "{}"]
     return argv
+
+
+def write_clock(path: str, t_s: float) -> None:
+    """Tell the generators the run's scenario time now (atomically): their on/off and trace
+    schedules follow the emulation's clock, idle skips included."""
+    import time
+
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as f:
+        json.dump({"t_s": t_s, "mono": time.monotonic()}, f)
+    os.replace(tmp, path)
 
 
 def read_stats(path: str | os.PathLike) -> dict | None:

@@ -492,8 +492,14 @@ class Fabric:
         sinks = sorted({x.dst for x in xts})
         self._wait_ready([start("sink", self.plan.site(s).ns, f"sink-{s}", s) for s in sinks])
         self._wait_ready([start("send", self.plan.site(x.src).ns, f"send-{x.index}", x,
-                                spec=sender_spec(x, self.plan.site(x.dst).addr, self.plan.tcp_congestion))
+                                spec=sender_spec(x, self.plan.site(x.dst).addr, self.plan.tcp_congestion,
+                                                 self.cross_traffic_clock_path()))
                           for x in xts])
+
+    def cross_traffic_clock_path(self) -> str:
+        """The file an emulated run writes its scenario time to for the generators' schedules
+        (:func:`testbed.crosstraffic.live.write_clock`); absent: they keep their own clock."""
+        return os.path.join(self._tmp, "xt-clock.json")
 
     def cross_traffic_stats(self) -> list[dict]:
         """The cross-traffic generators' counters now (after :meth:`down`: their last ones): one dict

@@ -75,3 +75,21 @@ def test_every_kind_sends_and_sigterm_ends_it(tmp_path):
         assert sink.wait(10) == 0
     got = read_stats(tmp_path / "sink.json")
     assert got["tcp_bytes"] > 0 and got["udp_bytes"] > 0
+
+
+def test_schedules_follow_the_runs_clock_file(tmp_path):
+    from testbed.crosstraffic.gen import Counters, Sender
+    from testbed.crosstraffic.live import write_clock
+
+    clock = tmp_path / "clock.json"
+    s = Sender({"dst": "127.0.0.1", "port": 1, "time_scale": 100.0, "clock_file": str(clock)}, Counters())
+    assert s.traffic_s() < 1.0  # no file yet: its own clock from its start
+    write_clock(str(clock), 3600.0)
+    s._clock_read = -1e9
+    assert 3600.0 <= s.traffic_s() < 3600.0 + 100.0 * 0.5
+    time.sleep(0.06)
+    write_clock(str(clock), 7200.0)  # the run's clock skipped idle time
+    assert 7200.0 <= s.traffic_s() < 7200.0 + 100.0 * 0.5
+    alone = Sender({"dst": "127.0.0.1", "port": 1, "time_scale": 10.0}, Counters())
+    time.sleep(0.05)
+    assert 0.4 <= alone.traffic_s() < 5.0

@@ -91,6 +91,7 @@ class EmulatedSubstrate(Substrate):
         self.mover.start(Emulation(self._in, self.fabric, self.scaling, clock, self._token, self._cancel))
         self.clock = clock
         self.clock.start(0.0)  # scenario time begins once the nodes are ready
+        self._sample_cross_traffic(0.0)  # (writes the clock file the generators' schedules follow)
         changes = change_points(self._in.bandwidth_gbps, self.scaling.rate_mbit, sc.duration_s)
         self._replayer = LinkReplayer(changes, self.clock, self.fabric.set_rate, self.fabric.release_netlink)
         self._replayer.start()
@@ -166,6 +167,13 @@ class EmulatedSubstrate(Substrate):
     def _sample_cross_traffic(self, t_s: float) -> None:
         if self.fabric is None or not self.fabric.plan.cross_traffic:
             return
+        from testbed.crosstraffic.live import write_clock
+
+        if self.clock is not None:
+            try:  # the generators' on/off and trace schedules follow this run's clock
+                write_clock(self.fabric.cross_traffic_clock_path(), self.clock.now_s())
+            except OSError:
+                pass
         for d in self.fabric.cross_traffic_stats():
             if d.get("role") == "send" and "tcp_bytes" in d:
                 self._xt_rows.append({"t_s": t_s, "src": d["src"], "dst": d["dst"], "entry": d["index"],
