@@ -27,9 +27,10 @@ import csv
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import TYPE_CHECKING, Iterable, Sequence
 
-import numpy as np
+if TYPE_CHECKING:  # numpy is imported where it is used: reading a scenario must not load it
+    import numpy as np
 
 MIN_SHARE_FRAC = 0.01
 """The least share of the link a transfer is modelled to get (UDP and Poisson load over the rate
@@ -89,7 +90,9 @@ class LoadTrace:
     udp_gbps: tuple[float, ...]
 
     def at(self, t_s: float) -> tuple[int, float]:
-        i = max(0, int(np.searchsorted(self.times_s, t_s, side="right")) - 1)
+        import bisect
+
+        i = max(0, bisect.bisect_right(self.times_s, t_s) - 1)
         return self.flows[i], self.udp_gbps[i]
 
 
@@ -130,7 +133,7 @@ def read_load_trace(path: str | Path) -> LoadTrace:
 # ------------------------------------------------------------------------------- schedules
 
 
-def on_off_phases(n_flows: int, period_s: float, seed: int, key: Sequence[object]) -> np.ndarray:
+def on_off_phases(n_flows: int, period_s: float, seed: int, key: Sequence[object]) -> "np.ndarray":
     """Each on/off flow's phase (seconds into its period at t = 0), seeded by the run's seed and the
     entry: the sim and the emulation draw the same ones."""
     from testbed.seeding import rng
@@ -138,8 +141,10 @@ def on_off_phases(n_flows: int, period_s: float, seed: int, key: Sequence[object
     return rng(seed, "cross-traffic-on-off", *key).uniform(0.0, period_s, n_flows)
 
 
-def on_off_count(t_s: float, phases: np.ndarray, on_s: float, off_s: float) -> int:
+def on_off_count(t_s: float, phases: "np.ndarray", on_s: float, off_s: float) -> int:
     """How many of the on/off flows are on at ``t_s`` (a flow is on for the first ``on_s`` of its period)."""
+    import numpy as np
+
     period = on_s + off_s
     return int(np.count_nonzero(np.mod(t_s + phases, period) < on_s))
 
@@ -165,7 +170,9 @@ def expected_load(entries: Iterable, t_s: float, traces: dict | None = None) -> 
     return total
 
 
-def _breakpoints(entries: Sequence, traces: dict, phases: dict, t0: float, t1: float) -> np.ndarray | None:
+def _breakpoints(entries: Sequence, traces: dict, phases: dict, t0: float, t1: float) -> "np.ndarray | None":
+    import numpy as np
+
     pts: list[np.ndarray] = []
     for i, e in enumerate(entries):
         if e.trace:
@@ -190,6 +197,8 @@ def share_trace(bandwidth, entries: Sequence, *, seed: int, direction: tuple[str
     :class:`~testbed.traces.base.Trace` in Gbit/s) one more transfer gets under ``entries`` over
     the trace's whole range, as a Trace (step-hold). On/off flows follow their seeded schedule
     (their duty cycle where the schedule would exceed :data:`MAX_SCHEDULE_POINTS`)."""
+    import numpy as np
+
     from testbed.traces.base import Trace
 
     traces = traces or {}

@@ -180,10 +180,12 @@ def _cross_checks(sc: Scenario, base_dir: Path) -> tuple[list[tuple[str, str]], 
 def _cross_traffic_problems(sc: Scenario, site_set: set, base_dir: Path, resolved: list) -> list[tuple[str, str]]:
     """Each cross-traffic entry runs on a link's direction; its trace file (relative to the scenario)
     is found and well formed. ``resolved`` gets the entries with their trace paths made absolute."""
-    from testbed.crosstraffic.model import LoadTraceError, read_load_trace
+    problems: list[tuple[str, str]] = []
+    if not sc.cross_traffic:
+        return problems
+    from testbed.crosstraffic.model import LoadTraceError, read_load_trace  # no numpy: reading stays light
     from testbed.spec.files import trace_file
 
-    problems: list[tuple[str, str]] = []
     links = {frozenset((lk.a, lk.b)) for lk in sc.links}
     changed = False
     out = []
