@@ -1,3 +1,5 @@
-"""Cross-traffic on the WAN (issue #33): the analytic model (:mod:`.model`), the generator that
-runs inside the emulation's namespaces (:mod:`.gen`), its owner on a live fabric (:mod:`.live`)
-and the bandwidth the feasibility predictor assumes under it (:mod:`.predict`)."""
+"""Cross-traffic on the WAN (issue #33): the analytic model (:mod:`.model`), the bandwidth the
+feasibility predictor assumes under it (:mod:`.predict`) and a small sweep on sim (:mod:`.sweep`).
+The scenario field is :mod:`testbed.spec.cross_traffic`; the generator that runs inside the
+emulation's namespaces and its owner on a live fabric are :mod:`testbed.netem.xtgen` and
+:mod:`testbed.netem.crosstraffic`."""

@@ -23,11 +23,12 @@ transfer's slow-start ramp runs at RTT + :func:`queue_delay_ms` (the sim's only 
 
 from __future__ import annotations
 
-import csv
 import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Sequence
+
+from testbed.spec.cross_traffic import LoadTrace, LoadTraceError, on_off_phases, read_load_trace  # noqa: F401
 
 if TYPE_CHECKING:  # numpy is imported where it is used: reading a scenario must not load it
     import numpy as np
@@ -81,64 +82,7 @@ def has_standing_queue(entries: Iterable) -> bool:
 # ------------------------------------------------------------------------------- trace files
 
 
-@dataclass(frozen=True)
-class LoadTrace:
-    """A cross-traffic CSV trace: step-hold ``flows`` and ``udp_gbps`` from ``times_s`` on."""
-
-    times_s: tuple[float, ...]
-    flows: tuple[int, ...]
-    udp_gbps: tuple[float, ...]
-
-    def at(self, t_s: float) -> tuple[int, float]:
-        import bisect
-
-        i = max(0, bisect.bisect_right(self.times_s, t_s) - 1)
-        return self.flows[i], self.udp_gbps[i]
-
-
-class LoadTraceError(ValueError):
-    pass
-
-
-def read_load_trace(path: str | Path) -> LoadTrace:
-    """Read a cross-traffic CSV (``t_s,flows[,udp_gbps]``, times increasing, flows >= 0 integers)."""
-    times, flows, udp = [], [], []
-    with open(path, newline="") as f:
-        reader = csv.DictReader(f)
-        cols = reader.fieldnames or []
-        if "t_s" not in cols or "flows" not in cols:
-            raise LoadTraceError(f"{path}: needs columns t_s and flows (has {', '.join(cols) or 'none'})")
-        for n, row in enumerate(reader, start=2):
-            try:
-                t, k = float(row["t_s"]), float(row["flows"])
-                u = float(row["udp_gbps"]) if row.get("udp_gbps") not in (None, "") else 0.0
-            except ValueError:
-                raise LoadTraceError(f"{path}: line {n}: not a number") from None
-            if not (math.isfinite(t) and math.isfinite(k) and math.isfinite(u)):
-                raise LoadTraceError(f"{path}: line {n}: not a finite number")
-            if k < 0 or k != int(k) or k > 64:
-                raise LoadTraceError(f"{path}: line {n}: flows must be an integer in [0, 64]")
-            if u < 0:
-                raise LoadTraceError(f"{path}: line {n}: udp_gbps must be >= 0")
-            if times and t <= times[-1]:
-                raise LoadTraceError(f"{path}: line {n}: t_s must increase")
-            times.append(t)
-            flows.append(int(k))
-            udp.append(u)
-    if not times:
-        raise LoadTraceError(f"{path}: no rows")
-    return LoadTrace(tuple(times), tuple(flows), tuple(udp))
-
-
 # ------------------------------------------------------------------------------- schedules
-
-
-def on_off_phases(n_flows: int, period_s: float, seed: int, key: Sequence[object]) -> "np.ndarray":
-    """Each on/off flow's phase (seconds into its period at t = 0), seeded by the run's seed and the
-    entry: the sim and the emulation draw the same ones."""
-    from testbed.seeding import rng
-
-    return rng(seed, "cross-traffic-on-off", *key).uniform(0.0, period_s, n_flows)
 
 
 def on_off_count(t_s: float, phases: "np.ndarray", on_s: float, off_s: float) -> int:

@@ -75,7 +75,7 @@ def _with_cross_traffic(plan: FabricPlan, path: Path) -> FabricPlan:
     import dataclasses
 
     from testbed.api import load
-    from testbed.crosstraffic.live import plan_cross_traffic
+    from testbed.netem.crosstraffic import plan_cross_traffic
 
     sc = load(path)
     return dataclasses.replace(plan, cross_traffic=plan_cross_traffic(sc.cross_traffic, seed=sc.seed))

@@ -464,7 +464,7 @@ class Fabric:
                 time.sleep(0.01)
 
     def _start_cross_traffic(self) -> None:
-        """The plan's cross-traffic (:mod:`testbed.crosstraffic.live`): a sink in each receiving
+        """The plan's cross-traffic (:mod:`testbed.netem.crosstraffic`): a sink in each receiving
         site's namespace, then one sender per entry in its source site's; each recorded in the state
         file as it starts and owned by this fabric (stopped by :meth:`down`)."""
         xts = self.plan.cross_traffic
@@ -472,7 +472,7 @@ class Fabric:
             return
         import psutil
 
-        from testbed.crosstraffic.live import gen_argv, sender_spec
+        from testbed.netem.crosstraffic import gen_argv, sender_spec
         from testbed.netem.fastrelay import spawn
 
         tmp = Path(self._tmp)
@@ -498,14 +498,14 @@ class Fabric:
 
     def cross_traffic_clock_path(self) -> str:
         """The file an emulated run writes its scenario time to for the generators' schedules
-        (:func:`testbed.crosstraffic.live.write_clock`); absent: they keep their own clock."""
+        (:func:`testbed.netem.crosstraffic.write_clock`); absent: they keep their own clock."""
         return os.path.join(self._tmp, "xt-clock.json")
 
     def cross_traffic_stats(self) -> list[dict]:
         """The cross-traffic generators' counters now (after :meth:`down`: their last ones): one dict
         per sender (``src``, ``dst``, ``index``, ``tcp_bytes``, ``udp_bytes``, ``flows``, ...) and per
         sink (``site``, bytes received)."""
-        from testbed.crosstraffic.live import read_stats
+        from testbed.netem.crosstraffic import read_stats
 
         if not self._xt:
             return list(getattr(self, "_xt_final", []))

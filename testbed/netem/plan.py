@@ -86,7 +86,7 @@ class FabricPlan:
     tcp_congestion: str = DEFAULT_TCP_CC
     """the sites' TCP congestion control (:mod:`testbed.netem.tcp_cc`; ``host``: the machine's default)"""
     cross_traffic: tuple = ()
-    """background traffic the fabric generates while it is up (:class:`testbed.crosstraffic.live.XtPlan`)"""
+    """background traffic the fabric generates while it is up (:class:`testbed.netem.crosstraffic.XtPlan`)"""
 
     def site(self, name: str) -> SitePlan:
         for s in self.sites:

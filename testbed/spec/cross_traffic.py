@@ -14,10 +14,16 @@ times / time_scale):
   optionally ``udp_gbps``: load that changes over the run.
 
 The sim substrate models each entry (:mod:`testbed.crosstraffic.model`); netns and mininet
-generate it as real traffic from the sites' namespaces (:mod:`testbed.crosstraffic.live`).
+generate it as real traffic from the sites' namespaces (:mod:`testbed.netem.crosstraffic`).
 """
 
 from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
 
 from pydantic import Field, model_validator
 
@@ -75,3 +81,63 @@ class CrossTraffic(Strict):
     @property
     def key(self) -> tuple[str, str]:
         return (self.src, self.dst)
+
+
+# ------------------------------------------------------------------------------- trace files and schedules
+
+
+@dataclass(frozen=True)
+class LoadTrace:
+    """A cross-traffic CSV trace: step-hold ``flows`` and ``udp_gbps`` from ``times_s`` on."""
+
+    times_s: tuple[float, ...]
+    flows: tuple[int, ...]
+    udp_gbps: tuple[float, ...]
+
+    def at(self, t_s: float) -> tuple[int, float]:
+        import bisect
+
+        i = max(0, bisect.bisect_right(self.times_s, t_s) - 1)
+        return self.flows[i], self.udp_gbps[i]
+
+
+class LoadTraceError(ValueError):
+    pass
+
+
+def read_load_trace(path: str | Path) -> LoadTrace:
+    """Read a cross-traffic CSV (``t_s,flows[,udp_gbps]``, times increasing, flows >= 0 integers)."""
+    times, flows, udp = [], [], []
+    with open(path, newline="") as f:
+        reader = csv.DictReader(f)
+        cols = reader.fieldnames or []
+        if "t_s" not in cols or "flows" not in cols:
+            raise LoadTraceError(f"{path}: needs columns t_s and flows (has {', '.join(cols) or 'none'})")
+        for n, row in enumerate(reader, start=2):
+            try:
+                t, k = float(row["t_s"]), float(row["flows"])
+                u = float(row["udp_gbps"]) if row.get("udp_gbps") not in (None, "") else 0.0
+            except ValueError:
+                raise LoadTraceError(f"{path}: line {n}: not a number") from None
+            if not (math.isfinite(t) and math.isfinite(k) and math.isfinite(u)):
+                raise LoadTraceError(f"{path}: line {n}: not a finite number")
+            if k < 0 or k != int(k) or k > 64:
+                raise LoadTraceError(f"{path}: line {n}: flows must be an integer in [0, 64]")
+            if u < 0:
+                raise LoadTraceError(f"{path}: line {n}: udp_gbps must be >= 0")
+            if times and t <= times[-1]:
+                raise LoadTraceError(f"{path}: line {n}: t_s must increase")
+            times.append(t)
+            flows.append(int(k))
+            udp.append(u)
+    if not times:
+        raise LoadTraceError(f"{path}: no rows")
+    return LoadTrace(tuple(times), tuple(flows), tuple(udp))
+
+
+def on_off_phases(n_flows: int, period_s: float, seed: int, key: Sequence[object]) -> "np.ndarray":
+    """Each on/off flow's phase (seconds into its period at t = 0), seeded by the run's seed and the
+    entry: the sim and the emulation draw the same ones."""
+    from testbed.seeding import rng
+
+    return rng(seed, "cross-traffic-on-off", *key).uniform(0.0, period_s, n_flows)

@@ -183,7 +183,7 @@ def _cross_traffic_problems(sc: Scenario, site_set: set, base_dir: Path, resolve
     problems: list[tuple[str, str]] = []
     if not sc.cross_traffic:
         return problems
-    from testbed.crosstraffic.model import LoadTraceError, read_load_trace  # no numpy: reading stays light
+    from testbed.spec.cross_traffic import LoadTraceError, read_load_trace  # no numpy: reading stays light
     from testbed.spec.files import trace_file
 
     links = {frozenset((lk.a, lk.b)) for lk in sc.links}

@@ -29,7 +29,7 @@ ONE_WAY_MS = 10.0  # RTT 20 ms
 
 
 def _fabric(flows: int):
-    from testbed.crosstraffic.live import plan_cross_traffic
+    from testbed.netem.crosstraffic import plan_cross_traffic
     from testbed.netem.fabric import Fabric
     from testbed.netem.naming import new_run_id
     from testbed.netem.plan import LinkInput, plan_fabric
@@ -137,7 +137,7 @@ def _run_until_generators(tmp_path: Path) -> tuple[subprocess.Popen, str]:
             except (OSError, ValueError):
                 continue
             if d.get("owner_pid") == proc.pid:
-                gens = [p for p in _processes_of(d["run_id"]) if "testbed.crosstraffic.gen" in
+                gens = [p for p in _processes_of(d["run_id"]) if "testbed.netem.xtgen" in
                         " ".join(psutil.Process(p).cmdline())]
                 if len(gens) == 2:  # the sink and the sender
                     return proc, d["run_id"]
@@ -187,7 +187,7 @@ def test_net_up_brings_the_cross_traffic_and_net_down_ends_it(tmp_path):
     up = subprocess.run([*tb, "net", "up", str(f)], capture_output=True, text=True, timeout=120, check=True)
     run_id = re.search(r"network ([a-z0-9]{6}) up", up.stdout).group(1)
     try:
-        gens = [p for p in _processes_of(run_id) if "testbed.crosstraffic.gen" in " ".join(psutil.Process(p).cmdline())]
+        gens = [p for p in _processes_of(run_id) if "testbed.netem.xtgen" in " ".join(psutil.Process(p).cmdline())]
         assert len(gens) == 2
         time.sleep(1.0)
         stats = [json.loads(p.read_text()) for p in Path("/tmp").glob(f"tb-{run_id}-*/xt-send-*.json")]

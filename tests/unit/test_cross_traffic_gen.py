@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 
-from testbed.crosstraffic.live import flows_of, plan_cross_traffic, read_stats, sender_spec
+from testbed.netem.crosstraffic import flows_of, plan_cross_traffic, read_stats, sender_spec
 from testbed.spec.cross_traffic import CrossTraffic
 
 
@@ -22,7 +22,7 @@ def _free_port() -> int:
 def _start(argv, tmp, name):
     ready, log = tmp / f"{name}.ready", tmp / f"{name}.log"
     with open(log, "w") as err:
-        p = subprocess.Popen([sys.executable, "-m", "testbed.crosstraffic.gen", *argv, "--stats",
+        p = subprocess.Popen([sys.executable, "-m", "testbed.netem.xtgen", *argv, "--stats",
                               str(tmp / f"{name}.json"), "--ready", str(ready)], stderr=err)
     deadline = time.monotonic() + 10
     while not ready.exists():
@@ -78,8 +78,8 @@ def test_every_kind_sends_and_sigterm_ends_it(tmp_path):
 
 
 def test_schedules_follow_the_runs_clock_file(tmp_path):
-    from testbed.crosstraffic.gen import Counters, Sender
-    from testbed.crosstraffic.live import write_clock
+    from testbed.netem.xtgen import Counters, Sender
+    from testbed.netem.crosstraffic import write_clock
 
     clock = tmp_path / "clock.json"
     s = Sender({"dst": "127.0.0.1", "port": 1, "time_scale": 100.0, "clock_file": str(clock)}, Counters())

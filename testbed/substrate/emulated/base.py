@@ -167,7 +167,7 @@ class EmulatedSubstrate(Substrate):
     def _sample_cross_traffic(self, t_s: float) -> None:
         if self.fabric is None or not self.fabric.plan.cross_traffic:
             return
-        from testbed.crosstraffic.live import write_clock
+        from testbed.netem.crosstraffic import write_clock
 
         if self.clock is not None:
             try:  # the generators' on/off and trace schedules follow this run's clock
@@ -187,10 +187,10 @@ class EmulatedSubstrate(Substrate):
 
     def probe_bandwidth(self, src: str, dst: str, t_s: float, duration_s: float):
         """``bandwidth_basis: probe``: a real TCP probe from src's namespace to dst's over the fabric,
-        at least :data:`testbed.crosstraffic.probe.MIN_PROBE_WALL_S` wall seconds; its measured goodput
+        at least :data:`testbed.netem.probe.MIN_PROBE_WALL_S` wall seconds; its measured goodput
         scaled back to scenario Gbit/s (/ byte_scale x time_scale) and to a line rate (/ TCP efficiency)."""
         from testbed.crosstraffic.predict import Probe
-        from testbed.crosstraffic.probe import MIN_PROBE_WALL_S, probe_path
+        from testbed.netem.probe import MIN_PROBE_WALL_S, probe_path
         from testbed.feasibility import TCP_EFFICIENCY_MTU1500
 
         assert self.fabric is not None and self.scaling is not None

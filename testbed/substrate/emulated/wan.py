@@ -62,7 +62,7 @@ def plan_wan(inputs: Inputs, run_id: str, *, impairment: str, capacity_mbit: flo
     if sc.cross_traffic:  # generated on the fabric while it is up, scaled like the links
         import dataclasses
 
-        from testbed.crosstraffic.live import plan_cross_traffic
+        from testbed.netem.crosstraffic import plan_cross_traffic
 
         plan = dataclasses.replace(plan, cross_traffic=plan_cross_traffic(
             sc.cross_traffic, time_scale=scaling.time_scale, byte_scale=scaling.byte_scale, seed=inputs.seed))

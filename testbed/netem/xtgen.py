@@ -1,10 +1,10 @@
 """The cross-traffic generator: a small asyncio program run inside a site's namespace.
 
-``python -m testbed.crosstraffic.gen sink --netns NS --port P --stats FILE --ready FILE``
+``python -m testbed.netem.xtgen sink --netns NS --port P --stats FILE --ready FILE``
     accepts TCP connections and UDP datagrams on port P and discards them (counting bytes);
-``python -m testbed.crosstraffic.gen send --netns NS --spec JSON --stats FILE --ready FILE``
+``python -m testbed.netem.xtgen send --netns NS --spec JSON --stats FILE --ready FILE``
     generates one link direction's cross-traffic towards a sink (wall-clock units, already scaled
-    by :mod:`testbed.crosstraffic.live`): long-lived bulk TCP flows, a paced UDP stream, on/off flows,
+    by :mod:`testbed.netem.crosstraffic`): long-lived bulk TCP flows, a paced UDP stream, on/off flows,
     Poisson arrivals of Pareto-sized flows, and the steps of a trace file.
 
 Both enter the namespace themselves (``--netns``) before opening a socket, write their counters
@@ -304,7 +304,7 @@ class Sender:
 
 
 def _args(argv: list[str]) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(prog="python -m testbed.crosstraffic.gen")
+    ap = argparse.ArgumentParser(prog="python -m testbed.netem.xtgen")
     ap.add_argument("role", choices=("sink", "send"))
     ap.add_argument("--netns", default=None, help="enter this network namespace first (name or /proc path)")
     ap.add_argument("--port", type=int, default=0)

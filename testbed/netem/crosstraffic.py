@@ -5,7 +5,7 @@
 time_scale; on/off phases drawn as the sim draws them) that travel in the
 :class:`~testbed.netem.plan.FabricPlan`. The :class:`~testbed.netem.fabric.Fabric` starts them with
 the rest of the fabric and stops them before its namespaces go: one sink per receiving site and one
-sender per entry (:mod:`testbed.crosstraffic.gen`), each entering its site's namespace itself, each
+sender per entry (:mod:`testbed.netem.xtgen`), each entering its site's namespace itself, each
 recorded in the run's state file as it starts (``testbed clean`` ends them by PID, only while their
 command line names the run's temp folder) and owned by the fabric's context manager.
 """
@@ -54,7 +54,7 @@ def _words(e) -> str:
 def plan_cross_traffic(entries: Iterable, *, time_scale: float = 1.0, byte_scale: float = 1.0,
                        seed: int = 0) -> tuple[XtPlan, ...]:
     """The live plan of a scenario's cross-traffic entries under a run's scaling."""
-    from testbed.crosstraffic.model import on_off_phases, read_load_trace
+    from testbed.spec.cross_traffic import on_off_phases, read_load_trace
 
     rate = 1e9 * byte_scale * time_scale  # bit/s on the wire per scenario Gbit/s
     out = []
@@ -108,7 +108,7 @@ def sender_spec(xt: XtPlan, dst_addr: str, congestion: str | None, clock_file: s
 
 def gen_argv(role: str, netns: str, stats: str, ready: str, *, spec: str | None = None,
              port: int = XT_PORT) -> list[str]:
-    argv = [sys.executable, "-m", "testbed.crosstraffic.gen", role, "--netns", netns, "--stats", stats,
+    argv = [sys.executable, "-m", "testbed.netem.xtgen", role, "--netns", netns, "--stats", stats,
             "--ready", ready]
     if role == "sink":
         argv += ["--port", str(port)]
