@@ -54,7 +54,10 @@ class ReportData:
                    for k, v in run.params.items()}}
 
     def summaries_frame(self) -> pd.DataFrame:
-        return pd.DataFrame([{**self.run_meta(s["run"]), **s["summary"], "label": s["label"]} for s in self.summaries])
+        """One row per run x policy: the run's columns, then its summary's keys in sorted order (the same
+        columns in the same order whichever testbed wrote the summaries and whatever was renamed since)."""
+        return pd.DataFrame([{**self.run_meta(s["run"]), **dict(sorted(s["summary"].items())), "label": s["label"]}
+                             for s in self.summaries])
 
     # --- stored form ---------------------------------------------------------------------------
 
