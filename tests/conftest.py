@@ -96,6 +96,7 @@ QUIET_MODULES = {  # integration tests that time transfers, rates or CPU shares:
     "test_netem.py", "test_power_throttle.py", "test_relay.py", "test_relayfork.py", "test_transfer_netns.py",
     "test_user_workload_throttle.py", "test_vm_guest.py",
     "test_time_and_capacity_guidance.py",  # the estimate against the wall time of a run
+    "test_cross_traffic_netns.py",  # a flow's share of a link beside generated cross-traffic
 }
 
 

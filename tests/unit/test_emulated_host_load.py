@@ -56,8 +56,18 @@ def _sample_while_spinning(detach: bool) -> tuple[LoadSample, float]:
             child.wait()
 
 
+def _sample_with_a_busy_spinner(detach: bool, tries: int = 5) -> tuple[LoadSample, float]:
+    """A sample taken while the spinner got at least 0.2 of a core (on a shared machine under a busy
+    test suite it may get less in one window: that window says nothing of the accounting, try again)."""
+    for _ in range(tries):
+        s, spinner = _sample_while_spinning(detach)
+        if spinner > 0.2:
+            break
+    return s, spinner
+
+
 def test_a_child_of_ours_is_our_own_load():
-    s, spinner = _sample_while_spinning(detach=False)
+    s, spinner = _sample_with_a_busy_spinner(detach=False)
     assert spinner > 0.2, spinner
     assert s.own_cores >= spinner - 0.1, (s, spinner)  # counted as ours
     assert s.host_cores >= s.own_cores - 0.2
@@ -65,7 +75,7 @@ def test_a_child_of_ours_is_our_own_load():
 
 @pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="needs a second core for the other process")
 def test_a_process_not_ours_is_contention():
-    s, spinner = _sample_while_spinning(detach=True)
+    s, spinner = _sample_with_a_busy_spinner(detach=True)
     assert spinner > 0.2, spinner
     assert s.other_cores >= spinner - 0.15, (s, spinner)  # counted as someone else's
     assert s.own_cores < spinner / 2, (s, spinner)
