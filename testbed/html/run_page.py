@@ -18,18 +18,14 @@ import pandas as pd
 from testbed.analysis.figures import figure_path, find
 from testbed.analysis.titles import words
 from testbed.html import INDEX
-from testbed.html.document import esc, figure, grid, page, table, write_atomic
+from testbed.html.document import esc, figure, grid, page, read_json_object, table, write_atomic
 from testbed.html.markdown import to_html
 
 MAX_MIGRATION_ROWS = 40
 
 
 def _manifest(run: Path) -> dict:
-    try:
-        man = json.loads((run / "manifest.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise ValueError(f"{run}: no readable manifest.json ({type(e).__name__})") from None
-    return man if isinstance(man, dict) else {}
+    return read_json_object(run / "manifest.json")
 
 
 def _resolved(man: dict) -> dict:

@@ -5,24 +5,19 @@ vs actual, and every other section the report has for the sweep's study, figures
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
 import pandas as pd
 
-from testbed.html.document import esc, page, table
+from testbed.html.document import esc, page, read_json_object, table
 from testbed.html.markdown import to_html
 
 REPORT_DIR = "report"
 
 
 def _sweep_meta(sweep: Path) -> dict:
-    try:
-        meta = json.loads((sweep / "sweep.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise ValueError(f"{sweep}: no readable sweep.json ({type(e).__name__})") from None
-    return meta if isinstance(meta, dict) else {}
+    return read_json_object(sweep / "sweep.json")
 
 
 def _trials(sweep: Path) -> pd.DataFrame:

@@ -68,15 +68,15 @@ def runs_present() -> list[str]:
 
 def _stop_pids(pids: list[int], run_id: str, rep: CleanReport) -> None:
     """End the listed processes that still run and whose command line names this run, all at once."""
-    from testbed.netem.processes import owned_processes
+    from testbed.processes import owned_processes
 
     _end(owned_processes(pids, run_id, rep.errors), rep)
 
 
 def _end(procs: list, rep: CleanReport) -> None:
     """SIGTERM all, wait for all together, SIGKILL what is left (one mechanism for the whole
-    package: :func:`testbed.netem.processes.stop_processes`; zombies count as ended)."""
-    from testbed.netem.processes import stop_processes
+    package: :func:`testbed.processes.stop_processes`; zombies count as ended)."""
+    from testbed.processes import stop_processes
 
     stopped = stop_processes(procs, timeout_s=STOP_TIMEOUT_S, kill_wait_s=STOP_TIMEOUT_S)
     survivors = set(stopped.survivors)

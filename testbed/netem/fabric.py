@@ -449,7 +449,7 @@ class Fabric:
 
     def _wait_ready(self, pending: list) -> None:
         """Wait until every ``(process, ready file, log, what it serves)`` has written its ready file."""
-        from testbed.netem.processes import ended
+        from testbed.processes import ended
 
         deadline = time.monotonic() + RELAY_READY_TIMEOUT_S
         while pending:

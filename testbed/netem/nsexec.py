@@ -104,7 +104,7 @@ def terminate(procs, timeout_s: float = 5.0):
     """End processes we started (``subprocess.Popen`` children, or ``psutil.Process`` objects of our
     children), by PID, never by name: SIGTERM all,
     wait for all of them together up to ``timeout_s``, SIGKILL what is left, reap every one.
-    Returns a :class:`testbed.netem.processes.StopReport`."""
-    from testbed.netem.processes import stop_popens
+    Returns a :class:`testbed.processes.StopReport`."""
+    from testbed.processes import stop_popens
 
     return stop_popens(list(procs), timeout_s=timeout_s)

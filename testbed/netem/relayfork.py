@@ -10,7 +10,7 @@ argument lists to its stdin; the host forks one child per relay (own session, st
 /dev/null, stdout+stderr to the relay's log, then :func:`testbed.netem.relay.main`, which enters the
 namespace given by ``--netns``), prints each child's PID, and exits. Its children are re-parented
 to the caller, which is then their parent exactly as if it had spawned them itself: it reaps them,
-gets their exit codes, ends them by PID (:mod:`testbed.netem.processes`). The subreaper flag is
+gets their exit codes, ends them by PID (:mod:`testbed.processes`). The subreaper flag is
 cleared again before returning. ``TAG`` (e.g. the run's temp folder) is in every relay's command
 line (a forked child keeps its parent's), so ``testbed clean`` can check that a recorded PID is
 still one of ours.

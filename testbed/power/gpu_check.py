@@ -49,6 +49,8 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 
+from testbed.processes import stop_popens
+
 MIN_CAPS = 4
 DEFAULT_TOLERANCE_W = 1.0  # NVML takes milliwatts; drivers enforce whole watts or finer
 TOTAL_BUDGET_S = 480       # the whole check on one GPU, the shell's setup included (8 minutes)
@@ -87,13 +89,7 @@ def _run(cmd: list[str], timeout_s: float, log: Path) -> subprocess.CompletedPro
             f.write(f"\n[gpu-check] stopped: over its budget of {timeout_s:g} s\n")
             code = 124
         finally:  # over budget, or this check itself stopped (SIGTERM): the child goes first
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(timeout=STOP_GRACE_S)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait(timeout=30)
+            stop_popens([proc], timeout_s=STOP_GRACE_S, kill_wait_s=30)
     return subprocess.CompletedProcess(cmd, code)
 
 

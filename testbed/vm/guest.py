@@ -15,7 +15,6 @@ import os
 import re
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -23,6 +22,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from testbed.processes import stop_popens
 from testbed.vm.errors import VmError
 from testbed.vm.image import Image
 from testbed.vm.initramfs import OUT_DIR, OUT_TAG
@@ -114,13 +114,7 @@ def _run_qemu(argv: list[str], log: Path, timeout_s: float) -> tuple[int | None,
     except subprocess.TimeoutExpired:
         return None, True
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=KILL_WAIT_S)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=KILL_WAIT_S)
+        stop_popens([proc], timeout_s=KILL_WAIT_S, kill_wait_s=KILL_WAIT_S)
 
 
 def pytest_job(tests: list[str], marker: str, *, payload: str = "payload.tar") -> str:

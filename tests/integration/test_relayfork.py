@@ -20,7 +20,7 @@ pytestmark = [
 ]
 
 from testbed.netem.nsexec import in_netns, terminate  # noqa: E402
-from testbed.netem.processes import ended  # noqa: E402
+from testbed.processes import ended  # noqa: E402
 from testbed.netem.relay import PathImpairment, relay_argv  # noqa: E402
 from testbed.netem.relayfork import RelaySpec, _is_subreaper, start_relays  # noqa: E402
 from tests.integration.test_relay import ADDR_B, relayed_link  # noqa: E402

@@ -1,4 +1,4 @@
-"""Process supervision (testbed.netem.processes, nsexec.terminate): zombies, SIGKILL, many at once.
+"""Process supervision (testbed.processes, nsexec.terminate): zombies, SIGKILL, many at once.
 
 No privileges needed. Assertions are on behaviour (who was reaped, which path was taken, how the
 waits were grouped), never on wall-clock time."""
@@ -12,9 +12,9 @@ import time
 import psutil
 import pytest
 
-from testbed.netem import processes
+from testbed import processes
 from testbed.netem.nsexec import terminate
-from testbed.netem.processes import owned_processes, stop_processes
+from testbed.processes import owned_processes, stop_processes
 
 PY = sys.executable
 SLEEPER = [PY, "-c", "import time; print('ready', flush=True); time.sleep(120)"]
@@ -164,7 +164,7 @@ def test_our_child_that_is_a_zombie_while_its_threads_exit_is_reaped():
     import ctypes.util  # noqa: F401  (the child uses it)
     import sys
 
-    from testbed.netem.processes import ended
+    from testbed.processes import ended
 
     # the child's main thread exits first (pthread_exit): the process shows as a zombie while its
     # other thread still runs, and waitpid can collect it only once that thread is gone too
