@@ -162,9 +162,38 @@ def test_a_first_run_is_estimated_from_the_pace_shipped_with_the_code(tmp_path, 
     assert mine.step_s == pytest.approx(2 * model["step_wall_s"]) and mine.job_step_s == pytest.approx(2 * model["job_step_wall_s"])
     assert "scaled x 2.00 by the last 1 netns run with agents nodes here" in estimate(loaded, inputs, "netns").line()
     # an older record without job-steps, the fixed part or results: the median step, the rest shipped
-    (tmp_path / "pace.json").write_text(json.dumps({"netns/agents": [{"step_wall_s": 0.2, "steps": 10}]}))
+    (tmp_path / "pace.json").write_text(json.dumps({"netns/agents": [{"step_wall_s": 0.2, "steps": 288}]}))
     old = pace.expected("netns", "agents")
     assert old.step_s == 0.2 and old.job_step_s is None and old.fixed_s == model["fixed_wall_s"]
+
+
+def test_a_short_run_does_not_throw_the_next_estimate_off(tmp_path, monkeypatch):
+    """A 24-step run measured a step 600x cheaper than a full one here, and once it was the only record
+    with job-steps, the next quick start was estimated at 71 s (x 0.00) and took 11 min. Short runs
+    count only when nothing else is known, and every run weighs by its size."""
+    import json
+
+    from testbed.studies import pace
+
+    monkeypatch.setenv(pace.CACHE_ENV, str(tmp_path / "pace.json"))
+    model = pace._shipped("netns", "agents")
+    pace.record("netns", "agents", steps=24, wall_s=12.0, transfer_wall_s=0.0, fixed_wall_s=11.99, jobs_steps=24)
+    first = pace.expected("netns", "agents")
+    assert first.step_s == model["step_wall_s"] and "default shipped" in first.source  # the short run is not telling
+    loop = 3 * (576 * model["step_wall_s"] + 1000 * model["job_step_wall_s"])  # a full run, 3x the model
+    pace.record("netns", "agents", steps=576, wall_s=loop + 5.0, transfer_wall_s=0.0, fixed_wall_s=5.0, jobs_steps=1000)
+    pace.record("netns", "agents", steps=576, wall_s=loop / 3 + 5.0, transfer_wall_s=0.0, fixed_wall_s=5.0, jobs_steps=1000)
+    pace.record("netns", "agents", steps=120, wall_s=0.5, transfer_wall_s=0.0, fixed_wall_s=0.4, jobs_steps=10)
+    mine = pace.expected("netns", "agents")
+    # summed over the three long-enough runs, each weighing by its size (the median of the ratios would be 1)
+    m120 = 120 * model["step_wall_s"] + 10 * model["job_step_wall_s"]
+    scale = (loop + loop / 3 + 0.1) / (2 * loop / 3 + m120)
+    assert mine.runs == 3 and mine.step_s == pytest.approx(scale * model["step_wall_s"], rel=1e-6)
+    assert scale > 1.8
+    # with nothing shipped, a short run is all there is and is used
+    monkeypatch.setattr(pace, "SHIPPED", tmp_path / "none.json")
+    (tmp_path / "pace.json").write_text(json.dumps({"netns/agents": [{"step_wall_s": 0.3, "steps": 24}]}))
+    assert pace.expected("netns", "agents").step_s == 0.3 and pace.step_wall_s("netns", "agents") == (0.3, 1)
 
 
 def test_job_steps_count_the_steps_each_job_ran_in():
