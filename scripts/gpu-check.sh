@@ -9,8 +9,9 @@
 # nvidia-ml-py but not testbed's other dependencies. With --bundle (made here by scripts/gpu-bundle.sh),
 # what this Python lacks is installed from the bundle's wheels into a temporary folder (pip --no-index:
 # nothing is fetched). OUT: $OUT when set (the lent machine's folder that comes back), else
-# results/gpu-check. It gets at most 5 small files: gpu-check.json, gpu-check.md, profile.yaml,
-# logs.txt, environment.txt. Exit 0: every step passed; 3: the only failures are "no GPU"; else 1.
+# results/gpu-check. It gets at most 6 small files: gpu-check.json, gpu-check.md, profile.yaml,
+# logs.txt, environment.txt, compute-profile.json (a `testbed calibrate compute` entry of the GPU, written
+# in the budget the check leaves). Exit 0: every step passed; 3: the only failures are "no GPU"; else 1.
 # Env: PYTHON (default .venv/bin/python when there, else python3), GPU, CAPS, SECONDS_PER_CAP,
 # FAMILY, NETNS (auto|on|off), DEVICE (the calibrations' torch device; default cuda:GPU, cpu only to
 # rehearse with NVML mocked), GPU_CHECK_BUDGET_S (the whole check; default 480).
@@ -75,5 +76,19 @@ left=$(( BUDGET_S - (SECONDS - T0) ))
 rc=0
 timeout --signal=TERM --kill-after=20 "$left" "$PYTHON" -m testbed.power.gpu_check --out "$DEST" --gpu "${GPU:-0}" \
   --caps "${CAPS:-4}" --seconds "${SECONDS_PER_CAP:-8}" --family "${FAMILY:-char-transformer}" --netns "${NETNS:-auto}" ${DEVICE:+--device "$DEVICE"} || rc=$?
+# a compute-profile entry of the lent GPU (testbed calibrate compute --device cuda): only in the budget the
+# check left (at most 90 s, at least 45), and only where the study's data set loads (scikit-learn's digits);
+# it does not change the check's exit status, environment.txt says what happened
+left=$(( BUDGET_S - (SECONDS - T0) ))
+if (( left < 45 )); then
+  say "compute profile: skipped (${left} s of the budget left, it needs 45)"
+elif ! "$PYTHON" -c 'import sklearn, torch; assert torch.cuda.is_available()' 2>/dev/null; then
+  say "compute profile: skipped (no CUDA device or no scikit-learn for the study's data set)"
+elif timeout --signal=TERM --kill-after=5 $(( left < 90 ? left : 90 )) "$PYTHON" -m testbed calibrate compute \
+     --device "cuda:${GPU:-0}" --seconds 5 --out "$DEST/compute-profile.json" >>"$ENVF" 2>&1; then
+  say "compute profile: written ($DEST/compute-profile.json)"
+else
+  say "compute profile: failed (see above in environment.txt)"
+fi
 say "gpu-check.sh: exit $rc after $(( SECONDS - T0 )) s (budget $BUDGET_S s)"
 exit "$rc"

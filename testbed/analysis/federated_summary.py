@@ -34,7 +34,8 @@ PAPER = {
 SUMMARY_METRICS: tuple[str, ...] = (
     "target_accuracy", "time_to_accuracy_s", "rounds_to_accuracy",
     "epoch_equivalents_to_accuracy", "energy_to_accuracy_kwh", "accuracy_per_kwh", "rounds", "rounds_trained",
-    "final_accuracy", "best_accuracy", "end_time_s", "mean_k", "mean_round_s", "projected_vs_measured_mae",
+    "final_accuracy", "best_accuracy", "end_time_s", "mean_k", "mean_round_s", "mean_compute_s", "mean_comm_s",
+    "compute_over_comm", "projected_vs_measured_mae",
     "formula_vs_measured_mae", "projected_vs_measured_corr",
     "energy_kwh", "renewable_kwh", "grid_kwh", "compute_kwh", "comm_kwh", "idle_kwh",
     "wall_s", "samples_per_s", "k", "comm_measured_over_modelled",
@@ -124,11 +125,22 @@ def summarize_rounds(rounds: pd.DataFrame, *, label: str, policy: str, target: f
         "end_time_s": float(rounds["t_end_s"].iloc[-1]) if len(rounds) else 0.0,
         "mean_k": float(trained["k"].mean()) if len(trained) else 0.0,
         "mean_round_s": float(trained["round_s"].mean()) if len(trained) else math.nan,
+        **compute_vs_comm(trained),
         "projected_vs_measured_mae": float(err.mean()) if len(err) else None,
         "formula_vs_measured_mae": float(formula_err.mean()) if len(formula_err) else None,
         "projected_vs_measured_corr": (float(np.corrcoef(proj[proj.notna()], trained["measured_gain"][proj.notna()])[0, 1])
                                        if proj.notna().sum() > 2 else None),
     }
+
+
+def compute_vs_comm(trained: pd.DataFrame) -> dict[str, float]:
+    """Compute vs communication per trained round: the means of the slowest selected site's compute
+    time and of the slowest exchange (``compute_max_s``, ``comm_max_s``), and their ratio (NaN
+    without communication: the centralized baseline)."""
+    if not len(trained) or "compute_max_s" not in trained:
+        return {"mean_compute_s": math.nan, "mean_comm_s": math.nan, "compute_over_comm": math.nan}
+    comp, comm = float(trained["compute_max_s"].mean()), float(trained["comm_max_s"].mean())
+    return {"mean_compute_s": comp, "mean_comm_s": comm, "compute_over_comm": comp / comm if comm > 0 else math.nan}
 
 
 def sensitivity_targets(target: float) -> list[float]:

@@ -1,4 +1,6 @@
 """``testbed calibrate power``: measure a GPU's cap -> (throughput, draw) profile through NVML.
+``testbed calibrate compute``: measure training samples/s of the federated study's model here (CPU or CUDA) and
+write a compute-profile entry with its provenance (testbed/federated/compute_profile.py).
 ``testbed calibrate load``: measure checkpoint save/load time against size on this machine (Eq. 1's T_load;
 the sim substrate's migration I/O truth, testbed/io_model.py)."""
 
@@ -45,6 +47,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     ld.add_argument("--out", type=Path, default=None,
                     help="JSON file to write (default results/calibrate/load.json)")
     ld.set_defaults(func=_calibrate_load)
+    cp = csub.add_parser("compute", help="time training samples/s of the federated study's model (and a 1 GB-update-"
+                                         "sized MLP) on this machine's CPU or CUDA GPU; write a compute-profile entry")
+    cp.add_argument("--entry", default=None,
+                    help="profile entry (node type) to write: default cpu-1thread on CPU, else the GPU's name")
+    cp.add_argument("--device", default="auto",
+                    help="cpu (one thread, CPU time) | cuda | cuda:N | auto (cuda when torch sees a GPU; default)")
+    cp.add_argument("--scenario", type=Path, default=None,
+                    help="federated scenario whose data set and training (model, hidden, batch size) are timed "
+                         "(default scenarios/powertrip-us100.yaml's: digits, mlp 64, batch 16)")
+    cp.add_argument("--seconds", type=float, default=3.0, help="timed training per model (default 3)")
+    cp.add_argument("--no-update-sized", action="store_true", help="time only the study's model (no 1 GB stand-in)")
+    cp.add_argument("--out", type=Path, default=None,
+                    help="profile JSON to write or merge into (default results/calibrate/compute-profile.json); "
+                         "its other entries are kept")
+    cp.set_defaults(func=_calibrate_compute)
 
 
 def _calibrate_power(args: argparse.Namespace) -> int:
@@ -197,4 +214,86 @@ def _command_line(args: argparse.Namespace, out: Path) -> str:
              "--repeats", str(args.repeats), "--device", args.device, "--dir", str(args.dir)]
     if args.scenario is not None:
         parts += ["--scenario", str(args.scenario)]
+    return shlex.join([*parts, "--out", str(out)])
+
+
+MAX_COMPUTE_SECONDS = 600.0
+
+
+def _calibrate_compute(args: argparse.Namespace) -> int:
+    import json
+    import math
+    import re
+
+    from testbed.errors import OutDirError, SpecError
+    from testbed.recorder.out_dir import check_out_file
+
+    problems = []
+    if not (math.isfinite(args.seconds) and 0 < args.seconds <= MAX_COMPUTE_SECONDS):
+        problems.append(("--seconds", f"must be > 0 and <= {MAX_COMPUTE_SECONDS:g}"))
+    if args.entry is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", args.entry):
+        problems.append(("--entry", "letters, digits, '_', '.', '-' (at most 64; no path)"))
+    if not re.fullmatch(r"auto|cpu|cuda(:[0-9]{1,3})?", args.device):
+        problems.append(("--device", "cpu, cuda, cuda:N or auto"))
+    out = args.out or results_root() / "calibrate" / "compute-profile.json"
+    try:
+        check_out_file(out, flag="--out", create_parents=args.out is None)
+    except OutDirError as e:
+        problems.append(("--out", f"{out}: {e.why}"))
+    existing = None
+    if out.exists() and not problems:
+        from testbed.federated.compute_profile import ComputeProfileError, load_profile
+
+        try:
+            existing = load_profile(out)  # merge: a file that is not a profile is refused, never overwritten
+        except ComputeProfileError as e:
+            problems += [("--out", f"{w}: {m}") for w, m in e.problems]
+    scenario = args.scenario or Path(__file__).resolve().parents[2] / "scenarios" / "powertrip-us100.yaml"
+    fl = None
+    if not problems:
+        from testbed.spec.load import load_scenario
+
+        sc = load_scenario(scenario).scenario
+        if sc.federated is None:
+            problems.append(("--scenario", f"{scenario}: not a federated scenario (no federated: block)"))
+        fl = sc.federated
+    if problems:
+        raise SpecError(problems)
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        raise SpecError([("calibrate compute", "needs torch (bash scripts/setup.sh installs it)")])
+    from testbed.federated.compute_measure import measure_entry
+
+    entry_name, entry = measure_entry(fl, device=args.device, seconds=args.seconds, entry=args.entry,
+                                      update_sized=not args.no_update_sized,
+                                      command=_compute_command(args, scenario, out))
+    data = {"format": "testbed-compute-profile/1", "description": "written by testbed calibrate compute",
+            "entries": {}}
+    if existing is not None:
+        data = json.loads(out.read_text())
+    data["entries"][entry_name] = entry
+    from testbed.federated.compute_profile import profile_from_bytes
+
+    raw = (json.dumps(data, indent=2) + "\n").encode()
+    profile_from_bytes(raw, where=str(out), source=str(out))  # what is written loads
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_bytes(raw)
+    for key in ("study_samples_per_s", "gb_samples_per_s"):
+        if key in entry:
+            print(f"{entry_name}: {key} = {entry[key]:.4g}")
+    print(f"written: {out} (entry {entry_name}, {'merged' if existing is not None else 'new file'})\n"
+          f"in a scenario: federated: {{compute: {{samples_per_s: profile, profile: {out}, node_type: {entry_name}}}}}")
+    return 0
+
+
+def _compute_command(args: argparse.Namespace, scenario: Path, out: Path) -> str:
+    import shlex
+
+    parts = ["testbed", "calibrate", "compute", "--device", args.device, "--seconds", f"{args.seconds:g}",
+             "--scenario", str(scenario)]
+    if args.entry:
+        parts += ["--entry", args.entry]
+    if args.no_update_sized:
+        parts.append("--no-update-sized")
     return shlex.join([*parts, "--out", str(out)])

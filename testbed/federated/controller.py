@@ -65,8 +65,11 @@ class FlRecord:
 
 class FederatedController:
     def __init__(self, inputs: Inputs, shards: Shards, policy: SelectionPolicy, *, round_time: str,
-                 exchange: Exchange | None = None, participants: list[str], samples_per_s: float | None = None):
-        """``samples_per_s``: the resolved compute speed (required when the scenario says ``measured``)."""
+                 exchange: Exchange | None = None, participants: list[str], samples_per_s: float | None = None,
+                 site_rates: dict[str, float] | None = None):
+        """``samples_per_s``: the resolved compute speed (required when the scenario says ``measured``);
+        ``site_rates``: samples/s per reference node of each site (a compute profile's; they replace
+        ``samples_per_s`` for the sites they name)."""
         self.inp = inputs
         self.sc = inputs.scenario
         self.fl = self.sc.federated
@@ -77,8 +80,11 @@ class FederatedController:
         self.agg = self.fl.aggregator
         c = self.fl.compute
         rate = samples_per_s if samples_per_s is not None else c.samples_per_s
+        self.site_rates = dict(site_rates or {})
         if not isinstance(rate, (int, float)):
-            raise ValueError("federated.compute.samples_per_s is 'measured': pass the measured samples_per_s")
+            if not self.site_rates:
+                raise ValueError(f"federated.compute.samples_per_s is {rate!r}: pass samples_per_s or site_rates")
+            rate = float("nan")  # every training site has its own rate
         self.samples_per_s = float(rate)
         self.model_t = RoundTimeModel(round_time, self.fl.training.local_epochs, c.data_scale, self.samples_per_s,
                                       shards.data.n_train)
@@ -108,7 +114,8 @@ class FederatedController:
         down = transfer_s(self.update_bytes, self.inp.bandwidth_gbps[(self.agg, site)].at(t_s), lat)
         up = transfer_s(self.update_bytes, self.inp.bandwidth_gbps[(site, self.agg)].at(t_s), lat)
         n = self.shards.n(site)
-        st = SiteTime(site, n, cap.capacity, self.model_t.site_compute_s(n, cap.capacity), down, up)
+        rate = self.site_rates.get(site)
+        st = SiteTime(site, n, cap.capacity, self.model_t.site_compute_s(n, cap.capacity, rate), down, up, rate)
         return SiteView(site, n, self.miles[site], cap.budget_kw, cap.power_kw, cap.capacity, lat, st), cap
 
     # -- the loop ---------------------------------------------------------------------------------
@@ -177,7 +184,7 @@ class FederatedController:
                                         batch_size=tr.batch_size, lr=lr, momentum=tr.momentum,
                                         seed=fedavg.round_seed(self.inp.seed, r, site))
         cap = self.capacity(site, t, getattr(self.policy, "nodes", None))
-        comp = self.model_t.centralized_s(cap.capacity, epochs=1)
+        comp = self.model_t.centralized_s(cap.capacity, epochs=1, rate=self.site_rates.get(site))
         row = {"round": r, "site": site, "n_samples": d.n_train, "available_kw": cap.budget_kw,
                "effective_kw": cap.power_kw, "capacity": cap.capacity, "n_active": cap.n_active, "cap_w": cap.cap_w,
                "compute_s": comp, "down_s": 0.0, "up_s": 0.0, "predicted_down_s": 0.0, "predicted_up_s": 0.0,
@@ -202,7 +209,7 @@ class FederatedController:
     def _times(self, r, t, sites, views, caps):
         predicted = {s: views[s].time for s in sites}
         got = self.exchange.exchange(r, t, predicted, self._payloads, self.update_bytes)
-        actual = [SiteTime(s, p.n_samples, p.capacity, p.compute_s, *got[s]) for s, p in predicted.items()]
+        actual = [SiteTime(s, p.n_samples, p.capacity, p.compute_s, *got[s], p.rate) for s, p in predicted.items()]
         round_s = self.model_t.round_s(actual)
         end_kw = self.sc.power.p_sys_kw / 2.0  # each end of a transfer (the migration study's P_sys split)
         rows = []

@@ -44,6 +44,7 @@ class SiteTime:
     compute_s: float
     down_s: float
     up_s: float
+    rate: float | None = None  # samples/s of one reference node at this site (None: the model's samples_per_s)
 
     @property
     def comm_s(self) -> float:
@@ -74,6 +75,10 @@ def pooled_s(times: Iterable[SiteTime], *, samples: int, epochs: int, data_scale
     times = list(times)
     if not times:
         return 0.0
+    if any(t.rate is not None for t in times):  # per-site speeds (a compute profile): samples / summed samples/s
+        speed = sum(t.capacity * (samples_per_s if t.rate is None else t.rate) for t in times)
+        comp = compute_s(samples, speed, epochs=epochs, data_scale=data_scale, samples_per_s=1.0)
+        return comp + max(t.comm_s for t in times)
     cap = sum(t.capacity for t in times)
     comp = compute_s(samples, cap, epochs=epochs, data_scale=data_scale, samples_per_s=samples_per_s)
     return comp + max(t.comm_s for t in times)
@@ -90,9 +95,10 @@ class RoundTimeModel:
     samples_per_s: float
     total_samples: int
 
-    def site_compute_s(self, n_samples: int, capacity: float) -> float:
+    def site_compute_s(self, n_samples: int, capacity: float, rate: float | None = None) -> float:
+        """``rate``: the site's samples/s per reference node (a compute profile's), else the model's."""
         return compute_s(n_samples, capacity, epochs=self.epochs, data_scale=self.data_scale,
-                         samples_per_s=self.samples_per_s)
+                         samples_per_s=self.samples_per_s if rate is None else rate)
 
     def samples_charged(self, times: Iterable[SiteTime], kind: str | None = None) -> int:
         """Training samples (all epochs) the clock charges for a round over ``times``' sites."""
@@ -113,7 +119,8 @@ class RoundTimeModel:
                             data_scale=self.data_scale, samples_per_s=self.samples_per_s)
         raise ValueError(f"unknown round-time model {kind!r}")
 
-    def centralized_s(self, capacity: float, epochs: int | None = None) -> float:
-        """One site, the whole training set, ``epochs`` passes (default: the model's ``E``)."""
+    def centralized_s(self, capacity: float, epochs: int | None = None, rate: float | None = None) -> float:
+        """One site, the whole training set, ``epochs`` passes (default: the model's ``E``); ``rate``
+        as in :meth:`site_compute_s`."""
         return compute_s(self.total_samples, capacity, epochs=self.epochs if epochs is None else epochs,
-                         data_scale=self.data_scale, samples_per_s=self.samples_per_s)
+                         data_scale=self.data_scale, samples_per_s=self.samples_per_s if rate is None else rate)

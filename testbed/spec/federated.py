@@ -43,11 +43,23 @@ class FlCompute(Strict):
     with ``C_i`` the site's effective capacity in reference nodes (sum of node speeds at the caps
     its power budget allows)."""
 
-    samples_per_s: float | Literal["measured"] = Field(
-        description="Training samples per second of one reference node (speed 1.0) at full power: a number, or "
-        "'measured': timed on this machine once per run, the model measured_model names (testbed.federated.throughput).")
+    samples_per_s: float | Literal["measured", "profile"] = Field(
+        description="Training samples per second of one reference node (speed 1.0) at full power: a number, "
+        "'measured': timed on this machine once per run, the model measured_model names (testbed.federated.throughput), "
+        "or 'profile': each site's from a compute profile entry (profile, node_type, sites; "
+        "testbed.federated.compute_profile).")
+    profile: str = Field(
+        "default", description="With samples_per_s 'profile': the compute profile file (JSON, relative to the "
+        "scenario; `testbed calibrate compute` writes one), or 'default': the one shipped, "
+        "testbed/data/compute-profile.json.")
+    node_type: str | None = Field(
+        None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$", description="With samples_per_s 'profile': the profile "
+        "entry every site not matched by sites uses (default: the site's own node_type from the topology).")
+    sites: dict[str, str] | None = Field(
+        None, description="With samples_per_s 'profile': site-name pattern (fnmatch: '*', '?', '[ab]') -> profile "
+        "entry; the first pattern that matches a site wins, before node_type.")
     measured_model: Literal["study", "update_sized"] = Field(
-        "study", description="With samples_per_s 'measured': time the study's own model ('study') or a stand-in "
+        "study", description="With samples_per_s 'measured' or 'profile': the study's own model ('study') or a stand-in "
         "MLP whose parameters fill update_gb ('update_sized': how fast a model of the declared update size trains "
         "here; above 1 GB it is timed at 1 GB and scaled by the parameter count).")
     data_scale: float = Field(1.0, gt=0, description="Paper-scale samples each real training sample stands for: compute "
@@ -58,8 +70,14 @@ class FlCompute(Strict):
     @classmethod
     def _positive_rate(cls, v: float | str) -> float | str:
         if not isinstance(v, str) and not v > 0:
-            raise ValueError("must be > 0 or 'measured'")
+            raise ValueError("must be > 0, 'measured' or 'profile'")
         return v
+
+    @model_validator(mode="after")
+    def _profile_fields(self) -> "FlCompute":
+        if self.samples_per_s != "profile" and (self.node_type is not None or self.sites or self.profile != "default"):
+            raise ValueError("profile, node_type and sites apply only with samples_per_s: profile")
+        return self
 
 
 class Federated(Strict):
@@ -107,8 +125,8 @@ class Federated(Strict):
         if self.participants is not None and len(set(self.participants)) != len(self.participants):
             raise ValueError("participants: duplicate site names")
         if self.compute.measured_model == "update_sized":
-            if self.compute.samples_per_s != "measured":
-                raise ValueError("compute.measured_model: 'update_sized' only applies with samples_per_s: measured")
+            if self.compute.samples_per_s not in ("measured", "profile"):
+                raise ValueError("compute.measured_model: 'update_sized' only applies with samples_per_s: measured or profile")
             if self.update_gb is None:
                 raise ValueError("compute.measured_model: 'update_sized' needs update_gb (the size to measure)")
         return self

@@ -348,8 +348,17 @@ def scenario_from_dict(data: dict, base_dir: Path | None = None, *, trim: bool =
 
     io_path, io_problems = io_model_file(sc.substrate.io_model, base_dir, sc.substrate.t_downtime_s)
     problems += io_problems
+    profile_path = None
+    if sc.federated is not None and sc.federated.compute.samples_per_s == "profile" and not problems:
+        from testbed.federated.compute_profile import check_scenario, training_sites  # read at load time
+
+        profile_path, profile_problems = check_scenario(sc, base_dir, training_sites(sc))
+        problems += profile_problems
     if problems:
         raise SpecError(problems)
+    if profile_path is not None:
+        compute = sc.federated.compute.model_copy(update={"profile": profile_path})
+        sc = sc.model_copy(update={"federated": sc.federated.model_copy(update={"compute": compute})})
     if io_path is not None:
         sc = sc.model_copy(update={"substrate": sc.substrate.model_copy(update={"io_model": io_path})})
     if signal_traces is not None:

@@ -112,14 +112,31 @@ class FederatedStudy(Study):
         runs = [PolicyRun(pol.label, spec, pol) for spec in self.entries
                 for pol in make_selection_policies(spec, fl.aggregator)]
         self._statics = [r.label for r in runs if isinstance(r.policy, StaticKPolicy)]
-        declared = fl.compute.samples_per_s
-        self.samples_per_s, self.samples_per_s_source = self._compute_rate(fl, data, inputs.seed)
+        self.site_rates, self.profile = self._profile_rates(self.sc)
+        if self.site_rates is None:
+            self.samples_per_s, self.samples_per_s_source = self._compute_rate(fl, data, inputs.seed)
+        else:
+            from testbed.federated.compute_profile import describe_sites, mean_rate
+
+            self.samples_per_s = mean_rate({p: self.site_rates[p] for p in self.parts})
+            self.samples_per_s_source = (f"compute profile {self.profile.source}: {describe_sites(self.site_rates)} "
+                                         "(the mean node rate over the participants)")
         self._rounds: dict[str, pd.DataFrame] = {}
         from testbed.nodes.determinism import configure
 
         configure(1)
         self.exchange: Exchange = stack.enter_context(make_exchange(self.substrate, inputs, run_id))
         return runs
+
+    @staticmethod
+    def _profile_rates(sc):
+        """Each training site's rate from the compute profile (``samples_per_s: profile``), else (None, None)."""
+        if sc.federated.compute.samples_per_s != "profile":
+            return None, None
+        from testbed.federated.compute_profile import open_profile, resolve_sites, training_sites
+
+        prof = open_profile(sc.federated.compute.profile)
+        return resolve_sites(prof, sc, training_sites(sc)), prof
 
     @staticmethod
     def _compute_rate(fl, data, seed: int) -> tuple[float, str]:
@@ -138,7 +155,9 @@ class FederatedStudy(Study):
     def run(self, run: PolicyRun) -> FlRecord:
         return FederatedController(self.inputs, self.shards, run.policy, round_time=run.spec.round_time,
                                    exchange=self.exchange, participants=self.parts,
-                                   samples_per_s=self.samples_per_s).run()
+                                   samples_per_s=self.samples_per_s,
+                                   site_rates=None if self.site_rates is None else
+                                   {s: r.reference_samples_per_s for s, r in self.site_rates.items()}).run()
 
     def summarize(self, run: PolicyRun, record: FlRecord, wall_s: float, folder: Path) -> dict:
         fl, pol = self.sc.federated, run.policy
@@ -148,6 +167,10 @@ class FederatedStudy(Study):
         summary.update(energy_summary(sdf))
         summary["wall_s"] = wall_s
         summary["samples_per_s"] = self.samples_per_s
+        if self.site_rates is not None:
+            from testbed.federated.compute_profile import describe_sites
+
+            summary["compute_profile"] = describe_sites(self.site_rates)
         summary["tta_h_at"] = tta_at(rdf, sensitivity_targets(fl.target_accuracy), fl.time_to_accuracy)
         if isinstance(pol, StaticKPolicy):
             summary["k"] = pol.k
@@ -189,7 +212,17 @@ class FederatedStudy(Study):
     def describe(self) -> dict:
         return {**self.exchange.describe, "study": self.name,
                 "partition_sizes": {p: self.shards.n(p) for p in self.parts},
-                "compute_samples_per_s": {"value": self.samples_per_s, "source": self.samples_per_s_source}}
+                "compute_samples_per_s": {"value": self.samples_per_s, "source": self.samples_per_s_source},
+                **({} if self.site_rates is None else {"compute_profile": self._profile_manifest()})}
+
+    def _profile_manifest(self) -> dict:
+        """Which profile entry, and on what basis, gave each training site's speed."""
+        return {"file": self.profile.source, "sha256": self.profile.sha256,
+                "model": self.sc.federated.compute.measured_model,
+                "sites": {s: {"entry": r.entry, "basis": r.basis, "chosen_by": r.chosen_by,
+                              "node_samples_per_s": r.node_samples_per_s,
+                              "reference_samples_per_s": r.reference_samples_per_s, "provenance": r.provenance}
+                          for s, r in self.site_rates.items()}}
 
 
 def _plots(tmp: Path, rounds, summaries, cl, target: float) -> None:
