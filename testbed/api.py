@@ -283,23 +283,30 @@ def check_substrate(substrate: str, flag: str = "substrate") -> str:
 def run(scenario: "PathLike | Mapping | Scenario", substrate: str = "sim", out: PathLike | None = None,
         overrides: Mapping[str, Any] | None = None, seed: int | None = None, *, force: bool = False,
         progress: bool = True, plots: bool = True, argv: list[str] | None = None,
-        base: PathLike | None = None) -> "Results":
+        base: PathLike | None = None, figure_format: str | None = None,
+        figure_style: str | None = None) -> "Results":
     """Run every policy of a scenario (a file, a dict as :func:`load` takes it, or a Scenario) on
     ``substrate`` (sim, netns, mininet or auto) and return its :class:`Results`. ``out=None``
     writes to a new temporary directory that the returned Results owns: it is removed when that
     object is garbage collected or Python exits (``Results.keep()`` keeps it). ``seed`` replaces
-    the scenario's seed."""
+    the scenario's seed. ``figure_format`` (png, svg, pdf) and ``figure_style`` (a matplotlib style)
+    are ``--figure-format`` and ``--figure-style`` of ``testbed run``."""
+    from testbed.analysis.figures import figure_output
+
     check_substrate(substrate)
     seed = check_seed(seed)
-    prepared = prepare(scenario, overrides, base=base)
+    with figure_output(figure_format, figure_style):  # checked before any work
+        return _run(prepare(scenario, overrides, base=base), out, substrate=substrate, seed=seed, force=force,
+                    progress=progress, plots=plots, argv=argv)
+
+
+def _run(prepared: Prepared, out: PathLike | None, **run_kw: Any) -> "Results":
+    """:func:`run_prepared` into ``out``, or into a temporary directory the returned Results owns."""
     if out is not None:
-        return Results(run_prepared(prepared, out=Path(out), substrate=substrate, seed=seed, force=force,
-                                    progress=progress, plots=plots, argv=argv))
+        return Results(run_prepared(prepared, out=Path(out), **run_kw))
     tmp = Path(tempfile.mkdtemp(prefix=f"testbed-{prepared.loaded.scenario.name}-"))
     try:
-        path = run_prepared(prepared, out=tmp, substrate=substrate, seed=seed, force=force,
-                            progress=progress, plots=plots, argv=argv)
-        return Results(path, temporary=True)
+        return Results(run_prepared(prepared, out=tmp, **run_kw), temporary=True)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -342,21 +349,25 @@ def sweep(source: "PathLike | Mapping | Scenario", out: PathLike | None = None, 
           grid: Mapping[str, Any] | None = None, seeds: "int | Iterable[int] | None" = None,
           variants: list[Mapping[str, Any]] | None = None, metrics: list[str] | None = None,
           name: str | None = None, parallel: int | None = None, ray: str | None = None,
-          substrate: str | None = None, force: bool = False, base: PathLike | None = None) -> "pd.DataFrame":
+          substrate: str | None = None, force: bool = False, base: PathLike | None = None,
+          figure_format: str | None = None, figure_style: str | None = None) -> "pd.DataFrame":
     """Run a sweep through the sweep engine (:mod:`testbed.sweep`) and return its statistics table
     (``table.csv``; ``attrs``: ``path``, ``results``, ``failed``). ``source`` is a sweep file, a
     sweep as a dict, or a scenario (a file, a dict or a Scenario) swept over ``grid`` (override
     path -> values, a sweep file's ``grid:``) and ``seeds`` (a count or the seeds, e.g.
     ``range(10)``); ``variants``, ``metrics`` and ``name`` are the sweep file's fields, and any of
     them given here replaces the sweep's own. Relative paths in a dict resolve from ``base``
-    (default: the current directory). ``out=None``: a temporary directory, removed when Python exits."""
+    (default: the current directory). ``out=None``: a temporary directory, removed when Python exits.
+    ``figure_format`` and ``figure_style``: those of the sweep's report (``testbed sweep``'s flags)."""
+    from testbed.analysis.figures import figure_output
     from testbed.sweep_from_python import run_sweep
 
     if substrate is not None:
         check_substrate(substrate)
     fields = {"grid": grid, "seeds": seeds, "variants": variants, "metrics": metrics, "name": name}
-    return run_sweep(source, out, {k: v for k, v in fields.items() if v is not None}, prepare=prepare,
-                     base=base, parallel=parallel, ray=ray, substrate=substrate, force=force)
+    with figure_output(figure_format, figure_style):  # checked before any trial
+        return run_sweep(source, out, {k: v for k, v in fields.items() if v is not None}, prepare=prepare,
+                         base=base, parallel=parallel, ray=ray, substrate=substrate, force=force)
 
 
 # ------------------------------------------------------------------------------ compare

@@ -268,3 +268,20 @@ def test_a_sweep_whose_trials_all_failed_raises_with_the_script_guard_hint(tmp_p
     with pytest.raises(TestbedError) as e:
         testbed.sweep("s.yaml")
     assert str(e.value).endswith("trial.json)")
+
+
+def test_run_and_sweep_take_the_figure_format_and_style_and_refuse_a_bad_one_before_any_work(tmp_path):
+    out = tmp_path / "svg"
+    res = testbed.run(QUICKSTART, out=out, progress=False,
+                      figure_format="svg", figure_style="ggplot")
+    figures = sorted(p.suffix for p in out.rglob("*") if p.suffix in (".png", ".svg", ".pdf"))
+    assert figures and set(figures) == {".svg"}
+    assert res.path == out
+    for bad, named in (({"figure_format": "jpeg"}, "figure format 'jpeg'"),
+                       ({"figure_style": "no-such-style"}, "figure style 'no-such-style'")):
+        with pytest.raises(SpecError, match=named):
+            testbed.run(QUICKSTART, out=tmp_path / "bad", progress=False, **bad)
+        assert not (tmp_path / "bad").exists()
+        with pytest.raises(SpecError, match=named):
+            testbed.sweep(QUICKSTART, tmp_path / "bad-sweep", seeds=2, **bad)
+        assert not (tmp_path / "bad-sweep").exists()
