@@ -2,9 +2,11 @@
 # Regenerate results/reference/ from a clean tree at one commit (refused otherwise: commit first):
 # - the migration study: the paper's setup at each degradation level over 10 seeds on sim; the
 #   validation sweeps over 10 seeds on sim (degradation, forecast error x epsilon, alpha on two
-#   scenarios, renewable availability, class rule vs Eq. 1); the paper's 5-site setup in emulation
-#   (netns, 10 seeds with ballast nodes at two bandwidth levels, 3 seeds with node agents) and the
-#   same ballast sweep on sim, so that sim and emulation pair up per seed; one report over all;
+#   scenarios, renewable availability, class rule vs Eq. 1, cross-traffic load x the predictor's
+#   bandwidth basis); the paper's 5-site setup in emulation (netns, 10 seeds with ballast nodes at two
+#   bandwidth levels, 3 seeds with node agents) and the same ballast sweep on sim, so that sim and
+#   emulation pair up per seed; the cross-traffic sweep in emulation (netns, 3 seeds, three sites)
+#   and its sim twin; one report over all;
 # - the PowerTrip study over 10 seeds on sim (us-100 on digits and on shapes, every policy under both
 #   clocks), its gain sweep and sensitivity sweeps on sim over 10 seeds (weight reference, data
 #   heterogeneity, patience, compute speed, scarce power; each beside static baselines), and 3 seeds
@@ -47,8 +49,8 @@ if [ "$((report_only + powertrip_only + migration_only))" -gt 1 ]; then
   echo "error: --report-only, --powertrip-only and --migration-only exclude each other" >&2; exit 2
 fi
 MIGRATION_RUNS="paper-degradation-sim sweep-degradation-sim sweep-forecast-sim sweep-alpha-sim sweep-alpha-holdout-sim
-                sweep-renewables-sim sweep-class-rule-sim paper-emulated-sim paper-emulated-netns
-                paper-emulated-agents-netns"
+                sweep-renewables-sim sweep-class-rule-sim sweep-cross-traffic-sim paper-emulated-sim
+                paper-emulated-netns paper-emulated-agents-netns cross-traffic-emulated-sim cross-traffic-emulated-netns"
 PT_RUNS="powertrip-us100-sim powertrip-shapes-sim powertrip-gain-sim powertrip-emulated-netns"
 PT_SENSITIVITY=${PT_SENSITIVITY-"weight-ref heterogeneity patience compute scarce"}  # sweeps/powertrip-NAME.yaml
 emulate=0
@@ -136,11 +138,15 @@ sweep sweeps/validate-alpha.yaml sweep-alpha-sim
 sweep sweeps/validate-alpha-holdout.yaml sweep-alpha-holdout-sim
 sweep sweeps/validate-renewables.yaml sweep-renewables-sim
 sweep sweeps/validate-class-rule.yaml sweep-class-rule-sim
+sweep sweeps/validate-cross-traffic.yaml sweep-cross-traffic-sim
 sweep sweeps/paper-emulated.yaml paper-emulated-sim --substrate sim
+sweep sweeps/validate-cross-traffic-emulated.yaml cross-traffic-emulated-sim --substrate sim
 if [ "$emulate" = 1 ]; then
   stamp "the paper's setup in emulation (real transfers over the shaped WAN, measured checkpoint I/O)"
   sweep sweeps/paper-emulated.yaml paper-emulated-netns
   sweep sweeps/paper-emulated-agents.yaml paper-emulated-agents-netns
+  stamp "cross-traffic in emulation (real competing flows beside every transfer, 3 seeds)"
+  sweep sweeps/validate-cross-traffic-emulated.yaml cross-traffic-emulated-netns
 else
   stamp "skipping emulation (needs root and network namespaces; see testbed doctor)"
 fi

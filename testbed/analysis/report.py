@@ -232,6 +232,9 @@ def _write_report(data, m: pd.DataFrame, sums: pd.DataFrame, comps: list, out: P
     from testbed.analysis import alpha_frontier, calibrated_predictor, error_terms  # error terms, alpha trade-off
 
     lines += error_terms.markdown(m, out) + calibrated_predictor.markdown(m)
+    from testbed.analysis import cross_traffic_report  # issue #33: predictor x cross-traffic load
+
+    lines += cross_traffic_report.markdown(m, {i: r.scenario for i, r in enumerate(all_runs)})
     lines += alpha_frontier.markdown(sums, runs, out)
     svse = sim_vs_emulation(sums)
     if len(svse):

@@ -13,6 +13,10 @@ times / time_scale):
 - ``trace``: a CSV file with columns ``t_s`` and ``flows`` (bulk TCP flows from that time on) and
   optionally ``udp_gbps``: load that changes over the run.
 
+Instead of a list, ``cross_traffic`` may name a load level (:data:`LOAD_PRESETS`): the same entries
+on every direction of every link, rates relative to that direction's bandwidth B (see
+:func:`preset_entries`), so that a sweep can vary the load of a whole scenario by one value.
+
 The sim substrate models each entry (:mod:`testbed.crosstraffic.model`); netns and mininet
 generate it as real traffic from the sites' namespaces (:mod:`testbed.netem.crosstraffic`).
 """
@@ -27,7 +31,8 @@ from typing import Sequence
 
 from pydantic import Field, model_validator
 
-from testbed.spec.topology import SiteName, Strict
+from testbed.spec.base import Strict
+from testbed.spec.topology import SiteName
 
 MAX_FLOWS = 64
 """Most concurrent generated flows per entry and kind (each is a socket in a generator process)."""
@@ -81,6 +86,49 @@ class CrossTraffic(Strict):
     @property
     def key(self) -> tuple[str, str]:
         return (self.src, self.dst)
+
+
+# ------------------------------------------------------------------------------- load levels
+
+LOAD_PRESETS: dict[str, str] = {
+    "none": "no cross-traffic",
+    "light": "1 bulk TCP flow",
+    "heavy": "3 bulk TCP flows and paced UDP at 0.1 B",
+    "bursty": ("4 on/off TCP flows (600 s on, 1800 s off) and Poisson flows of Pareto(1.5) sizes, mean 200 MB, "
+               "arriving at 0.2 x B (Gbit/s) per second: an offered load of 0.32 B"),
+}
+"""The named load levels ``cross_traffic`` may be set to: what each puts on every link direction of
+bandwidth B (Gbit/s, that direction's rate)."""
+
+
+def preset_entries(preset: str, links: Sequence[object]) -> list[dict]:
+    """The cross-traffic entries of a named load level on every direction of ``links`` (objects or
+    mappings with ``a``, ``b``, ``bandwidth_gbps`` and optionally ``bandwidth_b_to_a_gbps``).
+    Raises ValueError for an unknown level."""
+    if preset not in LOAD_PRESETS:
+        raise ValueError(f"unknown load level {preset!r} (a list of entries, or one of: {', '.join(LOAD_PRESETS)})")
+
+    def get(link: object, name: str) -> object:
+        return link.get(name) if isinstance(link, dict) else getattr(link, name, None)
+
+    out: list[dict] = []
+    if preset == "none":
+        return out
+    for link in links:
+        a, b, ab = get(link, "a"), get(link, "b"), get(link, "bandwidth_gbps")
+        ba = get(link, "bandwidth_b_to_a_gbps") or ab
+        for src, dst, gbps in ((a, b, ab), (b, a, ba)):
+            e: dict = {"src": src, "dst": dst}
+            if preset == "light":
+                e["tcp"] = {"flows": 1}
+            elif preset == "heavy":
+                e["tcp"] = {"flows": 3}
+                e["udp"] = {"rate_gbps": 0.1 * float(gbps)}
+            else:  # bursty
+                e["on_off"] = {"flows": 4, "on_s": 600, "off_s": 1800}
+                e["poisson"] = {"arrivals_per_s": 0.2 * float(gbps), "mean_size_mb": 200, "pareto_shape": 1.5}
+            out.append(e)
+    return out
 
 
 # ------------------------------------------------------------------------------- trace files and schedules

@@ -9,7 +9,7 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from testbed import io_model, node_kinds
 from testbed.power import backends as power_backends
-from testbed.spec.cross_traffic import CrossTraffic
+from testbed.spec.cross_traffic import LOAD_PRESETS, CrossTraffic, preset_entries
 from testbed.spec.federated import Federated
 from testbed.spec.grid_signals import GRID_SIGNAL_SPECS, Battery
 from testbed.spec.images import ImageSource
@@ -18,10 +18,14 @@ from testbed.spec.limits import Limits
 from testbed.spec.federated import SELECTION_POLICY_SPECS
 from testbed.spec.policies import (MIGRATION_POLICY_SPECS, FeasibilityModel, FeasibilityOverrides, PolicySpec,
                                    policy_label)
-from testbed.spec.topology import BUILTIN_NODE_TYPES, Link, NodeType, Site, Strict
+from testbed.spec.base import Strict
+from testbed.spec.topology import BUILTIN_NODE_TYPES, Link, NodeType, Site
 from testbed.spec.trace_sources import RENEWABLE_SOURCE_SPECS, Traces
 from testbed.spec.union import rebuild_on_change
 from testbed.spec.workloads import Workloads
+
+
+CrossTrafficLevel = Literal[tuple(LOAD_PRESETS)]  # type: ignore[valid-type]
 
 
 class Emulation(Strict):
@@ -135,10 +139,12 @@ class Scenario(Strict):
     sites: list[Site] = Field(default_factory=list, description="The sites (micro-datacenters) of the scenario, inline; or name a topology file instead.")
     links: list[Link] = Field(default_factory=list, description="Wide-area links between sites, inline; or name a topology file instead.")
     traces: Traces = Field(description="Where the renewable power, bandwidth and forecast series come from.")
-    cross_traffic: list[CrossTraffic] = Field(default_factory=list, description=(
+    cross_traffic: list[CrossTraffic] | CrossTrafficLevel = Field(default_factory=list, description=(
         "Background traffic per link direction while the run goes (docs/how-to/cross-traffic.md): TCP flows, UDP "
         "at a rate, on/off and Poisson flows with Pareto sizes, or a CSV trace; real traffic from the sites' "
-        "namespaces on netns and mininet, the fair share it leaves a transfer on sim."))
+        "namespaces on netns and mininet, the fair share it leaves a transfer on sim. Or a load level on every "
+        "direction of every link, B its bandwidth: " + "; ".join(f"{k}: {v}" for k, v in LOAD_PRESETS.items())
+        + " (read as the list of entries it stands for)."))
     workloads: Workloads | None = Field(None, description="Jobs (migration study); absent in a federated scenario.")
     federated: Federated | None = Field(None, description="Synchronous FedAvg site selection (PowerTrip study).")
     power: Power = Field(Power(), description="Who enforces GPU power caps, transfer power (Eq. 2) and the grid top-up per site.")
@@ -153,6 +159,21 @@ class Scenario(Strict):
         if v.tzinfo is None:
             raise ValueError("must carry a time zone, e.g. 2024-06-03T00:00:00Z")
         return v
+
+    @field_validator("cross_traffic", mode="before")
+    @classmethod
+    def _load_level_to_entries(cls, v: object, info: ValidationInfo) -> object:
+        """A named load level stands for its entries on every direction of every link (declared before)."""
+        if not isinstance(v, str):
+            return v
+        if v not in LOAD_PRESETS:
+            raise ValueError(f"unknown load level {v!r} (give a list of entries, or one of: {', '.join(LOAD_PRESETS)})")
+        links = info.data.get("links")
+        if links is None:  # the links are invalid: that is reported on its own
+            return []
+        if not links and v != "none":
+            raise ValueError(f"load level {v!r} puts traffic on every link, and the scenario has no links")
+        return preset_entries(v, links)
 
     @field_validator("policies", mode="before")
     @classmethod

@@ -208,21 +208,40 @@ def test_a_run_records_the_basis_per_migration():
     assert err["fair_share"] < 0.2 < err["nominal"]
 
 
-def test_the_small_sweep_runs_every_load_and_basis():
-    from testbed.crosstraffic.sweep import BASES, load_entries, sweep
-    from testbed.spec.load import read_yaml
-    from pathlib import Path
+def test_a_load_level_stands_for_its_entries_on_every_link_direction():
+    d = copy.deepcopy(BASE)
+    d["links"][1]["bandwidth_b_to_a_gbps"] = 0.5  # c -> b runs at 0.5 Gbit/s
+    d["cross_traffic"] = "heavy"
+    sc = scenario_from_dict(d)
+    assert [e.key for e in sc.cross_traffic] == [("a", "b"), ("b", "a"), ("b", "c"), ("c", "b")]
+    assert all(e.tcp.flows == 3 for e in sc.cross_traffic)
+    assert [e.udp.rate_gbps for e in sc.cross_traffic] == pytest.approx([0.1, 0.1, 0.1, 0.05])
+    assert scenario("none").cross_traffic == []
+    assert [e.tcp.flows for e in scenario("light").cross_traffic] == [1, 1, 1, 1]
+    bursty = scenario("bursty").cross_traffic
+    assert all(e.on_off.flows == 4 and e.poisson.arrivals_per_s == pytest.approx(0.2) for e in bursty)
+    # the same as declaring the entries: the sim's share is the same
+    listed = scenario([e.model_dump(exclude_none=True) for e in scenario("heavy").cross_traffic])
+    assert listed.cross_traffic == scenario("heavy").cross_traffic
 
-    doc = read_yaml(Path(__file__).resolve().parents[2] / "scenarios" / "quickstart.yaml")
-    doc["emulation"]["nodes"] = "ballast"
-    assert load_entries([("a", "b", 1.0)], "none") == []
-    assert len(load_entries([("a", "b", 1.0)], "bursty")) == 2
-    with pytest.raises(ValueError):
-        load_entries([("a", "b", 1.0)], "some")
-    rows, table = sweep(doc, [0], loads=("heavy",))
-    assert list(table.basis) == list(BASES) and set(rows.load) == {"heavy"}
-    err = dict(zip(table.basis, table.median_abs_err))
-    assert err["fair_share"] < err["nominal"] and err["probe"] < err["nominal"]
+
+@pytest.mark.parametrize("bad, words", [
+    ("hevy", ["cross_traffic", "unknown load level 'hevy'", "none, light, heavy, bursty"]),
+    (3, ["cross_traffic", "must be a list"]),
+    ({"preset": "heavy"}, ["cross_traffic"]),
+])
+def test_a_bad_load_level_names_the_field(bad, words):
+    with pytest.raises(SpecError) as e:
+        scenario(bad)
+    text = str(e.value)
+    assert all(w in text for w in words), text
+
+
+def test_a_load_level_needs_links():
+    d = copy.deepcopy(BASE)
+    d["sites"], d["links"], d["cross_traffic"] = d["sites"][:1], [], "light"
+    with pytest.raises(SpecError, match=r"cross_traffic.*no links"):
+        scenario_from_dict(d)
 
 
 def test_sim_inflates_the_rtt_behind_long_lived_flows():

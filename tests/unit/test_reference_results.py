@@ -24,7 +24,8 @@ def test_sim_sweeps_have_ten_seeds_in_every_cell(name):
     assert len(table) and table["n"].min() >= 10, f"{name}: a cell has fewer than 10 seeds"
 
 
-@pytest.mark.parametrize("name, seeds", [("paper-emulated-netns", 10), ("paper-emulated-agents-netns", 3)])
+@pytest.mark.parametrize("name, seeds", [("paper-emulated-netns", 10), ("paper-emulated-agents-netns", 3),
+                                         ("cross-traffic-emulated-netns", 3)])
 def test_the_emulated_sweeps_have_their_seeds_where_they_were_run(name, seeds):
     path = REF / name / "table.csv"
     if not path.exists():

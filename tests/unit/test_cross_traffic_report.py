@@ -1,0 +1,79 @@
+"""The report's section "Prediction error and overruns by predictor and load" (issue #33), on synthetic
+migrations: medians over seeds, the mean's 95 % CI, and the heavy-load verdict either way."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from testbed.analysis import cross_traffic_report as xr
+from testbed.stats import t_interval
+
+
+def migrations(err: dict[tuple[str, str], list[float]], overran: dict[tuple[str, str], list[int]] | None = None,
+               moves: int = 3) -> pd.DataFrame:
+    """``moves`` completed moves per (load, basis) and seed, each with |error| err[(load, basis)][seed]
+    (predicted = (1 + err) x actual), the first ``overran[...][seed]`` of them overran; one failed move
+    per run that must not count."""
+    rows = []
+    for (load, basis), per_seed in err.items():
+        for seed, e in enumerate(per_seed):
+            for i in range(moves):
+                over = overran is not None and i < overran[(load, basis)][seed]
+                rows.append({"substrate": "sim", "param_cross_traffic": load, "predicted_bandwidth_basis": basis,
+                             "run": f"{load}-{seed}", "label": basis, "seed": seed, "status": "completed",
+                             "predicted_transfer_s": 100.0 * (1 + e), "outcome_transfer_s": 100.0, "overran": over})
+            rows.append({"substrate": "sim", "param_cross_traffic": load, "predicted_bandwidth_basis": basis,
+                         "run": f"{load}-{seed}", "label": basis, "seed": seed, "status": "failed",
+                         "predicted_transfer_s": 1.0, "outcome_transfer_s": None, "overran": True})
+    return pd.DataFrame(rows)
+
+
+ERR = {("none", "nominal"): [0.05, 0.06, 0.07], ("none", "probe"): [0.06, 0.06, 0.08],
+       ("heavy", "nominal"): [0.7, 0.8, 0.9], ("heavy", "probe"): [0.05, 0.1, 0.5]}
+
+
+def test_the_table_has_medians_over_seeds_and_the_means_ci():
+    over = {k: [1, 0, 2] for k in ERR}
+    t = xr.table(xr.per_run(migrations(ERR, over)))
+    assert list(zip(t["load"], t["predictor"])) == [("none", "nominal"), ("none", "probe"),
+                                                    ("heavy", "nominal"), ("heavy", "probe")]
+    row = t[(t["load"] == "heavy") & (t["predictor"] == "probe")].iloc[0]
+    assert row["seeds"] == 3 and row["moves"] == 9  # the failed moves left out
+    assert row["median_abs_err"] == pytest.approx(0.1)
+    ci = t_interval([0.05, 0.1, 0.5])
+    assert row["mean_abs_err"] == pytest.approx(ci.mean)
+    assert row["abs_err_ci95"] == f"[{ci.lo:.3g}, {ci.hi:.3g}]"
+    assert row["median_overruns"] == 1 and row["overrun_share"] == pytest.approx(3 / 9)
+
+
+def test_the_verdict_says_yes_when_probe_beats_nominal_under_heavy_load():
+    lines = xr.markdown(migrations(ERR))
+    assert lines[0] == "## Prediction error and overruns by predictor and load"
+    text = "\n".join(lines)
+    assert "**yes, `probe` beats `nominal` under heavy load**" in text and "0.1 against 0.8" in text
+
+
+def test_the_verdict_says_plainly_when_probe_does_not_beat_nominal():
+    worse = dict(ERR)
+    worse[("heavy", "probe")] = [0.9, 0.95, 0.85]
+    text = "\n".join(xr.markdown(migrations(worse)))
+    assert "**no, `probe` does not beat `nominal` under heavy load**" in text and "yes," not in text
+
+
+def test_no_section_without_bases_or_loads_and_no_verdict_without_heavy_load():
+    one = {("none", "nominal"): [0.1, 0.2]}
+    assert xr.markdown(migrations(one)) == []
+    light = {("light", "nominal"): [0.5], ("light", "probe"): [0.1]}
+    assert "not judged" in "\n".join(xr.markdown(migrations(light)))
+
+
+def test_other_runs_are_left_out_and_scenarios_pool_apart():
+    m = migrations(ERR)
+    other = migrations({("none", "nominal"): [0.3]}).assign(param_cross_traffic=None, run="other")
+    assert "other" not in set(xr.per_run(pd.concat([m, other], ignore_index=True))["run"])
+    scen = {r: ("a" if r.endswith("-0") else "b") for r in m["run"].unique()}
+    t = xr.table(xr.per_run(m, scen))
+    assert dict(zip(zip(t["scenario"], t["load"], t["predictor"]), t["seeds"]))[("b", "heavy", "probe")] == 2
+    text = "\n".join(xr.markdown(m, scen))
+    assert "- a on sim: **yes" in text and "- b on sim: **yes" in text
