@@ -14,7 +14,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from testbed.registry import Registry
-from testbed.spec.topology import FloatPair, Strict
+from testbed.spec.base import FloatPair, Strict
 from testbed.spec.union import register_model
 
 RoundTime = Literal["straggler", "pooled", "pooled_eq7_as_written"]

@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from testbed.registry import Registry
-from testbed.spec.topology import Strict
+from testbed.spec.base import Strict
 from testbed.spec.union import RegistryUnion, register_model
 
 GRID_SIGNAL_SPECS: Registry[type[Strict]] = Registry("grid signal kind")

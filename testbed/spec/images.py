@@ -21,7 +21,7 @@ from pathlib import Path
 
 from pydantic import Field, model_validator
 
-from testbed.spec.topology import Strict
+from testbed.spec.base import Strict
 
 _HEX64 = re.compile(r"^[0-9a-f]{64}(/|\.json$|$)")
 _ROOTFS_TOP = {"bin", "etc", "usr", "lib", "sbin", "var", "opt", "root"}

@@ -13,7 +13,7 @@ import math
 
 from pydantic import Field
 
-from testbed.spec.topology import Strict
+from testbed.spec.base import Strict
 
 DATASET_SAMPLES = {"digits": 1797}
 """Samples of the bundled federated datasets (an upper bound on what one round trains on)."""

@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from pydantic import BaseModel, Field, create_model
 
 from testbed.registry import Registry
-from testbed.spec.topology import Strict
+from testbed.spec.base import Strict
 
 ENTRY_POINT_GROUP = "testbed.policies"
 LABEL_PATTERN = r"^[A-Za-z0-9_.-]{1,64}$"

@@ -8,7 +8,7 @@ from pydantic import Field, model_validator
 
 from testbed.registry import Registry
 from testbed.spec.federated import SELECTION_POLICY_SPECS
-from testbed.spec.topology import Strict
+from testbed.spec.base import Strict
 from testbed.spec.union import RegistryUnion, register_model
 
 Correction = Literal["protocol_efficiency", "slow_start"]

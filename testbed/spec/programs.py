@@ -19,7 +19,7 @@ from pathlib import Path
 
 from pydantic import Field, model_validator
 
-from testbed.spec.topology import Strict
+from testbed.spec.base import Strict
 
 PYTHON = "{python}"
 

@@ -9,26 +9,12 @@ from pathlib import Path
 from typing import Annotated, Sequence
 
 from testbed.link import DirectedLink
+from testbed.spec.base import Strict
 from testbed.spec.geo import fibre_latency_ms, great_circle_km
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import Field, StringConstraints, model_validator
 
 SiteName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,14}$")]
 """Lower-case, short (interface names are built from it: ``tb-<run>-<site>``)."""
-
-
-class Strict(BaseModel):
-    """Unknown fields are errors; numbers are numbers (``true`` is not 1, ``"5"`` is not 5, 2.0 is not an
-    integer) and finite (``.inf`` and ``.nan`` are refused wherever a number goes)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
-
-
-def _list_to_tuple(value: object) -> object:
-    return tuple(value) if isinstance(value, list) else value
-
-
-FloatPair = Annotated[tuple[float, float], BeforeValidator(_list_to_tuple)]
-"""``[low, high]`` in YAML (a list), a strict pair of finite numbers in the model."""
 
 
 class NodeType(Strict):

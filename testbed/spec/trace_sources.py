@@ -8,7 +8,7 @@ from pydantic import Field, model_validator
 
 from testbed.registry import Registry
 from testbed.spec.grid_signals import GRID_SIGNAL_SPECS, CarbonTraces, PriceTraces
-from testbed.spec.topology import FloatPair, Strict
+from testbed.spec.base import FloatPair, Strict
 from testbed.spec.union import RegistryUnion, rebuild_on_change, register_model
 
 RENEWABLE_SOURCE_SPECS: Registry[type[Strict]] = Registry("trace kind")

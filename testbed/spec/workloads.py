@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from testbed.spec.programs import Program
-from testbed.spec.topology import FloatPair, Strict
+from testbed.spec.base import FloatPair, Strict
 
 Range = FloatPair
 MAX_CHECKPOINT_GB = 1e12

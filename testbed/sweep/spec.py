@@ -36,7 +36,7 @@ from pydantic import Field, ValidationError, field_validator
 from testbed.errors import SpecError
 from testbed.spec.errors_format import problems_from
 from testbed.spec.load import read_yaml
-from testbed.spec.topology import Strict
+from testbed.spec.base import Strict
 from testbed.substrate import substrate_choices
 from testbed.sweep.override import PARAM, check_path, references
 

@@ -16,7 +16,7 @@ import yaml
 
 from testbed.cli import main
 from testbed.registry import DuplicateNameError, Registry, UnknownNameError
-from testbed.spec.topology import Strict
+from testbed.spec.base import Strict
 from testbed.spec.union import check_member
 from tests.conftest import ROOT, small_scenario_dict
 
