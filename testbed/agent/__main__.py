@@ -28,6 +28,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workdir", type=Path, required=True)
     p.add_argument("--ready-file", type=Path, default=None)
     p.add_argument("--run-id", default="", help="recorded for cleanup (the command line names the run)")
+    p.add_argument("--warm-torch", action="store_true",
+                   help="import torch and what a job's first optimizer imports (torch._dynamo) in the background "
+                        "at start, so that the first start_job does not wait for seconds of imports")
     args = p.parse_args(argv)
 
     from testbed.agent.agent import Agent
@@ -53,6 +56,8 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, _term)
     signal.signal(signal.SIGINT, _term)
+    if args.warm_torch:  # the agents of a run warm up side by side while the controller starts its steps
+        threading.Thread(target=_warm_torch, name="tb-agent-warm", daemon=True).start()
     if args.ready_file:
         tmp = args.ready_file.with_name(args.ready_file.name + ".tmp")
         tmp.write_text(f"ready {control.port} {transfer.port}\n")
@@ -63,6 +68,19 @@ def main(argv: list[str] | None = None) -> int:
         agent.shutdown()
         transfer.stop()
     return 0
+
+
+def _warm_torch() -> None:
+    """What a stand-in job's first start costs once per process: torch, and torch._dynamo, which
+    torch imports on the first optimizer made (seconds on a small machine). A command that needs them
+    meanwhile waits for the import in progress (the interpreter's import lock), never does it twice."""
+    try:
+        import torch
+
+        import testbed.nodes.job  # noqa: F401
+        torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)
+    except Exception:  # the job's own start reports any real problem
+        logging.getLogger("testbed.agent").exception("warming torch failed")
 
 
 if __name__ == "__main__":

@@ -52,7 +52,7 @@ class Agent:
             "ping": self.ping, "start_job": self.start_job, "status": self.status, "losses": self.losses,
             "checkpoint_and_pause": self.checkpoint_and_pause, "send_checkpoint": self.send_checkpoint,
             "load_and_resume": self.load_and_resume, "resume": self.resume, "free": self.free,
-            "set_throughput": self.set_throughput,
+            "set_throughput": self.set_throughput, "set_throughputs": self.set_throughputs,
         }
 
     def _job(self, job_id: str) -> JobRunner:
@@ -209,6 +209,20 @@ class Agent:
             raise
         return {"job_id": args.job_id, **result,
                 "throttle_reason": runner.throttle.reason if runner.throttle else ""}
+
+    def set_throughputs(self, args) -> dict:
+        """:meth:`set_throughput` for each item, in order, in one round trip: ``results`` holds one
+        answer per item, ``{"ok": true, "result": ...}`` or ``{"ok": false, "error": ...}`` (a job that
+        left the agent is refused alone)."""
+        from testbed.errors import TestbedError
+
+        results = []
+        for item in args.items:
+            try:
+                results.append({"ok": True, "result": self.set_throughput(item)})
+            except (RequestRefused, TestbedError, ValueError) as e:
+                results.append({"ok": False, "error": f"set_throughput {item.job_id}: {e}"})
+        return {"results": results}
 
     def _new_throttle(self, job_id: str, runner: JobRunner):
         from testbed.power.throttle import DutyCycleThrottle, make_throttle

@@ -26,6 +26,7 @@ from testbed.agent.results import (
     AgentInfo, Checkpoint, CheckpointSent, JobStatus, MissingField, Resumed, ThroughputSet,
 )
 from testbed.errors import TestbedError
+from testbed import step_profile
 
 CONNECT_TIMEOUT_S = 15.0
 RETRY_BACKOFF_S = (0.05, 1.0)
@@ -95,7 +96,7 @@ class AgentClient:
         whose work grows with its input, such as a transfer."""
         req = frame(json.dumps({"cmd": cmd, "args": args}).encode())
         wait_s = self._timeout if timeout_s is None else max(self._timeout, timeout_s)
-        with self._lock:
+        with step_profile.command(cmd), self._lock:
             if self._sock is None:
                 self._connect()
             try:
@@ -172,6 +173,27 @@ class AgentClient:
     def set_throughput(self, job_id: str, *, frac: float, cap_w: float | None = None) -> ThroughputSet:
         return self._ask(lambda a: ThroughputSet.parse(a, frac), "set_throughput", job_id=job_id, frac=frac,
                          cap_w=cap_w)
+
+    def set_throughputs(self, items: list[tuple[str, float, float | None]]) -> list[ThroughputSet | AgentError]:
+        """``set_throughput`` for each ``(job_id, frac, cap_w)`` in one round trip; per item its answer,
+        or the AgentError that refused it alone (a lost connection raises, as any command)."""
+        answer = self.call("set_throughputs", items=[
+            {"job_id": j, "frac": f, **({"cap_w": c} if c is not None else {})} for j, f, c in items])
+        results = answer.get("results")
+        if not isinstance(results, list) or len(results) != len(items):
+            raise AgentError(f"{self._where}: bad answer to set_throughputs: {len(items)} results expected")
+        out: list[ThroughputSet | AgentError] = []
+        for (_, frac, _), r in zip(items, results):
+            if not isinstance(r, dict):
+                raise AgentError(f"{self._where}: bad answer to set_throughputs: a result is not an object")
+            if not r.get("ok"):
+                out.append(AgentError(str(r.get("error", "unknown error"))))
+                continue
+            try:
+                out.append(ThroughputSet.parse(r.get("result") or {}, frac))
+            except (TypeError, ValueError, AttributeError) as e:
+                raise AgentError(f"{self._where}: bad answer to set_throughputs: {e}") from None
+        return out
 
     def close(self) -> None:
         if self._sock is not None:

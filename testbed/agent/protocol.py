@@ -71,6 +71,14 @@ class SetThroughput(JobArgs):
     cap_w: float | None = Field(None, ge=0, description="The emulated power cap behind frac (recorded only).")
 
 
+MAX_BATCH = 256  # set_throughputs: the most jobs one request may name
+
+
+class SetThroughputs(_Args):
+    items: list[SetThroughput] = Field(min_length=1, max_length=MAX_BATCH, description=(
+        "set_throughput for several jobs in one round trip; each answered apart (one refused, the others still set)."))
+
+
 COMMANDS: dict[str, type[_Args]] = {
     "ping": NoArgs,
     "start_job": StartJob,
@@ -82,6 +90,7 @@ COMMANDS: dict[str, type[_Args]] = {
     "resume": JobArgs,
     "free": JobArgs,
     "set_throughput": SetThroughput,
+    "set_throughputs": SetThroughputs,
 }
 
 

@@ -12,6 +12,7 @@ import math
 from collections import deque
 from collections.abc import Callable
 
+from testbed import step_profile
 from testbed.controller.cluster import Cluster, InFlight, SiteState
 from testbed.controller.battery import Battery
 from testbed.controller.run_log import RunLog
@@ -142,44 +143,70 @@ class Controller:
         n_steps = math.ceil(horizon / dt - 1e-9)
         pending = deque(self.inputs.jobs)
         in_flight: list[InFlight] = []
+        part = step_profile.part
+        prof = step_profile.active()
+        if prof is not None:
+            prof.begin_run(self.substrate.name, self.run_log.label)
         for k in range(n_steps):
+            if prof is not None:
+                prof.step_start()
             t0, t1 = k * dt, min(horizon, (k + 1) * dt)
-            self._start_queued(t0)
-            self._admit_arrivals(pending, t0)
-            moves, decisions = self.policy.decide(ClusterView(t0, self.cluster, self.inputs, self.bandwidth))
-            for rec in decisions:
-                self.run_log.decision(rec)
-            for move in moves:
-                mrec = self._record_for(move, t0)
-                self.cluster.begin_migration(move.job_id, move.dst, mrec, t0)
-                self.substrate.start_migration(  # a probe's time is charged: the move starts once it is done
-                    MigrationOrder(move.job_id, move.src, move.dst, self.cluster.jobs[move.job_id].submission.checkpoint_gb,
-                                   t0 + (mrec.probe_s or 0.0))
-                )
-                in_flight.append(self.cluster.jobs[move.job_id].migration)  # type: ignore[arg-type]
-            renewable_kwh = {s: tr.integrate(t0, t1) / 3600.0 for s, tr in self.inputs.renewable_kw.items()}
-            plans = self._plan_power(t0, t1, renewable_kwh)
-            job_caps = self._apply_caps(t0, plans)
+            with part("policy"):
+                self._start_queued(t0)
+                self._admit_arrivals(pending, t0)
+                moves, decisions = self.policy.decide(ClusterView(t0, self.cluster, self.inputs, self.bandwidth))
+            with part("record"):
+                for rec in decisions:
+                    self.run_log.decision(rec)
+            if moves:
+                with part("caps"):  # an enforcer that measures after the fact reads them while they still run
+                    self.caps.leaving(t0, [m.job_id for m in moves], finished=False)
+            with part("policy"):
+                for move in moves:
+                    mrec = self._record_for(move, t0)
+                    self.cluster.begin_migration(move.job_id, move.dst, mrec, t0)
+                    self.substrate.start_migration(  # a probe's time is charged: the move starts once it is done
+                        MigrationOrder(move.job_id, move.src, move.dst,
+                                       self.cluster.jobs[move.job_id].submission.checkpoint_gb, t0 + (mrec.probe_s or 0.0))
+                    )
+                    in_flight.append(self.cluster.jobs[move.job_id].migration)  # type: ignore[arg-type]
+            with part("plan"):
+                renewable_kwh = {s: tr.integrate(t0, t1) / 3600.0 for s, tr in self.inputs.renewable_kw.items()}
+                plans = self._plan_power(t0, t1, renewable_kwh)
+            with part("caps"):
+                job_caps = self._apply_caps(t0, plans)
             for outcome in self.substrate.poll(t1):
                 self.cluster.report(outcome)
-            for job_id, enf in self.caps.settle(t1).items():  # what the caps came to, measured after the step
-                self.run_log.power_settled(t0, job_id, enf)
-            energy, finished, ended = self.cluster.advance(t0, t1, renewable_kwh, plans, job_caps)
-            grid = self.inputs.grid
-            for name, e in energy.items():  # the grid energy's carbon and cost (the step's mean signals)
-                carbon = grid.step_mean(grid.carbon_g_per_kwh, name, t0, t1)
-                price = grid.step_mean(grid.price_per_kwh, name, t0, t1)
-                e.carbon_g_per_kwh = float("nan") if carbon is None else carbon
-                e.price_per_kwh = float("nan") if price is None else price
-            for mig in ended:
-                self._finalize(mig.record, mig.outcome)  # type: ignore[arg-type]
-                self.run_log.migration(mig.record)
-                in_flight.remove(mig)
-            for job in finished:
-                self.substrate.finish_job(job.submission.id, job.finished_s)  # type: ignore[arg-type]
-            self.run_log.step(t0, t1, energy, self.cluster)
-            if self.on_step is not None:
-                self.on_step(k + 1, n_steps)
+            with part("settle"):
+                settled = self.caps.settle_steps(t0, t1, final=k == n_steps - 1)
+            with part("record"):
+                for t_step, job_id, enf in settled:  # what the caps came to, measured after the step (or later)
+                    self.run_log.power_settled(t_step, job_id, enf)
+            with part("account"):
+                energy, finished, ended = self.cluster.advance(t0, t1, renewable_kwh, plans, job_caps)
+                grid = self.inputs.grid
+                for name, e in energy.items():  # the grid energy's carbon and cost (the step's mean signals)
+                    carbon = grid.step_mean(grid.carbon_g_per_kwh, name, t0, t1)
+                    price = grid.step_mean(grid.price_per_kwh, name, t0, t1)
+                    e.carbon_g_per_kwh = float("nan") if carbon is None else carbon
+                    e.price_per_kwh = float("nan") if price is None else price
+            with part("record"):
+                for mig in ended:
+                    self._finalize(mig.record, mig.outcome)  # type: ignore[arg-type]
+                    self.run_log.migration(mig.record)
+                    in_flight.remove(mig)
+            if finished:
+                with part("caps"):
+                    self.caps.leaving(t1, [job.submission.id for job in finished], finished=True)
+            with part("policy"):
+                for job in finished:
+                    self.substrate.finish_job(job.submission.id, job.finished_s)  # type: ignore[arg-type]
+            with part("record"):
+                self.run_log.step(t0, t1, energy, self.cluster)
+                if self.on_step is not None:
+                    self.on_step(k + 1, n_steps)
+            if prof is not None:
+                prof.step_done()
         for mig in in_flight:  # still moving when the run ended: recorded, never dropped
             mig.record.status = "unfinished"
             mig.record.detail = "still in flight at the end of the run"

@@ -120,3 +120,14 @@ class CapEnforcer(ABC):
         """After the step that began at the last :meth:`apply` ends (scenario time ``t_s``): what
         was measured of it, per job (none by default: nothing measured after the fact)."""
         return {}
+
+    def leaving(self, t_s: float, job_ids: list[str], *, finished: bool) -> None:
+        """``job_ids`` are about to leave the nodes they run on (``finished``: for good; else they
+        migrate): an enforcer that measures after the fact reads them now, while it still can."""
+
+    def settle_steps(self, t0_s: float, t1_s: float, final: bool = False) -> list[tuple[float, str, Enforcement]]:
+        """After the step ``[t0_s, t1_s)``: what was measured, as ``(step start, job, Enforcement)``
+        rows, for this step or for earlier ones whose measurement an enforcer deferred until it had
+        one (the controller files each row under its step). ``final``: the run's last step, after
+        which nothing may stay deferred. By default :meth:`settle`, for this step alone."""
+        return [(t0_s, job_id, enf) for job_id, enf in self.settle(t1_s).items()]

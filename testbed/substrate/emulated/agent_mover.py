@@ -18,6 +18,7 @@ from testbed.transfer.disk_io import IoTiming, sampled
 SEND_FIXED_S = 60.0          # connecting, hashing, the manifest, and a busy host's delays
 SEND_RATE_HEADROOM = 10.0    # the link may be degraded to a tenth of its configured rate mid-transfer
 BALLAST_WRITE_FLOOR_BPS = 20e6  # the ballast is written and fsynced first, at no less than this
+WARM_AGENTS = True  # agents import torch at start (testbed bench emulation turns it off for the path before)
 
 
 def send_wait_s(wire_bytes: float, plan, src: str, dst: str) -> float:
@@ -52,8 +53,11 @@ class AgentMover(Mover):
         self._em = em
         sc = self._in.scenario
         dirs = tuple(sorted({p.cwd for p in sc.workloads.programs.values() if p.cwd})) if sc.workloads else ()
+        programs = sc.workloads.programs if sc.workloads else {}
+        stand_in = any(j.family not in programs for j in self._in.jobs)  # a job the agents' torch trainer runs
         self._pool = AgentPool(em.fabric, em.token, runtime=sc.emulation.runtime, program_dirs=dirs,
-                               images=site_image_sources(sc.emulation, [s.name for s in em.fabric.plan.sites]))
+                               images=site_image_sources(sc.emulation, [s.name for s in em.fabric.plan.sites]),
+                               warm_torch=stand_in and WARM_AGENTS)
         self._containers = self._pool.runtime_info  # filled by start() (docker runtime); kept for describe()
         self._pool.start()
 
@@ -109,6 +113,33 @@ class AgentMover(Mover):
         self._pool.expect_throttle(site, agent_job_id(job_id))
         res = self._pool.client(site).set_throughput(agent_job_id(job_id), frac=frac, cap_w=cap_w)
         return Throttled(res.frac, res.throttle, res.throttle_reason, res.details.get("window"))
+
+    def set_throughputs(self, requests: list[tuple[str, str, float, float]]) -> dict[str, Throttled | TestbedError]:
+        """:meth:`set_throughput` for several jobs in one round trip: one ``set_throughputs`` command
+        per agent, the agents asked concurrently. Per job its answer, or the error that refused it."""
+        from testbed.agent.client import AgentError
+        from testbed.substrate.emulated.agents import agent_job_id
+
+        if self._pool is None:
+            raise TestbedError("no node agents run here: cannot throttle")
+        by_site: dict[str, list[tuple[str, float, float]]] = {}
+        for job_id, site, frac, cap_w in requests:
+            self._pool.expect_throttle(site, agent_job_id(job_id))
+            by_site.setdefault(site, []).append((job_id, frac, cap_w))
+
+        def ask(site: str) -> list:
+            items = by_site[site]
+            try:
+                return self._pool.client(site).set_throughputs([(agent_job_id(j), f, c) for j, f, c in items])
+            except AgentError as e:  # the whole command failed: every job of it gets the error
+                return [e] * len(items)
+
+        out: dict[str, Throttled | TestbedError] = {}
+        for site, answers in zip(by_site, self._pool.map_sites(ask, list(by_site))):
+            for (job_id, _, _), res in zip(by_site[site], answers):
+                out[job_id] = res if isinstance(res, TestbedError) else Throttled(
+                    res.frac, res.throttle, res.throttle_reason, res.details.get("window"))
+        return out
 
     # -- migration ---------------------------------------------------------------------------------
     def migrate(self, order: MigrationOrder) -> MigrationOutcome:

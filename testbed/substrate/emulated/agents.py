@@ -38,13 +38,14 @@ class AgentPool:
     folders of user programs (their cwd), mounted at the same paths in the containers."""
 
     def __init__(self, fabric: Fabric, token: str, *, runtime: str = "process", images: dict | None = None,
-                 program_dirs: tuple[str, ...] = ()):
+                 program_dirs: tuple[str, ...] = (), warm_torch: bool = False):
         if runtime not in ("process", "docker"):
             raise ValueError(f"unknown runtime {runtime!r}")
         self.fabric = fabric
         self.runtime = runtime
         self._image_sources = dict(images or {})
         self._program_dirs = tuple(program_dirs)
+        self._warm_torch = warm_torch  # the agents import torch at start (jobs of the stand-in trainer will run)
         self.runtime_info: dict = {}  # docker: the images per site (the manifest records it)
         self._token = token
         self._engine = None
@@ -55,6 +56,7 @@ class AgentPool:
         self._procs: dict[str, subprocess.Popen] = {}
         self._clients: dict[str, AgentClient] = {}
         self._cgroups: list[str] = []  # throttle cgroups the agents may make (listed before they do)
+        self._executor = None  # map_sites: a thread per agent, made on first use
 
     @property
     def run_id(self) -> str:
@@ -76,7 +78,7 @@ class AgentPool:
             argv = [sys.executable, "-m", "testbed.agent", "--site", s.name, "--mgmt-addr", s.mgmt_addr,
                     "--port", str(CONTROL_PORT), "--wan-addr", s.addr, "--transfer-port", str(TRANSFER_PORT),
                     "--token-file", str(token_file), "--workdir", str(work), "--ready-file", str(work / "ready"),
-                    "--run-id", plan.run_id]
+                    "--run-id", plan.run_id] + (["--warm-torch"] if self._warm_torch else [])
             if self.runtime == "docker":
                 self._start_container(s.name, argv)
                 continue
@@ -161,6 +163,23 @@ class AgentPool:
     def client(self, site: str) -> AgentClient:
         return self._clients[site]
 
+    def map_sites(self, fn, sites: list[str]) -> list:
+        """``fn(site)`` for each site, the sites concurrently (each has its own connection): the
+        controller waits for one round trip, not one per agent. Results in the order of ``sites``;
+        ``fn``'s exception is raised here."""
+        if len(sites) <= 1:
+            return [fn(s) for s in sites]
+        from testbed import step_profile
+
+        if self._executor is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._executor = ThreadPoolExecutor(max_workers=max(2, len(self.fabric.plan.sites)),
+                                                thread_name_prefix="tb-agent-rpc")
+        step_profile.count_rpc(len(sites))  # one round trip the controller waits for
+        with step_profile.part("rpc"):
+            return list(self._executor.map(fn, sites))
+
     def expect_throttle(self, site: str, job_id: str) -> None:
         """List the CPU-throttle cgroup the agent at ``site`` makes for ``job_id`` (on its first
         ``set_throughput``) in the state file, before it is made."""
@@ -191,6 +210,9 @@ class AgentPool:
         from testbed.power.cgroups import find_cgroups_named
 
         with critical():
+            if self._executor is not None:
+                executor, self._executor = self._executor, None
+                executor.shutdown(wait=True)
             for c in self._clients.values():
                 c.close()
             self._clients.clear()

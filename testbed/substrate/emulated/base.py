@@ -18,6 +18,7 @@ import dataclasses
 import secrets
 import threading
 
+from testbed import step_profile
 from testbed.errors import SpecError, TestbedError
 from testbed.inputs import Inputs
 from testbed.lifecycle import critical
@@ -145,7 +146,7 @@ class EmulatedSubstrate(Substrate):
         assert self.clock is not None
         if self._replayer is not None and self._replayer.error is not None:
             raise TestbedError(f"link replay failed: {self._replayer.error}")
-        with self._changed:
+        with step_profile.part("clock"), self._changed:
             while True:
                 if not self._flying and self.clock.skip_idle:
                     self.clock.jump_to(until_s)
