@@ -8,7 +8,11 @@ Measures, on real fabrics built exactly as runs build them:
   receiver's rate settling), driven through the same LinkReplayer a run uses;
 - the time to bring up and tear down a large topology (us-100) and what it leaves behind, side by
   side with Mininet bringing up and stopping 100 hosts with tc links on the same machine
-  (``--only us100`` runs just that part).
+  (``--only us100`` runs just that part);
+- a transfer under contention (issue #33): one transfer by our transfer service sharing a 1 Gbit/s
+  and a 10 Gbit/s link of 20 ms RTT with 1, 4 and 16 competing bulk TCP flows (the cross-traffic
+  generator a run starts, on a link built as a run builds one with cross-traffic), its goodput
+  against its fair share, and Jain's fairness index over all the flows (``--only contention``).
 """
 
 from __future__ import annotations
@@ -425,18 +429,146 @@ def us100_comparison(impairment: str, repeat: int = 1) -> dict:
     return out
 
 
+CONTENTION_RATES_MBIT = (1000.0, 10_000.0)
+CONTENTION_FLOWS = (1, 4, 16)
+CONTENTION_RTT_MS = 20.0
+TRANSFER_PORT = 7100
+
+
+def jain_index(rates) -> float | None:
+    """Jain's fairness index (sum x)^2 / (n sum x^2) of the flows' rates: 1 when all are equal, 1/n
+    when one flow takes everything; None without a positive rate."""
+    x = [float(r) for r in rates]
+    sq = sum(r * r for r in x)
+    return (sum(x) ** 2) / (len(x) * sq) if x and sq > 0 else None
+
+
+def _contended_pair(rate_mbit: float, n_flows: int, rtt_ms: float, impairment: str) -> Fabric:
+    """Sites a and b on one link of ``rate_mbit`` and ``rtt_ms``, with ``n_flows`` long-lived bulk TCP
+    flows a -> b from the cross-traffic generator, built as a run builds a link with cross-traffic
+    (no BIG TCP; the sites' congestion control)."""
+    import dataclasses
+
+    from testbed.netem.crosstraffic import plan_cross_traffic
+    from testbed.spec.cross_traffic import CrossTraffic
+
+    links = [DirectedLink(src, dst, bandwidth_gbps=rate_mbit / 1000, latency_ms=rtt_ms / 2) for src, dst in ("ab", "ba")]
+    plan = plan_fabric(new_run_id(), ["a", "b"], fabric_links(links), impairment,  # type: ignore[arg-type]
+                       tcp_congestion=DEFAULT_TCP_CC)
+    xt = plan_cross_traffic([CrossTraffic(src="a", dst="b", tcp={"flows": n_flows})])
+    return Fabric(dataclasses.replace(plan, cross_traffic=xt), purpose="run")
+
+
+_SS_SOCKET = re.compile(r"^(?:[A-Z][A-Z0-9-]*\s+)?\d+\s+\d+\s+(\S+):(\d+)\s+(\S+):(\d+)")
+_SS_ACKED = re.compile(r"bytes_acked:(\d+)")
+
+
+def tcp_acked(ss_output: str) -> dict[tuple[int, int], int]:
+    """``ss -tinH`` output -> bytes acknowledged per connection, keyed by (local port, peer port)."""
+    out: dict[tuple[int, int], int] = {}
+    key = None
+    for line in ss_output.splitlines():
+        m = _SS_SOCKET.match(line)
+        if m:
+            key = (int(m.group(2)), int(m.group(4)))
+            line = line[m.end():]
+        a = _SS_ACKED.search(line)
+        if a and key is not None:
+            out[key] = int(a.group(1))
+            key = None
+    return out
+
+
+def _acked(fab: Fabric, dst_addr: str) -> tuple[float, dict[tuple[int, int], int]]:
+    p = spawn(fab.site_ns("a"), ["ss", "-tinH", "state", "established", "dst", dst_addr],
+              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    out, _ = p.communicate(timeout=10)
+    return time.monotonic(), tcp_acked(out)
+
+
+def _rates(a: tuple, b: tuple) -> dict[tuple[int, int], float]:
+    """Mbit/s per connection present in both samples."""
+    dt = b[0] - a[0]
+    return {k: 8 * (b[1][k] - a[1][k]) / dt / 1e6 for k in b[1] if k in a[1] and dt > 0}
+
+
+def contention_row(rate_mbit: float, n_flows: int, impairment: str, *, rtt_ms: float = CONTENTION_RTT_MS,
+                   seconds: float = 4.0, warmup_s: float = 2.0, limit_s: float = 20.0) -> dict:
+    """One transfer beside ``n_flows`` competing flows: the competing flows run ``warmup_s`` first
+    (their total over its last second sizes the transfer at ``seconds`` of its fair share of it);
+    then per connection the bytes acknowledged (``ss``) while the transfer runs, from its first
+    sample to its last: the transfer's goodput, each competing flow's, and Jain's index over all.
+    A transfer still running after ``limit_s`` (a starved one) is measured up to then and ended
+    with the fabric (``finished`` false)."""
+    with _contended_pair(rate_mbit, n_flows, rtt_ms, impairment) as fab:
+        b = fab.site_addr("b")
+        time.sleep(max(0.0, warmup_s - 1.0))
+        s0 = _acked(fab, b)
+        time.sleep(1.0)
+        pre = _rates(s0, _acked(fab, b))
+        carried = sum(pre.values())
+        n_bytes = int(max(carried, 1.0) / (n_flows + 1) * 1e6 / 8 * seconds)
+        samples: list[tuple] = []
+        done = threading.Event()
+        result: dict = {}
+
+        def go() -> None:
+            try:
+                result["goodput"] = _transfer_goodput(fab, max(n_bytes, 4 << 20))
+            except Exception as e:  # noqa: BLE001 (reported in the row)
+                result["error"] = str(e) or type(e).__name__
+            finally:
+                done.set()
+
+        t = threading.Thread(target=go, daemon=True)
+        t0 = time.monotonic()
+        t.start()
+        while not done.wait(0.25) and time.monotonic() - t0 < limit_s:
+            samples.append(_acked(fab, b))
+        finished = done.is_set()
+        wall = time.monotonic() - t0
+        mine = [s for s in samples if any(k[1] == TRANSFER_PORT for k in s[1])]
+    row = {"configured_mbit": rate_mbit, "rtt_ms": rtt_ms, "competing_flows": n_flows, "shaper": impairment,
+           "carried_before_mbit": carried, "transfer_bytes": max(n_bytes, 4 << 20), "transfer_wall_s": wall,
+           "finished": finished, "transfer_service_mbit": result.get("goodput") if finished else None,
+           "error": result.get("error") if finished else f"still running after {limit_s:g} s: measured up to then",
+           "fair_share_mbit": rate_mbit / (n_flows + 1)}
+    if len(mine) < 2:
+        return {**row, "window_s": None, "transfer_mbit": None, "competing_mbit": [], "jain_index": None,
+                "note": "the transfer ended before two samples of it: no per-flow rates"}
+    r = _rates(mine[0], mine[-1])
+    transfer = sum(v for k, v in r.items() if k[1] == TRANSFER_PORT)
+    others = sorted((v for k, v in r.items() if k[1] != TRANSFER_PORT), reverse=True)
+    total = transfer + sum(others)
+    return {**row, "window_s": mine[-1][0] - mine[0][0], "transfer_mbit": transfer, "competing_mbit": others,
+            "total_mbit": total, "share_of_configured": transfer / row["fair_share_mbit"],
+            "share_of_carried": transfer / (total / (n_flows + 1)) if total > 0 else None,
+            "jain_index": jain_index([transfer, *others])}
+
+
+def contention_rows(impairment: str, *, quick: bool = False) -> list[dict]:
+    return [contention_row(rate, n, impairment, seconds=2.0 if quick else 4.0)
+            for rate in CONTENTION_RATES_MBIT for n in CONTENTION_FLOWS]
+
+
 def run(out_dir: Path, *, quick: bool = False, only: str | None = None) -> dict:
     """All measurements, or ``only="us100"``: just the us-100 up/down next to Mininet's."""
     from testbed.doctor.qdisc import detect_impairment
 
-    if only not in (None, "us100", "dataplane"):
-        raise ValueError(f"unknown part {only!r} (known: us100, dataplane)")
+    if only not in (None, "us100", "dataplane", "contention"):
+        raise ValueError(f"unknown part {only!r} (known: us100, dataplane, contention)")
     impairment = detect_impairment()
     result: dict = {"impairment": impairment}
     if only is None:
         result["goodput"] = goodput_rows(seconds=2.0 if quick else 4.0)
         result["rtt"] = rtt_rows(impairment)
         result["rate_change"] = rate_change_row()
+    if only in (None, "contention"):
+        t0 = time.monotonic()
+        result["contention"] = contention_rows(impairment, quick=quick)
+        result["contention_wall_s"] = time.monotonic() - t0
+        if only == "contention":
+            return _write(out_dir, result, {})
     if only in (None, "dataplane") and impairment == "relay":
         from testbed.bench import relay_dataplane
 
@@ -488,6 +620,8 @@ def render(r: dict) -> str:
     lines = ["# bench shaping", "", f"Latency/jitter/loss by: {r['impairment']}", ""]
     if "goodput" in r:
         lines += _render_shaping(r)
+    if "contention" in r:
+        lines += render_contention(r)
     if "dataplane" in r:
         from testbed.bench.relay_dataplane import render as render_dataplane
 
@@ -559,4 +693,33 @@ def _render_shaping(r: dict) -> list[str]:
               f"- {c['from_mbit']:.0f} -> {c['to_mbit']:.0f} Mbit/s: netlink call {c['netlink_call_ms']:.2f} ms, "
               f"replay lag {c['replay_lag_ms']:.2f} ms, receiver rate settled after {_f(c['receiver_settled_ms'])} ms",
               f"- {c['note']}", "", f"rate change: {'PASS' if t['rate_change_pass'] else 'FAIL'}", ""]
+    return lines
+
+
+def render_contention(r: dict) -> list[str]:
+    rows = r["contention"]
+    lines = [f"## One transfer beside competing flows ({CONTENTION_RTT_MS:g} ms RTT; shaper: {r['impairment']})", "",
+             "The competing flows are the cross-traffic generator's long-lived bulk TCP flows, on a link built as "
+             "a run builds one with cross-traffic; rates are bytes acknowledged per connection (`ss`) while the "
+             "transfer ran. Fair share: configured / (flows + 1); of carried: what all flows together got / "
+             "(flows + 1). Jain's index over the transfer and the competing flows (1: equal shares).", "",
+             "| configured Mbit/s | competing flows | carried, all flows Mbit/s | transfer Mbit/s | fair share Mbit/s "
+             "| transfer / fair share | transfer / share of carried | Jain's index | competing flows Mbit/s (min-max) "
+             "| window s |", "|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|"]
+    for x in rows:
+        comp = x.get("competing_mbit") or []
+        lines.append(f"| {x['configured_mbit']:.0f} | {x['competing_flows']} | {_f(x.get('total_mbit'))} | "
+                     f"{_f(x.get('transfer_mbit'))} | {x['fair_share_mbit']:.1f} | {_f(x.get('share_of_configured'), 2)} "
+                     f"| {_f(x.get('share_of_carried'), 2)} | {_f(x.get('jain_index'), 3)} | "
+                     f"{(_f(min(comp)) + '-' + _f(max(comp))) if comp else '-'} | {_f(x.get('window_s'))} |")
+    for x in rows:
+        if x.get("error") or x.get("note"):
+            lines.append(f"- {x['configured_mbit']:.0f} Mbit/s, {x['competing_flows']} flows: "
+                         f"{x.get('error') or x.get('note')}")
+    lines += [""]
+    if r["impairment"] != "netem":
+        lines += ["netem: not measured here (this kernel has no netem qdisc; the rows above are the delay relay's). "
+                  "Run `testbed bench shaping --only contention` in the qemu guest for netem's.", ""]
+    if "contention_wall_s" in r:
+        lines += [f"These rows took {r['contention_wall_s']:.0f} s.", ""]
     return lines

@@ -175,3 +175,36 @@ def test_relay_scheduling_shares_come_from_schedstat_deltas():
     after = {1: (2_000_000_000, 500_000_000), 2: (2_000_000_000, 500_000_000), 3: (9, 9)}
     assert relay_sched_shares(before, after, 6.0) == (0.5, 1 / 6)
     assert relay_sched_shares({}, after, 6.0) == (None, None)
+
+
+# --- one transfer beside competing flows (issue #33) ---------------------------------------------
+
+def test_jains_index_is_one_for_equal_shares_and_one_over_n_for_a_hog():
+    assert shaping.jain_index([5, 5, 5, 5]) == pytest.approx(1.0)
+    assert shaping.jain_index([8, 0, 0, 0]) == pytest.approx(0.25)
+    assert shaping.jain_index([3, 1]) == pytest.approx(16 / 20)
+    assert shaping.jain_index([]) is None and shaping.jain_index([0, 0]) is None
+
+
+SS = ("0      0      10.200.0.1:41000 10.200.0.2:7100\n"
+      "\t cubic wscale:9,9 rto:220 rtt:20.5/0.3 mss:1448 cwnd:10 bytes_sent:5000 bytes_acked:4001 segs_out:4\n"
+      "0      0      10.200.0.1:41002 10.200.0.2:5300\n"
+      "\t cubic wscale:9,9 rto:220 mss:1448 bytes_acked:123456789 segs_out:9\n"
+      "ESTAB 0 0 10.200.0.1:41004 10.200.0.2:5300\n"
+      "\t cubic bytes_acked:7\n")
+
+
+def test_ss_output_gives_bytes_acked_per_connection_with_or_without_the_state_column():
+    assert shaping.tcp_acked(SS) == {(41000, 7100): 4001, (41002, 5300): 123456789, (41004, 5300): 7}
+    assert shaping.tcp_acked("") == {}
+
+
+def test_contention_render_says_netem_was_not_measured_on_the_relay():
+    row = {"configured_mbit": 1000.0, "competing_flows": 4, "total_mbit": 950.0, "transfer_mbit": 150.0,
+           "fair_share_mbit": 200.0, "share_of_configured": 0.75, "share_of_carried": 0.79, "jain_index": 0.97,
+           "competing_mbit": [210.0, 200.0, 195.0, 195.0], "window_s": 3.9}
+    text = "\n".join(shaping.render_contention({"impairment": "relay", "contention": [row], "contention_wall_s": 60}))
+    assert "| 1000 | 4 | 950.0 | 150.0 | 200.0 | 0.75 | 0.79 | 0.970 | 195.0-210.0 | 3.9 |" in text
+    assert "netem: not measured here" in text
+    assert "netem: not measured" not in "\n".join(shaping.render_contention({"impairment": "netem",
+                                                                             "contention": [row]}))
