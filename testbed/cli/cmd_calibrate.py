@@ -1,6 +1,6 @@
 """``testbed calibrate power``: measure a GPU's cap -> (throughput, draw) profile through NVML.
 ``testbed calibrate compute``: measure training samples/s of the federated study's model here (CPU or CUDA) and
-write a compute-profile entry with its provenance (testbed/federated/compute_profile.py).
+write a compute-profile entry with its provenance (testbed/spec/compute_profile.py).
 ``testbed calibrate load``: measure checkpoint save/load time against size on this machine (Eq. 1's T_load;
 the sim substrate's migration I/O truth, testbed/io_model.py)."""
 
@@ -242,7 +242,7 @@ def _calibrate_compute(args: argparse.Namespace) -> int:
         problems.append(("--out", f"{out}: {e.why}"))
     existing = None
     if out.exists() and not problems:
-        from testbed.federated.compute_profile import ComputeProfileError, load_profile
+        from testbed.spec.compute_profile import ComputeProfileError, load_profile
 
         try:
             existing = load_profile(out)  # merge: a file that is not a profile is refused, never overwritten
@@ -273,7 +273,7 @@ def _calibrate_compute(args: argparse.Namespace) -> int:
     if existing is not None:
         data = json.loads(out.read_text())
     data["entries"][entry_name] = entry
-    from testbed.federated.compute_profile import profile_from_bytes
+    from testbed.spec.compute_profile import profile_from_bytes
 
     raw = (json.dumps(data, indent=2) + "\n").encode()
     profile_from_bytes(raw, where=str(out), source=str(out))  # what is written loads

@@ -14,7 +14,7 @@ import datetime as dt
 import platform
 import time
 
-from testbed.federated.compute_profile import MODELS  # noqa: F401  (the two models an entry can hold)
+from testbed.spec.compute_profile import MODELS  # noqa: F401  (the two models an entry can hold)
 
 GB = 1.0  # the stand-in's update size: entries hold the rate of a 1 GB model (gb_samples_per_s)
 CPU_ENTRY = "cpu-1thread"

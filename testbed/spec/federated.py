@@ -47,7 +47,7 @@ class FlCompute(Strict):
         description="Training samples per second of one reference node (speed 1.0) at full power: a number, "
         "'measured': timed on this machine once per run, the model measured_model names (testbed.federated.throughput), "
         "or 'profile': each site's from a compute profile entry (profile, node_type, sites; "
-        "testbed.federated.compute_profile).")
+        "testbed.spec.compute_profile).")
     profile: str = Field(
         "default", description="With samples_per_s 'profile': the compute profile file (JSON, relative to the "
         "scenario; `testbed calibrate compute` writes one), or 'default': the one shipped, "

@@ -350,7 +350,7 @@ def scenario_from_dict(data: dict, base_dir: Path | None = None, *, trim: bool =
     problems += io_problems
     profile_path = None
     if sc.federated is not None and sc.federated.compute.samples_per_s == "profile" and not problems:
-        from testbed.federated.compute_profile import check_scenario, training_sites  # read at load time
+        from testbed.spec.compute_profile import check_scenario, training_sites  # read at load time
 
         profile_path, profile_problems = check_scenario(sc, base_dir, training_sites(sc))
         problems += profile_problems

@@ -116,7 +116,7 @@ class FederatedStudy(Study):
         if self.site_rates is None:
             self.samples_per_s, self.samples_per_s_source = self._compute_rate(fl, data, inputs.seed)
         else:
-            from testbed.federated.compute_profile import describe_sites, mean_rate
+            from testbed.spec.compute_profile import describe_sites, mean_rate
 
             self.samples_per_s = mean_rate({p: self.site_rates[p] for p in self.parts})
             self.samples_per_s_source = (f"compute profile {self.profile.source}: {describe_sites(self.site_rates)} "
@@ -133,7 +133,7 @@ class FederatedStudy(Study):
         """Each training site's rate from the compute profile (``samples_per_s: profile``), else (None, None)."""
         if sc.federated.compute.samples_per_s != "profile":
             return None, None
-        from testbed.federated.compute_profile import open_profile, resolve_sites, training_sites
+        from testbed.spec.compute_profile import open_profile, resolve_sites, training_sites
 
         prof = open_profile(sc.federated.compute.profile)
         return resolve_sites(prof, sc, training_sites(sc)), prof
@@ -168,7 +168,7 @@ class FederatedStudy(Study):
         summary["wall_s"] = wall_s
         summary["samples_per_s"] = self.samples_per_s
         if self.site_rates is not None:
-            from testbed.federated.compute_profile import describe_sites
+            from testbed.spec.compute_profile import describe_sites
 
             summary["compute_profile"] = describe_sites(self.site_rates)
         summary["tta_h_at"] = tta_at(rdf, sensitivity_targets(fl.target_accuracy), fl.time_to_accuracy)

@@ -12,7 +12,7 @@ import yaml
 
 from testbed.cli import main
 from testbed.errors import SpecError
-from testbed.federated.compute_profile import (
+from testbed.spec.compute_profile import (
     ComputeProfileError, default_profile, load_profile, resolve_sites, training_sites,
 )
 from testbed.federated.roundtime import RoundTimeModel, SiteTime
