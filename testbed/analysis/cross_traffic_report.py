@@ -96,9 +96,12 @@ def heavy_verdicts(runs: pd.DataFrame) -> list[str]:
         nom = h[h["predictor"] == "nominal"].groupby("seed")["median_abs_err"].median().dropna()
         pro = h[h["predictor"] == "probe"].groupby("seed")["median_abs_err"].median().dropna()
         if not len(nom) or not len(pro):
-            lines.append(f"- {where}: no completed heavy-load moves by both `nominal` and `probe` (a predictor "
-                         "that refused every move "
-                         "has none): not judged.")
+            missing = " and ".join(f"`{p}`" for p, x in (("nominal", nom), ("probe", pro)) if not len(x))
+            done = [(p, h[h["predictor"] == p]) for p in ("nominal", "probe")]
+            said = "; ".join(f"`{p}` made {int(x['moves'].sum())} and {int(x['overruns'].sum())} overran"
+                             for p, x in done if len(x))
+            lines.append(f"- {where}: not judged: no completed heavy-load move by {missing} (a predictor that "
+                         f"refuses every move has no error to compare){'; ' + said if said else ''}.")
             continue
         a, b = float(pro.median()), float(nom.median())
         common = pro.index.intersection(nom.index)

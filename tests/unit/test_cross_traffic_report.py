@@ -65,7 +65,10 @@ def test_no_section_without_bases_or_loads_and_no_verdict_without_heavy_load():
     one = {("none", "nominal"): [0.1, 0.2]}
     assert xr.markdown(migrations(one)) == []
     light = {("light", "nominal"): [0.5], ("light", "probe"): [0.1]}
-    assert "not judged" in "\n".join(xr.markdown(migrations(light)))
+    assert "not judged: no completed heavy-load move by `nominal` and `probe`" in "\n".join(xr.markdown(migrations(light)))
+    refused = {("none", "nominal"): [0.1, 0.1], ("heavy", "nominal"): [0.8, 0.9]}  # probe moved nothing
+    text = "\n".join(xr.markdown(migrations(refused, {("none", "nominal"): [0, 0], ("heavy", "nominal"): [3, 1]})))
+    assert "not judged: no completed heavy-load move by `probe`" in text and "`nominal` made 6 and 4 overran" in text
 
 
 def test_other_runs_are_left_out_and_scenarios_pool_apart():
