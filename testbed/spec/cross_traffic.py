@@ -32,7 +32,6 @@ from typing import Sequence
 from pydantic import Field, model_validator
 
 from testbed.spec.base import Strict
-from testbed.spec.base import 
 from testbed.spec.topology import SiteName
 
 MAX_FLOWS = 64

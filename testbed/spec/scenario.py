@@ -19,7 +19,6 @@ from testbed.spec.federated import SELECTION_POLICY_SPECS
 from testbed.spec.policies import (MIGRATION_POLICY_SPECS, FeasibilityModel, FeasibilityOverrides, PolicySpec,
                                    policy_label)
 from testbed.spec.base import Strict
-from testbed.spec.base import 
 from testbed.spec.topology import BUILTIN_NODE_TYPES, Link, NodeType, Site
 from testbed.spec.trace_sources import RENEWABLE_SOURCE_SPECS, Traces
 from testbed.spec.union import rebuild_on_change
