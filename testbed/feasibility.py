@@ -191,6 +191,14 @@ def transfer_time_s(size_gb: float, bandwidth_gbps: float, corrections: Correcti
     return time_s
 
 
+def transfer_times_s(size_gb, bandwidth_gbps, protocol_efficiency: float | None = None):
+    """:func:`transfer_time_s` over arrays or pandas Series at once (what analysis applies to every
+    recorded migration): ``8 * S / B``, then divided by ``protocol_efficiency`` when given; no
+    slow-start term and no checks (a zero or missing rate gives inf or NaN for that element)."""
+    time_s = 8.0 * size_gb / bandwidth_gbps
+    return time_s if protocol_efficiency is None else time_s / protocol_efficiency
+
+
 def size_for_transfer_time_gb(time_s: float, bandwidth_gbps: float, corrections: Corrections = Corrections()) -> float:
     """Supremum of the sizes whose :func:`transfer_time_s` is below ``time_s`` (0 if none).
 

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from testbed.stats import LineFit, line_fit
-from testbed.feasibility import TCP_EFFICIENCY_MTU1500
+from testbed.feasibility import TCP_EFFICIENCY_MTU1500, transfer_times_s
 
 MIN_POINTS = 20
 EFFICIENCY_RANGE = (0.5, 1.0)
@@ -72,7 +72,7 @@ def _line_rate_s(d: pd.DataFrame) -> np.ndarray:
     if "checkpoint_gb" in d.columns:
         for col in ("nominal_bandwidth_gbps", "predicted_bandwidth_gbps"):
             if col in d.columns:
-                x = x.fillna(8.0 * d["checkpoint_gb"].astype(float) / pd.to_numeric(d[col], errors="coerce"))
+                x = x.fillna(transfer_times_s(d["checkpoint_gb"].astype(float), pd.to_numeric(d[col], errors="coerce")))
     if "predicted_transfer_plain_s" in d.columns:
         x = x.fillna(pd.to_numeric(d["predicted_transfer_plain_s"], errors="coerce"))
     return x.to_numpy(float)

@@ -14,7 +14,6 @@ Errors are relative: ``(predicted - actual) / actual``.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,7 +25,8 @@ from testbed.analysis.outcomes import outcome_s
 from testbed.analysis.names import PARAM_PREFIX, TRIAL_DONE
 from testbed.analysis.scenario_id import scenario_hash
 from testbed.errors import TestbedError
-from testbed.feasibility import TCP_EFFICIENCY_MTU1500
+from testbed.feasibility import TCP_EFFICIENCY_MTU1500, transfer_times_s
+from testbed.recorder.reader import marker, trial_record
 from testbed.analysis.figures import save as save_figure
 
 
@@ -56,7 +56,7 @@ class Run:
 
 
 def _run_of(path: Path, cell: str = "", params: dict | None = None, overrides: dict | None = None) -> Run:
-    man = json.loads((path / "manifest.json").read_text())
+    man = marker(path, "run", check_format=False)
     sub = man.get("substrate") or {}
     scen = man.get("scenario") if isinstance(man.get("scenario"), dict) else {}
     resolved = scen.get("resolved") if isinstance(scen.get("resolved"), dict) else {}
@@ -76,7 +76,7 @@ def find_runs(directory: Path) -> list[Run]:
         trials = pd.read_csv(directory / "trials.csv", dtype={"cell": str, "dir": str})
         runs = []
         for _, t in trials[trials["status"].isin(TRIAL_DONE)].iterrows():
-            meta = json.loads((directory / t["dir"] / "trial.json").read_text())
+            meta = trial_record(directory / t["dir"])
             runs.append(_run_of(directory / t["dir"], str(t["cell"]), dict(meta.get("params") or {}),
                                 dict(meta.get("overrides") or {})))
         if not runs:
@@ -99,8 +99,8 @@ def add_predictions(m: pd.DataFrame) -> pd.DataFrame:
     m = m.copy()
     bw = m["predicted_bandwidth_gbps"].astype(float)
     size = m["checkpoint_gb"].astype(float)
-    m["predicted_transfer_plain_s"] = 8.0 * size / bw
-    m["predicted_transfer_corrected_s"] = m["predicted_transfer_plain_s"] / TCP_EFFICIENCY_MTU1500
+    m["predicted_transfer_plain_s"] = transfer_times_s(size, bw)
+    m["predicted_transfer_corrected_s"] = transfer_times_s(size, bw, TCP_EFFICIENCY_MTU1500)
     fixed = m["predicted_load_s"].astype(float) + m["predicted_downtime_s"].astype(float)
     m["predicted_total_plain_s"] = m["predicted_transfer_plain_s"] + fixed
     m["predicted_total_corrected_s"] = m["predicted_transfer_corrected_s"] + fixed

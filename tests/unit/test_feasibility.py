@@ -412,3 +412,18 @@ def test_the_scenario_model_carries_the_per_gb_load_to_every_policy():
     assert FeasibilityOverrides(t_load_s_per_gb=0.0).feasibility_model(model).t_load_s_per_gb == 0.0
     params = FeasibilityParams.from_model(model, rtt_ms=50.0, p_sys_kw=1.8, p_node_kw=0.75)
     assert params.load_s(100.0) == pytest.approx(150.2)
+
+
+def test_the_vectorised_transfer_time_is_the_scalar_one_over_arrays():
+    import numpy as np
+    import pandas as pd
+
+    from testbed.feasibility import TCP_EFFICIENCY_MTU1500, Corrections, transfer_time_s, transfer_times_s
+
+    size = pd.Series([0.0, 1.5, 24.0, 260.0])
+    bw = pd.Series([10.0, 0.5, 1.0, 2.5])
+    for eff in (None, TCP_EFFICIENCY_MTU1500):
+        got = transfer_times_s(size, bw, eff)
+        want = [transfer_time_s(s, b, Corrections(protocol_efficiency=eff)) for s, b in zip(size, bw)]
+        assert np.allclose(got.to_numpy(), want, rtol=1e-12, atol=0)
+    assert transfer_times_s(pd.Series([24.0]), pd.Series([0.0]))[0] == np.inf  # no check: a zero rate gives inf
