@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from testbed.errors import SpecError
-from testbed.results import RESULTS_FORMAT, Results
+from testbed.recorder.reader import RESULTS_FORMAT, is_kind
+from testbed.results import Results
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -291,13 +292,23 @@ def run(scenario: "PathLike | Mapping | Scenario", substrate: str = "sim", out: 
     object is garbage collected or Python exits (``Results.keep()`` keeps it). ``seed`` replaces
     the scenario's seed. ``figure_format`` (png, svg, pdf) and ``figure_style`` (a matplotlib style)
     are ``--figure-format`` and ``--figure-style`` of ``testbed run``."""
-    from testbed.analysis.figures import figure_output
-
     check_substrate(substrate)
     seed = check_seed(seed)
-    with figure_output(figure_format, figure_style):  # checked before any work
+    with _figures(figure_format, figure_style):  # checked before any work
         return _run(prepare(scenario, overrides, base=base), out, substrate=substrate, seed=seed, force=force,
                     progress=progress, plots=plots, argv=argv)
+
+
+def _figures(figure_format: str | None, figure_style: str | None):
+    """The figures' format and style given to :func:`run` or :func:`sweep`; neither given: whatever
+    encloses the call (a ``figure_output`` block, the environment) applies."""
+    import contextlib
+
+    from testbed.analysis.figures import figure_output
+
+    if figure_format is None and figure_style is None:
+        return contextlib.nullcontext()
+    return figure_output(figure_format, figure_style)
 
 
 def _run(prepared: Prepared, out: PathLike | None, **run_kw: Any) -> "Results":
@@ -336,9 +347,9 @@ def open_results(path: PathLike) -> "Results | SweepResults":
     """What a run or a sweep wrote (``testbed.open``): a run's results directory (``testbed run``'s
     ``--out``) as :class:`Results`, a sweep directory as :class:`~testbed.sweep_results.SweepResults`
     (every table over all its trials, with ``run_id``, ``cell``, ``seed``, ``policy`` and ``label``)."""
-    from testbed.sweep_results import SWEEP_MANIFEST, SweepResults
+    from testbed.sweep_results import SweepResults
 
-    if (Path(path) / SWEEP_MANIFEST).is_file():
+    if is_kind(Path(path), "sweep"):
         return SweepResults(path)
     return Results(path)
 
@@ -359,13 +370,12 @@ def sweep(source: "PathLike | Mapping | Scenario", out: PathLike | None = None, 
     them given here replaces the sweep's own. Relative paths in a dict resolve from ``base``
     (default: the current directory). ``out=None``: a temporary directory, removed when Python exits.
     ``figure_format`` and ``figure_style``: those of the sweep's report (``testbed sweep``'s flags)."""
-    from testbed.analysis.figures import figure_output
     from testbed.sweep_from_python import run_sweep
 
     if substrate is not None:
         check_substrate(substrate)
     fields = {"grid": grid, "seeds": seeds, "variants": variants, "metrics": metrics, "name": name}
-    with figure_output(figure_format, figure_style):  # checked before any trial
+    with _figures(figure_format, figure_style):  # checked before any trial
         return run_sweep(source, out, {k: v for k, v in fields.items() if v is not None}, prepare=prepare,
                          base=base, parallel=parallel, ray=ray, substrate=substrate, force=force)
 
@@ -378,13 +388,13 @@ def comparison_groups(path: PathLike) -> list:
     one per cell (its completed trials, by seed), a cell's folder of a sweep
     (``<sweep>/trials/<cell>``) one. A SpecError naming ``path`` when it is none of these."""
     from testbed.analysis.run_compare import Group
-    from testbed.sweep_results import SWEEP_MANIFEST, SweepResults
+    from testbed.sweep_results import SweepResults
 
     shown, p = str(path), Path(path).expanduser()
     what = "not a results directory (no manifest.json of a run, no sweep.json of a sweep)"
     if not p.is_dir():
         raise SpecError([(shown, "no such directory" if not p.exists() else f"{what}: not a directory")])
-    if (p / SWEEP_MANIFEST).is_file():
+    if is_kind(p, "sweep"):
         sw = SweepResults(p)
         done = sw.trials[sw.trials["status"] == "completed"]
         if not len(done):
