@@ -15,14 +15,13 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from testbed.errors import SpecError
+from testbed.recorder.reader import marker
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
 PathLike = str | os.PathLike
 
-RESULTS_FORMAT = "testbed-results/1"
 
 TABLES_MIGRATION = ("migrations", "jobs", "timeseries", "decisions", "power")
 
@@ -103,16 +102,7 @@ class Results(TableAccess):
         self.path = Path(path).resolve()
         if temporary:
             self._cleanup = weakref.finalize(self, shutil.rmtree, str(self.path), ignore_errors=True)
-        man = self.path / "manifest.json"
-        try:
-            manifest = json.loads(man.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise SpecError([(str(path), "not a testbed results directory (no manifest.json)")]) from None
-        except (OSError, ValueError) as e:
-            raise SpecError([(str(man), f"cannot be read as JSON ({type(e).__name__})")]) from None
-        if not isinstance(manifest, dict) or manifest.get("format") != RESULTS_FORMAT:
-            raise SpecError([(str(man), f"not a testbed results manifest (format {RESULTS_FORMAT} expected)")])
-        self.manifest: dict = manifest
+        self.manifest: dict = marker(self.path, "run")
 
     @property
     def temporary(self) -> bool:

@@ -21,14 +21,12 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from testbed.errors import SpecError
+from testbed.recorder.reader import marker, trial_record
 from testbed.results import Results, TableAccess, concat_nonempty
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-SWEEP_MANIFEST = "sweep.json"
-SWEEP_FORMAT = "testbed-sweep/1"
 KEYS = ("run_id", "cell", "seed", "policy", "label")
 
 
@@ -44,16 +42,7 @@ class SweepResults(TableAccess):
 
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path).resolve()
-        man = self.path / SWEEP_MANIFEST
-        try:
-            manifest = json.loads(man.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise SpecError([(str(path), f"not a testbed sweep directory (no {SWEEP_MANIFEST})")]) from None
-        except (OSError, ValueError) as e:
-            raise SpecError([(str(man), f"cannot be read as JSON ({type(e).__name__})")]) from None
-        if not isinstance(manifest, dict) or manifest.get("format") != SWEEP_FORMAT:
-            raise SpecError([(str(man), f"not a testbed sweep manifest (format {SWEEP_FORMAT} expected)")])
-        self.manifest: dict = manifest
+        self.manifest: dict = marker(self.path, "sweep")
 
     def __repr__(self) -> str:
         return (f"SweepResults({str(self.path)!r}: {len(self.runs)} of {len(self.trials)} trials done, "
@@ -95,10 +84,9 @@ class SweepResults(TableAccess):
 
     def _record(self, trial: dict) -> dict:
         try:
-            rec = json.loads((self.path / trial["dir"] / "trial.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError, KeyError, TypeError):
+            return trial_record(self.path / trial["dir"])
+        except (KeyError, TypeError):  # a plan entry without a directory
             return {}
-        return rec if isinstance(rec, dict) else {}
 
     def _keys(self, trial: dict) -> dict:
         cell, seed = trial.get("cell"), trial.get("seed")

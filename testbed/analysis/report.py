@@ -26,6 +26,7 @@ from testbed.analysis.figures import md_links
 from testbed.analysis.markdown import md_table as _md_table
 from testbed.analysis.names import PARAM_PREFIX
 from testbed.analysis.params import param_path
+from testbed.recorder.reader import REPORT_FORMAT
 
 METRICS = ("grid_kwh", "renewable_kwh", "mean_jct_s", "jobs_completed", "migrations", "migrations_overran",
            "migration_overhead_frac")
@@ -56,7 +57,6 @@ def sim_vs_emulation(sums: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-REPORT_FORMAT = "testbed-report/1"
 # What reading a damaged run or sweep directory raises (bad JSON/CSV/parquet, a missing column or file).
 _UNREADABLE = (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError)
 

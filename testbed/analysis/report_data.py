@@ -29,6 +29,7 @@ import pandas as pd
 from testbed.analysis.names import current, current_columns, param_column, typed_as_today
 from testbed.analysis.scenario_id import experiment
 from testbed.analysis.validation import Run
+from testbed.recorder.reader import marker
 
 DATA_DIR = "data"
 DATA_FORMAT = "testbed-report-data/1"
@@ -135,7 +136,7 @@ def _source_names(dirs: list[Path], per_dir: list[int]) -> list[str]:
 
 
 def _git_of(run: Run) -> dict:
-    man = json.loads((run.path / "manifest.json").read_text())
+    man = marker(run.path, "run", check_format=False)
     g = man.get("git") if isinstance(man.get("git"), dict) else {}
     return {"commit": g.get("commit"), "dirty": g.get("dirty")}
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import base64
 import html
-import json
 import os
 import threading
 from pathlib import Path
@@ -86,16 +85,6 @@ def page(title: str, body: str, *, refresh_s: float | None = None) -> str:
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">{csp}{refresh}'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">'
             f"<title>{esc(title)}</title><style>{STYLE}</style></head>\n<body>\n{body}\n</body></html>\n")
-
-
-def read_json_object(path: Path) -> dict:
-    """The JSON object in ``path`` ({} when it holds another type); a missing or unreadable file is a
-    ValueError naming the directory and the file, never its contents."""
-    try:
-        obj = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise ValueError(f"{path.parent}: no readable {path.name} ({type(e).__name__})") from None
-    return obj if isinstance(obj, dict) else {}
 
 
 def write_atomic(path: Path, text: str) -> Path:

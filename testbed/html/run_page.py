@@ -18,14 +18,15 @@ import pandas as pd
 from testbed.analysis.figures import figure_path, find
 from testbed.analysis.titles import words
 from testbed.html import INDEX
-from testbed.html.document import esc, figure, grid, page, read_json_object, table, write_atomic
+from testbed.html.document import esc, figure, grid, page, table, write_atomic
 from testbed.html.markdown import to_html
+from testbed.recorder.reader import marker
 
 MAX_MIGRATION_ROWS = 40
 
 
 def _manifest(run: Path) -> dict:
-    return read_json_object(run / "manifest.json")
+    return marker(run, "run", check_format=False)
 
 
 def _resolved(man: dict) -> dict:

@@ -10,14 +10,15 @@ from pathlib import Path
 
 import pandas as pd
 
-from testbed.html.document import esc, page, read_json_object, table
+from testbed.html.document import esc, page, table
 from testbed.html.markdown import to_html
+from testbed.recorder.reader import marker
 
 REPORT_DIR = "report"
 
 
 def _sweep_meta(sweep: Path) -> dict:
-    return read_json_object(sweep / "sweep.json")
+    return marker(sweep, "sweep", check_format=False)
 
 
 def _trials(sweep: Path) -> pd.DataFrame:

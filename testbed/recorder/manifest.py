@@ -12,6 +12,7 @@ from importlib import metadata
 from pathlib import Path
 
 import testbed
+from testbed.recorder.reader import RESULTS_FORMAT
 
 _HASH_CHUNK_BYTES = 1 << 20
 
@@ -119,7 +120,7 @@ def build_manifest(*, scenario_sha256: str, scenario_path: str, scenario_resolve
             "currency": price.get("currency"),
         }
     return {
-        "format": "testbed-results/1",
+        "format": RESULTS_FORMAT,
         "created_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "command": argv,
         "scenario": scenario,

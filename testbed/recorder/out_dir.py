@@ -16,15 +16,8 @@ or writes into what it did not create.
   ``--force``; ``sweep`` resumes into it (``--force`` clears what the earlier sweep wrote); ``report``
   regenerates it (a report is derived data).
 
-Markers (a JSON file whose ``format`` starts with the kind's prefix):
-
-=========  ================  =====================
-kind       file              format
-=========  ================  =====================
-run        ``manifest.json`` ``testbed-results/1``
-sweep      ``sweep.json``    ``testbed-sweep/1``
-report     ``report.json``   ``testbed-report/1``
-=========  ================  =====================
+Markers: a JSON file whose ``format`` starts with the kind's prefix (the files and formats are
+:data:`testbed.recorder.reader.MARKERS`).
 """
 
 from __future__ import annotations
@@ -38,12 +31,11 @@ from pathlib import Path
 from typing import Iterable
 
 from testbed.errors import OutDirError
+from testbed.recorder import reader
 
-MARKERS: dict[str, tuple[str, str]] = {
-    "run": ("manifest.json", "testbed-results/"),
-    "sweep": ("sweep.json", "testbed-sweep/"),
-    "report": ("report.json", "testbed-report/"),
-}
+# kind -> (file, format prefix): any version of the kind's format (testbed/recorder/reader.py)
+MARKERS: dict[str, tuple[str, str]] = {kind: (name, fmt[: fmt.index("/") + 1])
+                                       for kind, (name, fmt) in reader.MARKERS.items()}
 
 
 RESULTS_ROOT_ENV = "TESTBED_RESULTS_ROOT"

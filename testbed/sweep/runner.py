@@ -30,6 +30,7 @@ import pandas as pd
 
 from testbed.progress import eta_s, fmt_duration
 from testbed.recorder.manifest import git_state, package_versions
+from testbed.recorder.reader import SWEEP_FORMAT
 from testbed.substrate import SUBSTRATES
 from testbed.sweep.aggregate import write_outputs
 from testbed.sweep.plan import SweepPlan, Trial
@@ -126,7 +127,7 @@ def clear_stale(out: Path, todo: list[Trial]) -> None:
 def sweep_manifest(plan: SweepPlan, argv: list[str]) -> dict:
     sw = plan.sweep
     return {
-        "format": "testbed-sweep/1",
+        "format": SWEEP_FORMAT,
         "created_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "command": argv,
         "sweep": {"name": sw.name, "path": str(sw.path), "sha256": sw.sha256, "copy": "sweep.yaml"},
