@@ -3,7 +3,8 @@
 A new one registers itself in its own file (``REGISTRY.add(name, thing)``, or as a decorator);
 whatever lists them (the scenario's unions and JSON schema, the CLI's choices, the sweep's
 choices, the builders) asks the registry instead of keeping a tuple of names. This module sits
-at the bottom of the import order and imports nothing of testbed.
+at the bottom of the import order (it imports only testbed.errors, lazily). Installed packages join
+through the entry point group ``testbed.plugins`` (:func:`load_installed_plugins`).
 """
 
 from __future__ import annotations
@@ -96,3 +97,38 @@ class Registry(Generic[T]):
 
     def __repr__(self) -> str:
         return f"Registry({self.what!r}: {', '.join(self._entries)})"
+
+
+PLUGIN_ENTRY_POINT_GROUP = "testbed.plugins"
+_installed_loaded = False
+
+
+def reason(e: BaseException) -> str:
+    """``Type: first line`` of an exception (at most 200 characters of it), for one-line messages."""
+    first = (str(e).strip().splitlines() or [""])[0][:200]
+    return f"{type(e).__name__}: {first}" if first else type(e).__name__
+
+
+def load_installed_plugins() -> list[str]:
+    """Import every entry point of the group ``testbed.plugins`` (each names a module, or an object in
+    one, whose import registers what it brings) once per process; returns their names. One that fails
+    to import is a warning naming it: the others, and testbed, still work."""
+    global _installed_loaded
+    if _installed_loaded:
+        return []
+    _installed_loaded = True
+    import warnings
+    from importlib.metadata import entry_points
+
+    from testbed.errors import TestbedWarning
+
+    loaded = []
+    for ep in sorted(entry_points(group=PLUGIN_ENTRY_POINT_GROUP), key=lambda e: e.name):
+        try:
+            ep.load()
+        except Exception as e:  # noqa: BLE001 - a broken package must not stop testbed
+            warnings.warn(f"plug-in {ep.name!r} (entry point {ep.value}, group {PLUGIN_ENTRY_POINT_GROUP}) was not "
+                          f"loaded: {reason(e)}", TestbedWarning, stacklevel=2)
+            continue
+        loaded.append(ep.name)
+    return loaded

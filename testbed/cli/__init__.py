@@ -58,7 +58,10 @@ def console() -> None:
 
 
 def _main(argv: list[str] | None) -> int:
+    from testbed.registry import load_installed_plugins
+
     try:
+        load_installed_plugins()  # installed plug-ins (entry points testbed.plugins) are choices like built-ins
         parser = build_parser()
         try:
             args = parser.parse_args(argv)

@@ -1,7 +1,7 @@
 """``power.backend: emulated-throttle``: each running job's real training is slowed to the
 profile's throughput fraction at its cap, by its node agent's closed-loop throttle
 (:mod:`testbed.agent.runner`, :mod:`testbed.power.rate_control`; the substrate's
-:class:`~testbed.power.caps.ThroughputPort`). What ``emulated`` (the default) chooses where agents
+:class:`~testbed.power.caps.ThroughputPort`). What ``auto`` (the default) chooses where agents
 train (``emulation.nodes: agents``).
 
 The agent is asked what each job achieved under its cap: the *enforced* fraction, measured (step
@@ -359,7 +359,7 @@ def _make(setup: PowerSetup) -> AgentThrottleCaps:
 register(PowerBackend(
     NAME, _make, frozenset({"agents"}),
     refusal=f"{NAME} slows real training, which runs only on agents: use --substrate netns with "
-            "emulation.nodes: agents, or backend: emulated",
+            "emulation.nodes: agents, or backend: auto",
     description="the node agent's closed-loop throttle slows real training to the profile's throughput at "
                 "the cap; the enforced fraction is measured and the GPU power derived from it",
     emulation_rank=10,

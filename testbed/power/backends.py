@@ -9,9 +9,10 @@ choices (and its JSON schema) come from the registry, not from a hand-kept list.
 Nodes a backend can cap: kinds from :mod:`testbed.node_kinds` (``analytic``, ``ballast``,
 ``agents``, or a registered one), or :data:`ANY_NODES` for a backend that caps whatever runs.
 
-``emulated`` is not a backend but the default choice: the highest-ranked backend with an
+``auto`` is not a backend but the default choice: the highest-ranked backend with an
 ``emulation_rank`` that can cap the run's nodes (the agent CPU throttle where agents train, else
-the profile model). Every other name is reported as is (``power.parquet: backend``).
+the profile model). Every other name is reported as is (``power.parquet: backend``). ``emulated``,
+its name before, is read as ``auto`` with a warning.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ from testbed.registry import Registry
 
 ANY_NODES = "*"
 """In ``runs_on``: the backend caps every kind of nodes, those registered later included."""
-EMULATED = "emulated"
+AUTO = "auto"
+OLD_NAMES = {"emulated": AUTO}  # an earlier name -> today's, read with a warning
 
 
 @dataclass(frozen=True)
@@ -54,24 +56,25 @@ BACKENDS: Registry[PowerBackend] = Registry("power backend")
 def register(backend: PowerBackend) -> PowerBackend:
     """Add a backend (at its module's import). The same one again is a no-op (a module imported
     twice, e.g. as a test fixture); a different one under a taken name is refused."""
-    if backend.name == EMULATED:
-        raise ValueError(f"{EMULATED!r} is the default choice, not a power backend name")
+    if backend.name == AUTO or backend.name in OLD_NAMES:
+        raise ValueError(f"{backend.name!r} is the default choice, not a power backend name")
     return BACKENDS.add(backend.name, backend)
 
 
 def names() -> tuple[str, ...]:
-    """Every value ``power.backend`` accepts, ``emulated`` first."""
-    return (EMULATED, *BACKENDS.names())
+    """Every value ``power.backend`` accepts, ``auto`` first."""
+    return (AUTO, *BACKENDS.names())
 
 
 def resolve(name: str, nodes: str) -> PowerBackend:
     """The backend that caps a run whose nodes are ``nodes``; :class:`SpecError` on ``power.backend``
     when the name is unknown or the backend cannot cap such nodes."""
-    if name == EMULATED:
+    name = OLD_NAMES.get(name, name)
+    if name == AUTO:
         ranked = sorted((b for _, b in BACKENDS.items() if b.emulation_rank is not None and b.can_cap(nodes)),
                         key=lambda b: -b.emulation_rank)  # type: ignore[operator]
         if not ranked:
-            raise SpecError([("power.backend", f"no emulated power backend can cap {nodes} nodes")])
+            raise SpecError([("power.backend", f"no power backend 'auto' may choose can cap {nodes} nodes")])
         return ranked[0]
     if name not in BACKENDS:
         raise SpecError([("power.backend", f"unknown power backend {name!r} (known: {', '.join(names())})")])
@@ -82,7 +85,15 @@ def resolve(name: str, nodes: str) -> PowerBackend:
 
 
 def check_name(name: str) -> str:
-    """The spec's field check (pydantic validator): a registered name or ``emulated``."""
+    """The spec's field check (pydantic validator): a registered name or ``auto`` (``emulated``, its
+    name before, becomes ``auto`` with a warning)."""
+    if name in OLD_NAMES:
+        import warnings
+
+        from testbed.errors import TestbedWarning
+
+        warnings.warn(f"power.backend: {name!r} is now called {OLD_NAMES[name]!r}", TestbedWarning, stacklevel=2)
+        return OLD_NAMES[name]
     if name not in names():
         raise ValueError(f"unknown power backend {name!r} (known: {', '.join(names())})")
     return name

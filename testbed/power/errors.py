@@ -30,7 +30,7 @@ class PowerNotSupported(PowerError):
 
 
 class PowerLibraryNotFound(PowerError):
-    """No NVIDIA driver / NVML library (or no pynvml): use the emulated power backend instead."""
+    """No NVIDIA driver / NVML library (or no pynvml): use power.backend auto (a modelled GPU) instead."""
 
 
 class PowerLimitOutOfRange(PowerError):
@@ -65,5 +65,5 @@ def map_nvml_error(e: BaseException, *, device: str = "nvml", action: str = "cal
                                  "support it")
     if value in (NVML_ERROR_LIBRARY_NOT_FOUND, NVML_ERROR_DRIVER_NOT_LOADED):
         return PowerLibraryNotFound(f"{where}: NVML library or NVIDIA driver not found ({e}); "
-                                    "use the emulated power backend on hosts without a GPU")
+                                    "use power.backend auto (a modelled GPU) on hosts without a GPU")
     return PowerError(f"{where}: NVML error {value} ({e})")

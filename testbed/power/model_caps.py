@@ -1,13 +1,13 @@
-"""``power.backend: model``: each cap is set on a modelled GPU (:mod:`testbed.power.emulated`),
+"""``power.backend: model``: each cap is set on a modelled GPU (:mod:`testbed.power.modelled_gpu`),
 one per site with the site's power profile and the scenario's clock, and is enforced exactly as
-requested; the profile says how fast the job then runs. Nothing is measured. What ``emulated``
+requested; the profile says how fast the job then runs. Nothing is measured. What ``auto``
 (the default) chooses wherever no training agent runs.
 """
 
 from __future__ import annotations
 
 from testbed.power.caps import CapEnforcer, CapReport, JobCap
-from testbed.power.emulated import EmulatedDevice
+from testbed.power.modelled_gpu import ModelledGpu
 from testbed.power.node_model import NodePower
 from testbed.power.profile import PowerProfile
 from testbed.power.backends import ANY_NODES, PowerBackend, register
@@ -21,7 +21,7 @@ class ModelCaps(CapEnforcer):
     def __init__(self, profiles: dict[str, PowerProfile]):
         """``profiles``: the GPU power profile of each site's nodes."""
         self._now_s = 0.0
-        self.devices = {site: EmulatedDevice(p, index=i, clock=self._clock) for i, (site, p) in enumerate(profiles.items())}
+        self.devices = {site: ModelledGpu(p, index=i, clock=self._clock) for i, (site, p) in enumerate(profiles.items())}
 
     @classmethod
     def for_scenario(cls, scenario) -> "ModelCaps":

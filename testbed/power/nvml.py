@@ -39,7 +39,7 @@ def _pynvml() -> ModuleType:
             import pynvml
     except ImportError as e:
         raise PowerLibraryNotFound("pynvml is not installed (pip install nvidia-ml-py); use the "
-                                   "emulated power backend on hosts without a GPU") from e
+                                   "power.backend auto (a modelled GPU) on hosts without a GPU") from e
     return pynvml
 
 
@@ -66,7 +66,7 @@ def nvml_available() -> tuple[bool, str]:
     finally:
         nvml.nvmlShutdown()
     if count == 0:
-        return False, "NVML loaded but found no GPU; use the emulated power backend"
+        return False, "NVML loaded but found no GPU; use power.backend auto (a modelled GPU)"
     return True, f"NVML found {count} GPU(s)"
 
 

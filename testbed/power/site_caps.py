@@ -43,7 +43,7 @@ class NvmlSiteCaps(CapEnforcer):
             if close:
                 close()
             raise PowerError(f"power.backend: nvml needs one GPU per site ({len(self.sites)} sites, "
-                             f"{len(node.devices)} GPU(s)); use the emulated backend or fewer sites")
+                             f"{len(node.devices)} GPU(s)); use power.backend auto or fewer sites")
         self._node = node.__enter__()  # records the limits to restore
         return self
 
@@ -86,6 +86,6 @@ def _make(setup: PowerSetup) -> NvmlSiteCaps:
 register(PowerBackend(
     NAME, _make, frozenset({"agents"}),
     refusal="nvml caps real GPUs, which only matters when real training runs on them: "
-            "use --substrate netns with emulation.nodes: agents, or backend: emulated",
+            "use --substrate netns with emulation.nodes: agents, or backend: auto",
     description="real GPUs through NVML, one per site (limits restored when the run ends)",
 ))

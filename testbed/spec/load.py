@@ -322,6 +322,9 @@ def scenario_from_dict(data: dict, base_dir: Path | None = None, *, trim: bool =
     if trim:
         data, note = trim_to_run(data)
         warn_trimmed(note, stacklevel=2)
+    from testbed.spec.scenario_plugins import import_plugins  # what the scenario's plugins register, first
+
+    data = import_plugins(data, base_dir)
     data, _ = _merge_topology(data, base_dir)
     from testbed.spec.plugins import resolve_class_entries  # policies named by class join the union first
 

@@ -104,8 +104,8 @@ class SubstrateSettings(Strict):
 
 class Power(Strict):
     backend: str = Field(
-        power_backends.EMULATED, json_schema_extra=power_backends.schema_choices,
-        description="Who enforces the GPU caps (testbed.power.backends): emulated (the profile model, or "
+        power_backends.AUTO, json_schema_extra=power_backends.schema_choices,
+        description="Who enforces the GPU caps (testbed.power.backends): auto (the profile model, or "
         "the real CPU throttle of agent training), model, emulated-throttle, nvml (real GPUs), or a registered one.",
     )
     p_sys_kw: float = Field(1.8, gt=0, description="System power during a transfer (Eq. 2 of the migration paper), split between both ends.")
@@ -125,6 +125,10 @@ class Power(Strict):
 class Scenario(Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$", description="Name of the scenario; results go to results/<name>-s<seed>-<time>/ by default.")
     description: str = Field("", description="Free text, shown nowhere but kept in the results' manifest.")
+    plugins: list[str] = Field(default_factory=list, description=(
+        "Modules (my_lab.traces) or .py files (relative to this file) imported before the scenario is validated, so "
+        "that what they register (a policy, a trace kind, a grid signal, a power backend, a substrate, a kind of "
+        "nodes, a workload) can be named in this file (docs/how-to/plugins.md)."))
     seed: int = Field(0, ge=0, description="Seed every random stream of the run derives from (traces, arrivals, forecasts); `--seed` replaces it.")
     start: datetime = Field(
         datetime(2024, 6, 3, tzinfo=timezone.utc), strict=False,

@@ -89,7 +89,7 @@ class FederatedStudy(Study):
                                              f"not {self.substrate!r}")])
         if not _modelled_power(self.sc):
             raise SpecError([("power.backend",
-                              "the federated study models compute from the power profiles: use 'emulated'")])
+                              "the federated study models compute from the power profiles: use 'auto'")])
 
     def check(self, inputs: Inputs) -> None:
         """As the migration study: a live exchange this machine cannot run is refused up front, in one line."""

@@ -34,20 +34,20 @@ def _sc(**power):
 
 # --- the registry and the factory ------------------------------------------------------------
 def test_the_spec_choices_are_the_registry():
-    assert set(power_backends.names()) >= {"emulated", "model", "emulated-throttle", "nvml"}
+    assert set(power_backends.names()) >= {"auto", "model", "emulated-throttle", "nvml"}
     from testbed.spec.scenario import Scenario
 
     enum = Scenario.model_json_schema()["$defs"]["Power"]["properties"]["backend"]["enum"]
     assert enum == list(power_backends.names())
-    with pytest.raises(SpecError, match=r"power\.backend.*unknown power backend 'gpu9000'.*known: emulated, "):
+    with pytest.raises(SpecError, match=r"power\.backend.*unknown power backend 'gpu9000'.*known: auto, "):
         _sc(backend="gpu9000")
 
 
 @pytest.mark.parametrize("asked, nodes, chosen", [
-    ("emulated", "analytic", "model"), ("emulated", "ballast", "model"), ("emulated", "agents", "emulated-throttle"),
+    ("auto", "analytic", "model"), ("auto", "ballast", "model"), ("auto", "agents", "emulated-throttle"),
     ("model", "agents", "model"), ("nvml", "agents", "nvml"), ("emulated-throttle", "agents", "emulated-throttle"),
 ])
-def test_emulated_picks_what_the_nodes_allow_and_other_names_are_taken_as_is(asked, nodes, chosen):
+def test_auto_picks_what_the_nodes_allow_and_other_names_are_taken_as_is(asked, nodes, chosen):
     assert backend_for(_sc(backend=asked), nodes).name == chosen
 
 
@@ -74,11 +74,20 @@ def test_the_factory_builds_one_enforcer_named_as_the_backend():
 def test_a_duplicate_name_is_refused():
     with pytest.raises(ValueError, match="registered twice"):
         power_backends.register(power_backends.PowerBackend("model", lambda s: None, frozenset({"analytic"}), "x"))
-    with pytest.raises(ValueError, match="default choice"):
-        power_backends.register(power_backends.PowerBackend("emulated", lambda s: None, frozenset({"analytic"}), "x"))
+    for name in ("auto", "emulated"):
+        with pytest.raises(ValueError, match="default choice"):
+            power_backends.register(power_backends.PowerBackend(name, lambda s: None, frozenset({"analytic"}), "x"))
 
 
-# --- the model: a modelled GPU per site (testbed.power.emulated) --------------------------------
+def test_the_earlier_name_of_the_default_is_read_with_a_warning():
+    from testbed.errors import TestbedWarning
+
+    with pytest.warns(TestbedWarning, match="power.backend: 'emulated' is now called 'auto'"):
+        sc = _sc(backend="emulated")
+    assert sc.power.backend == "auto" and power_backends.resolve("emulated", "agents").name == "emulated-throttle"
+
+
+# --- the model: a modelled GPU per site (testbed.power.modelled_gpu) --------------------------------
 def test_model_enforces_the_request_on_a_modelled_gpu():
     caps = ModelCaps({"a": PROFILE, "b": PROFILE})
     out = caps.apply(0.0, {"j1": JobCap("a", 150.0, 0.65, 140.0), "j2": JobCap("b", 300.0, 1.0, 250.0)})
@@ -141,7 +150,7 @@ def test_a_throwaway_backend_in_one_file_runs_through_testbed_run(tmp_path, caps
     fixture = importlib.import_module("tests.fixtures.throwaway_power")
     assert issubclass(fixture.HalfCaps, CapEnforcer) and fixture.NAME in power_backends.names()
     half = _run(tmp_path, "half", fixture.NAME)
-    model = _run(tmp_path, "model", "emulated")
+    model = _run(tmp_path, "model", "auto")
     p = pd.read_parquet(half / "static" / "power.parquet")
     assert len(p) > 0 and (p["backend"] == fixture.NAME).all()
     assert (p["cap_enforced_w"] == fixture.FRACTION * p["cap_w"]).all() and p["detail"].str.startswith("halved").all()
@@ -175,4 +184,4 @@ def test_without_the_import_the_throwaway_name_is_refused_with_the_known_ones(tm
     r = subprocess.run([sys.executable, "-m", "testbed", "validate", str(f)], capture_output=True, text=True, cwd=tmp_path)
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "power.backend" in r.stderr and "unknown power backend 'throwaway-half'" in r.stderr
-    assert "known: emulated, model, emulated-throttle, nvml" in r.stderr
+    assert "known: auto, model, emulated-throttle, nvml" in r.stderr

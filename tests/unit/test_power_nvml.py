@@ -76,8 +76,8 @@ class Clock:
 @pytest.mark.parametrize(("code", "cls", "words"), [
     (pynvml.NVML_ERROR_NO_PERMISSION, PowerPermissionError, ["root", "CAP_SYS_ADMIN"]),
     (pynvml.NVML_ERROR_NOT_SUPPORTED, PowerNotSupported, ["NOT_SUPPORTED"]),
-    (pynvml.NVML_ERROR_LIBRARY_NOT_FOUND, PowerLibraryNotFound, ["driver", "emulated"]),
-    (pynvml.NVML_ERROR_DRIVER_NOT_LOADED, PowerLibraryNotFound, ["emulated"]),
+    (pynvml.NVML_ERROR_LIBRARY_NOT_FOUND, PowerLibraryNotFound, ["driver", "power.backend auto"]),
+    (pynvml.NVML_ERROR_DRIVER_NOT_LOADED, PowerLibraryNotFound, ["power.backend auto"]),
     (pynvml.NVML_ERROR_GPU_IS_LOST, PowerError, ["NVML error 15"]),
     (pynvml.NVML_ERROR_UNKNOWN, PowerError, ["NVML error"]),
 ])
@@ -262,13 +262,13 @@ def test_nvml_available_here_says_why():
     ok, reason = nvml_available()
     assert isinstance(ok, bool) and reason
     if not ok:  # this host (no NVIDIA driver): an explicit reason, never a pretend GPU
-        assert "emulated" in reason or "no GPU" in reason
+        assert "power.backend auto" in reason or "no GPU" in reason
 
 
 def test_nvml_available_without_library(nv):
     nv["nvmlInit"].side_effect = err(pynvml.NVML_ERROR_LIBRARY_NOT_FOUND)
     ok, reason = nvml_available()
-    assert not ok and "driver not found" in reason and "emulated" in reason
+    assert not ok and "driver not found" in reason and "power.backend auto" in reason
 
 
 def test_nvml_available_no_gpus_and_some_gpus(nv, gpus):
@@ -280,7 +280,7 @@ def test_nvml_available_no_gpus_and_some_gpus(nv, gpus):
 
 def test_device_init_failure_maps_error(nv):
     nv["nvmlInit"].side_effect = err(pynvml.NVML_ERROR_LIBRARY_NOT_FOUND)
-    with pytest.raises(PowerLibraryNotFound, match="emulated"):
+    with pytest.raises(PowerLibraryNotFound, match="power.backend auto"):
         NvmlDevice(0)
 
 

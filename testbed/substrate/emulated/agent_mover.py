@@ -257,7 +257,7 @@ class AgentMover(Mover):
                        "trips, outside the agents' work) are recorded apart, in no phase",
             "modelled": {
                 "job_progress": "node speed x the profile's throughput at the cap x time (GPU-hours); real "
-                                "training runs paced and, with power.backend emulated, throttled to that same "
+                                "training runs paced and, with power.backend auto, throttled to that same "
                                 "throughput fraction (power.parquet: throttle), for real checkpoints and a real "
                                 "slowdown, not for progress",
                 "energy": "node power profile x time; renewable share from the true renewable trace",

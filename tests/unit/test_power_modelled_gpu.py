@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from testbed.power import PowerDevice, PowerError, PowerLimitOutOfRange, PowerNode
-from testbed.power.emulated import EmulatedDevice, EmulatedNode
+from testbed.power.modelled_gpu import ModelledGpu, EmulatedNode
 from testbed.power.profile import PowerProfile, ProfilePoint
 
 PROFILE = PowerProfile("toy", 100.0, 300.0, 300.0, 20.0,
@@ -32,7 +32,7 @@ class RecordingThrottle:
 
 
 def test_contract_and_limits():
-    dev = EmulatedDevice(PROFILE, index=2, clock=Clock())
+    dev = ModelledGpu(PROFILE, index=2, clock=Clock())
     assert isinstance(dev, PowerDevice) and dev.name == "emu2"
     lim = dev.limits_w()
     assert (lim.min_w, lim.max_w, lim.default_w) == (100, 300, 300)
@@ -40,7 +40,7 @@ def test_contract_and_limits():
 
 
 def test_set_limit_checks_range_and_enforces_the_request():
-    dev = EmulatedDevice(PROFILE, clock=Clock())
+    dev = ModelledGpu(PROFILE, clock=Clock())
     for bad in (99.9, 300.1, float("nan")):
         with pytest.raises(PowerLimitOutOfRange):
             dev.set_limit_w(bad)
@@ -53,7 +53,7 @@ def test_set_limit_checks_range_and_enforces_the_request():
 
 def test_energy_integrates_modelled_power_and_never_decreases():
     clock = Clock()
-    dev = EmulatedDevice(PROFILE, busy=True, clock=clock)
+    dev = ModelledGpu(PROFILE, busy=True, clock=clock)
     clock.t_s = 10.0
     assert dev.energy_j() == pytest.approx(2500)  # 10 s at draw_w(300) = 250 W
     dev.set_limit_w(100)
@@ -69,7 +69,7 @@ def test_energy_integrates_modelled_power_and_never_decreases():
 
 def test_measure_window_on_the_fake_clock():
     clock = Clock()
-    dev = EmulatedDevice(PROFILE, clock=clock)
+    dev = ModelledGpu(PROFILE, clock=clock)
     dev.set_limit_w(200)
     with dev.measure("step") as w:
         clock.t_s += 4.0
@@ -80,7 +80,7 @@ def test_measure_window_on_the_fake_clock():
 
 def test_busy_callback_is_read_at_each_reading():
     clock, state = Clock(), {"busy": False}
-    dev = EmulatedDevice(PROFILE, busy=lambda: state["busy"], clock=clock)
+    dev = ModelledGpu(PROFILE, busy=lambda: state["busy"], clock=clock)
     assert dev.power_w() == 20
     state["busy"] = True
     assert dev.power_w() == 250
@@ -90,7 +90,7 @@ def test_busy_callback_is_read_at_each_reading():
 
 def test_throttle_follows_the_cap_and_setting_is_idempotent():
     th = RecordingThrottle()
-    dev = EmulatedDevice(PROFILE, throttle=th, reference_cores=2.0, clock=Clock())
+    dev = ModelledGpu(PROFILE, throttle=th, reference_cores=2.0, clock=Clock())
     assert th.calls == [None]  # the default cap is uncapped
     dev.set_limit_w(200)
     dev.set_limit_w(200)
@@ -98,7 +98,7 @@ def test_throttle_follows_the_cap_and_setting_is_idempotent():
     dev.set_limit_w(300)
     assert th.calls[-1] is None
     with pytest.raises(PowerError):
-        EmulatedDevice(PROFILE, reference_cores=0)
+        ModelledGpu(PROFILE, reference_cores=0)
 
 
 def test_node_splits_caps_sums_readings_and_restores_defaults():

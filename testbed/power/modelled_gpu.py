@@ -1,4 +1,4 @@
-"""The emulated power backend: a GPU that a :class:`PowerProfile` describes, on hosts without one.
+"""A modelled GPU: one that a :class:`PowerProfile` describes, on hosts without one.
 
 Honest about what it is. The cap is a number the profile turns into two consequences:
 
@@ -25,7 +25,7 @@ from testbed.power.throttle import Throttle
 Busy = bool | Callable[[], bool]
 
 
-class EmulatedDevice(PowerDevice):
+class ModelledGpu(PowerDevice):
     """One modelled GPU. ``busy``: a flag (change it with :meth:`set_busy`) or a callable.
 
     With a callable, a change of state is seen at the next reading, so energy is exact only for
@@ -118,17 +118,17 @@ class EmulatedNode(PowerNode):
                  throttles: Sequence[Throttle | None] = (), reference_cores: float = 1.0,
                  clock: Callable[[], float] = time.monotonic):
         if n_devices < 1:
-            raise PowerError(f"an emulated node needs at least one device, got {n_devices}")
+            raise PowerError(f"a modelled node needs at least one device, got {n_devices}")
         if throttles and len(throttles) != n_devices:
             raise PowerError(f"{len(throttles)} throttles for {n_devices} devices")
         self.clock = clock
         self._devices = [
-            EmulatedDevice(profile, index=i, busy=busy, clock=clock, reference_cores=reference_cores,
+            ModelledGpu(profile, index=i, busy=busy, clock=clock, reference_cores=reference_cores,
                            throttle=throttles[i] if throttles else None)
             for i in range(n_devices)]
 
     @property
-    def devices(self) -> Sequence[EmulatedDevice]:
+    def devices(self) -> Sequence[ModelledGpu]:
         return tuple(self._devices)
 
     def set_busy(self, busy: bool) -> None:
