@@ -6,7 +6,9 @@ then only on the thread that activated it (the controller's: a migration's own t
 workers are not the step's critical path; a concurrent batch is timed by the caller that waits for
 it). Parts nest and their time is exclusive (an RPC inside ``caps`` counts as ``rpc``, not twice),
 so the parts add up to the time spent inside any of them; the rest of a step's wall time is
-``other``. Each controller run (one policy on one substrate) is a :class:`RunProfile` of its own.
+``other``. Only steps are timed (between :meth:`StepProfile.step_start` and ``step_done``: bringing a
+substrate up and down is not a step's); each controller run (one policy on one substrate) is a
+:class:`RunProfile` of its own.
 
 The parts:
 
@@ -67,7 +69,8 @@ class StepProfile:
         self._rpcs_at_step = 0
 
     def _mine(self) -> bool:
-        return threading.get_ident() == self.thread
+        """On the controller's thread, inside a step (set-up and tear-down are not a step's)."""
+        return threading.get_ident() == self.thread and self._t_step is not None
 
     def _run(self) -> RunProfile:
         if not self.runs:
@@ -75,7 +78,7 @@ class StepProfile:
         return self.runs[-1]
 
     def begin_run(self, substrate: str, label: str) -> None:
-        if self._mine():
+        if threading.get_ident() == self.thread:
             self.runs.append(RunProfile(substrate, label))
 
     @contextlib.contextmanager

@@ -2,8 +2,9 @@
 
 On a live substrate every control step costs wall time beyond the transfers (agents asked for their
 jobs' state, caps applied, link rates replayed, the clock advanced); on a busy small machine that
-dominates a short scenario (the quick start with agents: ~0.16 s a step, 8 min for four policies,
-while its transfers take ~20 s). A policy run also costs a fixed time (the fabric and its nodes
+dominates a short scenario (the quick start with agents: ~0.2 s a step, 8.6 min for four policies,
+on the step path before issue #34; ~0.03 s a step and about 1.5 min on today's, whose steps make a
+round trip only when something changes; its transfers take ~20 s). A policy run also costs a fixed time (the fabric and its nodes
 brought up and down) and the writing of its results (tables, figures). Each emulated policy run of
 the migration study records these three, per substrate and kind of nodes, in a small cache
 (``/var/cache/testbed/emulation-pace.json`` as root, else ``~/.cache/testbed/emulation-pace.json``;
