@@ -12,7 +12,7 @@ A scenario is a file, a dict holding what a file would (relative paths resolve f
 default the current directory) or a :class:`~testbed.spec.Scenario`.
 
 Every scenario that runs is validated the way ``testbed validate`` checks a file: overrides are
-applied to the file's data by the sweep's path engine (:mod:`testbed.sweep.override`) and the
+applied to the file's data by the sweep's path engine (:mod:`testbed.spec.overrides`) and the
 result is validated as a whole; a :class:`~testbed.spec.Scenario` edited in Python (``model_copy``
 skips pydantic's validation) is validated again before it runs. The command line (``testbed run``)
 is a thin layer over :func:`run`.
@@ -64,7 +64,7 @@ def parse_set(items: list[str] | tuple[str, ...], flag: str = "--set") -> dict[s
     """``["duration_h=12", "policies[feasibility_aware].alpha=0.2"]`` -> ``{path: value}``; each
     value is read as YAML (``12`` a number, ``null``, ``[1, 2]``, ``{a: 1}``, else text)."""
     from testbed.safe_yaml import YamlProblem, parse_yaml
-    from testbed.sweep.override import check_path
+    from testbed.spec.overrides import check_path
 
     out: dict[str, Any] = {}
     for item in items:
@@ -87,7 +87,7 @@ def parse_set(items: list[str] | tuple[str, ...], flag: str = "--set") -> dict[s
 def _apply(data: dict, overrides: Mapping[str, Any], where: str) -> dict:
     """Set every override in ``data`` (in place) with the sweep's path engine; an override that does
     not fit the data is a SpecError naming its path as typed."""
-    from testbed.sweep.override import OverrideError, check_path, set_path
+    from testbed.spec.overrides import OverrideError, check_path, set_path
 
     problems = []
     for path, value in overrides.items():
@@ -112,7 +112,7 @@ def _validated(data: dict, base: Path, overrides: Mapping[str, Any], where: str,
     """``scenario_from_dict``; a problem at (or under) an overridden path, or an unknown key an
     override made, is named by the override as typed. ``valid``: the (valid) Scenario before the
     overrides, whose paths are suggested for an unknown key."""
-    from testbed.override_errors import attribute, resolve
+    from testbed.spec.override_errors import attribute, resolve
     from testbed.spec import scenario_from_dict
 
     try:

@@ -24,7 +24,7 @@ from testbed.spec.load import LoadedScenario, read_yaml, scenario_from_dict
 from testbed.spec.topology import read_topology
 from testbed.spec.trim import trim_to_run, warn_trimmed
 from testbed.sweep.metrics import metric_problems
-from testbed.sweep.override import OverrideError, set_path, substitute
+from testbed.spec.overrides import OverrideError, set_path, substitute
 from testbed.sweep.spec import SweepFile, canonical
 
 _SLUG_BAD = re.compile(r"[^A-Za-z0-9._=+-]+")
@@ -182,7 +182,7 @@ def _unknown_key(problem: tuple[str, str], data: dict, overrides: dict[str, Any]
     """``(path as typed, message)`` when ``problem`` is an unknown key an override's path made
     (at its path, or a key above it the path created), else None. Unknown keys inside an override's
     value stay the cell's problem (the value may differ between cells)."""
-    from testbed.sweep.override_errors import attribute, resolve
+    from testbed.spec.override_errors import attribute, resolve
 
     where, message = problem
     if not message.startswith("unknown field"):

@@ -38,7 +38,7 @@ from testbed.spec.errors_format import problems_from
 from testbed.spec.load import read_yaml
 from testbed.spec.base import Strict
 from testbed.substrate import substrate_choices
-from testbed.sweep.override import PARAM, check_path, references
+from testbed.spec.overrides import PARAM, check_path, references
 
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 

@@ -10,7 +10,7 @@ import pytest
 import testbed
 from testbed.cli import main
 from testbed.errors import SpecError
-from testbed.override_errors import nearest_paths, owner, resolve
+from testbed.spec.override_errors import nearest_paths, owner, resolve
 
 REPO = Path(__file__).resolve().parents[2]
 QUICKSTART = REPO / "scenarios" / "quickstart.yaml"

@@ -8,7 +8,7 @@ from testbed.cli import main
 from testbed.errors import SpecError
 from testbed.sweep import load_sweep_file, plan_sweep
 from testbed.sweep.aggregate import _metric_names
-from testbed.sweep.override import OverrideError, references, set_path, substitute
+from testbed.spec.overrides import OverrideError, references, set_path, substitute
 from testbed.sweep.runner import parallel_for
 from tests.conftest import ROOT
 from tests.unit.sweep_support import GRID_2X2, write_sweep

@@ -1,12 +1,12 @@
 """Problems of overrides (``--set PATH=VALUE``, ``overrides={PATH: VALUE}``) named by the path as the
 user typed it, with the nearest valid key suggested (a ``[label]`` that names no entry gets the
-nearest label from the override engine, :mod:`testbed.sweep.override`).
+nearest label from the override engine, :mod:`testbed.spec.overrides`).
 
 Validation names a list entry by its index (``policies[2].alpha``) while an override may select it
 by label (``policies[feasibility_aware].alpha``); :func:`resolve` maps one onto the other, so that
 a problem found while validating is reported under the override that caused it (:func:`owner`).
-The sweep names a grid axis's or a variant's unknown key with it (``grid[feasibility.alpah]``);
-:mod:`testbed.override_errors` is the same for ``--set`` and ``overrides=``.
+The sweep names a grid axis's or a variant's unknown key with it (``grid[feasibility.alpah]``), and
+``testbed run --set`` and ``testbed.run(overrides=)`` with the same functions.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any, Iterable, Mapping
 
 from testbed.suggest import suggest
-from testbed.sweep.override import _shown, _steps  # the path syntax of the override engine
+from testbed.spec.overrides import _shown, _steps  # the path syntax of the override engine
 
 MAX_ENTRIES = 200
 """Longest list whose entries are offered as suggestions (a job list can hold 50,000)."""
