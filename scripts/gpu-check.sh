@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU check: the NVML power path end to end on a machine with an NVIDIA GPU, in one call of at
-# most 8 minutes (testbed.power.gpu_check: doctor; `testbed calibrate power` at >= 4 caps with real
+# most 8 minutes (testbed.power.gpu.gpu_check: doctor; `testbed calibrate power` at >= 4 caps with real
 # training on the GPU; a one-site run with power.backend: nvml whose trace moves the cap, its node
 # agent a local process, enforced = requested within 1 W, the original limit back at the end;
 # SIGINT during a calibration puts the limit back; the same run on netns where namespaces can be made).
@@ -36,7 +36,7 @@ mkdir -p "$DEST"
 ENVF="$DEST/environment.txt"
 : > "$ENVF"
 say() { echo "$*" | tee -a "$ENVF"; }
-NEEDED="import yaml, numpy, pandas, pyarrow, psutil, pydantic, pynvml, testbed.cli, testbed.substrate, testbed.power.gpu_check"
+NEEDED="import yaml, numpy, pandas, pyarrow, psutil, pydantic, pynvml, testbed.cli, testbed.substrate, testbed.power.gpu.gpu_check"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 say "python: $("$PYTHON" -c 'import sys; print(sys.version.split()[0], sys.executable)')"
 if ! "$PYTHON" -c "$NEEDED" 2>/dev/null; then
@@ -74,7 +74,7 @@ fi
 left=$(( BUDGET_S - (SECONDS - T0) ))
 # the whole check within its budget: SIGTERM (the check puts the GPU's limit back), then SIGKILL
 rc=0
-timeout --signal=TERM --kill-after=20 "$left" "$PYTHON" -m testbed.power.gpu_check --out "$DEST" --gpu "${GPU:-0}" \
+timeout --signal=TERM --kill-after=20 "$left" "$PYTHON" -m testbed.power.gpu.gpu_check --out "$DEST" --gpu "${GPU:-0}" \
   --caps "${CAPS:-4}" --seconds "${SECONDS_PER_CAP:-8}" --family "${FAMILY:-char-transformer}" --netns "${NETNS:-auto}" ${DEVICE:+--device "$DEVICE"} || rc=$?
 # a compute-profile entry of the lent GPU (testbed calibrate compute --device cuda): only in the budget the
 # check left (at most 90 s, at least 45), and only where the study's data set loads (scikit-learn's digits);

@@ -1,7 +1,7 @@
 """Run ids: six random lower-case alphanumerics naming every live resource of one run.
 
 A leaf (imports nothing of testbed): names of namespaces and interfaces (``testbed.netem.naming``),
-cgroups (``testbed.power.cgroups``) and engine directories are all built from a run id.
+cgroups (``testbed.power.throttle.cgroups``) and engine directories are all built from a run id.
 """
 
 from __future__ import annotations

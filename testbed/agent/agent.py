@@ -225,7 +225,7 @@ class Agent:
         return {"results": results}
 
     def _new_throttle(self, job_id: str, runner: JobRunner):
-        from testbed.power.throttle import DutyCycleThrottle, make_throttle
+        from testbed.power.throttle.throttle import DutyCycleThrottle, make_throttle
 
         if runner.native_id is None:
             raise RequestRefused(f"job {job_id!r} has no running thread")

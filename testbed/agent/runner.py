@@ -1,7 +1,7 @@
 """A training job in its own thread, paced, pausable at step boundaries, and throttleable.
 
 Throughput (``set_throughput``, the emulated GPU power cap): the job trains at ``frac`` of its
-*current* unthrottled rate, held there in closed loop by :class:`~testbed.power.rate_control.
+*current* unthrottled rate, held there in closed loop by :class:`~testbed.power.throttle.rate_control.
 RateController` (see that module for the design):
 
 1. **pacing, closed loop**: the loop asks the controller before every step how long to wait; the
@@ -10,7 +10,7 @@ RateController` (see that module for the design):
    the agent's pace ``steps_per_s`` (a ceiling) or, when the host cannot reach it, the rate the job
    really reaches unthrottled, re-estimated during the run (step times, and probes: short
    unthrottled windows).
-2. **a real CPU limit** (:mod:`testbed.power.throttle`): the job's thread is alone in a cgroup
+2. **a real CPU limit** (:mod:`testbed.power.throttle.throttle`): the job's thread is alone in a cgroup
    whose quota is the CPU the target needs (``target x cpu_s_per_step``) times a headroom the
    controller raises while the job is behind schedule and lets fall back to 1.25 while it keeps up.
    The period spans two target steps (0.1 s to 1 s). Without cgroups (not root, or cgroup v2, which
@@ -33,8 +33,8 @@ from __future__ import annotations
 import threading
 import time
 
-from testbed.power.rate_control import RateController
-from testbed.power.throttle import KIND_DUTY, MAX_PERIOD_US, MIN_QUOTA_US, Throttle
+from testbed.power.throttle.rate_control import RateController
+from testbed.power.throttle.throttle import KIND_DUTY, MAX_PERIOD_US, MIN_QUOTA_US, Throttle
 
 STEPS_PER_PERIOD = 2
 MIN_PERIOD_S = 0.1

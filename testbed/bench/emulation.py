@@ -7,7 +7,7 @@ step of every policy split into command round trips to the agents, the clock run
 transfers are in flight, cap updates, reading back what the caps came to, fixed sleeps, policy,
 power plan, accounting and recording, with the ratio of the steps' wall time to the sum of the
 parts they must spend (all but sleeps). With agents, the step path runs both ways
-(:mod:`testbed.power.agent_throttle`): ``poll``, the path before issue #34 (every job asked every
+(:mod:`testbed.power.throttle.agent_throttle`): ``poll``, the path before issue #34 (every job asked every
 step, one after another, polling with sleeps until its cap shows enough step intervals; agents that
 import torch at their first job) and ``event`` (only changes sent, one concurrent round trip per
 step, no sleeps but bounded waits where a job would end unmeasured; agents that import torch while
@@ -53,9 +53,9 @@ class Case:
 @contextlib.contextmanager
 def cap_mode(mode: str) -> Iterator[None]:
     """The step path every run in the block gets: the agents' cap path
-    (``testbed.power.agent_throttle.DEFAULT_MODE``) and, for ``poll`` (the path before), agents that
+    (``testbed.power.throttle.agent_throttle.DEFAULT_MODE``) and, for ``poll`` (the path before), agents that
     do not import torch at start (``testbed.substrate.emulated.agent_mover.WARM_AGENTS``)."""
-    from testbed.power import agent_throttle
+    from testbed.power.throttle import agent_throttle
     from testbed.substrate.emulated import agent_mover
 
     prev = agent_throttle.DEFAULT_MODE, agent_mover.WARM_AGENTS

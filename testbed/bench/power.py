@@ -2,8 +2,8 @@
 
 For a profile and a few caps: real, unpaced training (one torch thread) runs in a fresh worker
 process per repeat, under the agent's own mechanism: a :class:`~testbed.agent.runner.JobRunner`
-(closed loop, :mod:`testbed.power.rate_control`) whose training thread is alone in a CPU throttle
-(:mod:`testbed.power.throttle`, made by the worker itself, its cgroup listed in the run's state
+(closed loop, :mod:`testbed.power.throttle.rate_control`) whose training thread is alone in a CPU throttle
+(:mod:`testbed.power.throttle.throttle`, made by the worker itself, its cgroup listed in the run's state
 file by the bench first). Once warm, the bench alternates the worker's requested fraction between
 1 (the reference: unthrottled) and ``throughput_frac(cap)``, in phases of ``phase_s`` (order ref,
 cap, cap, ref, ..., so a linear drift cancels), and counts the steps of each phase after a short
@@ -40,7 +40,7 @@ import time
 from pathlib import Path
 
 from testbed.errors import TestbedError
-from testbed.power.profile import PowerProfile, load_profile
+from testbed.power.gpu.profile import PowerProfile, load_profile
 
 TARGET_ERROR_PCT = 10.0
 DEFAULT_FAMILY = "cnn-digits"
@@ -162,7 +162,7 @@ def _listed_cgroups(run_id: str, tags: list[str]):
     if os.geteuid() != 0:
         return contextlib.nullcontext()
     from testbed.netem import state
-    from testbed.power.cgroups import cgroup_name
+    from testbed.power.throttle.cgroups import cgroup_name
 
     return state.listed(run_id, cgroups=[cgroup_name(run_id, t) for t in tags])
 
@@ -278,7 +278,7 @@ def _worker(family: str, seed: int, slot_path: str, run_id: str, tag: str, prefe
     slot's requested frac until it says stop, publishing the step count."""
     from testbed.agent.runner import JobRunner
     from testbed.nodes.job import TrainingJob
-    from testbed.power.throttle import KIND_DUTY, DutyCycleThrottle, make_throttle
+    from testbed.power.throttle.throttle import KIND_DUTY, DutyCycleThrottle, make_throttle
 
     job = TrainingJob.create(family, seed)
     job.step()

@@ -81,9 +81,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _bench_power(args: argparse.Namespace) -> int:
     from testbed.bench.power import run
     from testbed.errors import SpecError
-    from testbed.power.profile import load_profile
+    from testbed.power.gpu.profile import load_profile
 
-    from testbed.power.profile import ProfileError
+    from testbed.power.gpu.profile import ProfileError
 
     try:
         profile = load_profile(args.profile)

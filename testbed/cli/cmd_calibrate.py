@@ -66,10 +66,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _calibrate_power(args: argparse.Namespace) -> int:
     from testbed.errors import SpecError
-    from testbed.power.calibrate import calibrate, default_caps, render, to_profile
+    from testbed.power.gpu.calibrate import calibrate, default_caps, render, to_profile
     from testbed.power.errors import PowerLibraryNotFound
-    from testbed.power.nvml import NvmlNode
-    from testbed.power.profile import save_profile
+    from testbed.power.gpu.nvml import NvmlNode
+    from testbed.power.gpu.profile import save_profile
 
     import math
     import re

@@ -14,7 +14,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from testbed.power.cgroups import cgroup_mounts  # noqa: F401 (doctor/__init__ uses it from here)
+from testbed.power.throttle.cgroups import cgroup_mounts  # noqa: F401 (doctor/__init__ uses it from here)
 from testbed.doctor import scratch
 from testbed.doctor.context import ProbeContext, ProbeSpec, Result, registrar, tool_probe, which
 

@@ -149,7 +149,7 @@ def sweep(run_id: str, cgroup_hierarchies: list[Path] = ()) -> list[str]:
     wanted = [c for c in listed.get("cgroups", []) if c == cgroup_name(run_id)]
     paths = {hierarchy / c for hierarchy in cgroup_hierarchies for c in wanted}
     if wanted:
-        from testbed.power.cgroups import find_cgroups_named
+        from testbed.power.throttle.cgroups import find_cgroups_named
 
         paths |= {p for _, p in find_cgroups_named(wanted)}
     for path in sorted(paths):

@@ -170,7 +170,7 @@ def _remove_ovs_netdev(name: str | None, rep: CleanReport) -> None:
 
 
 def _remove_cgroups(names: list[str], run_id: str, rep: CleanReport) -> None:
-    from testbed.power.cgroups import find_cgroups_named, release_named
+    from testbed.power.throttle.cgroups import find_cgroups_named, release_named
 
     mine = []
     for name in names:

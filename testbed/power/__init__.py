@@ -1,13 +1,15 @@
-"""GPU power caps: the device contract (:mod:`.device`), typed errors, NVML (:mod:`.nvml`), and
-the one power path of a run (:mod:`.caps`: a cap enforcer per backend, chosen by :mod:`.factory`).
+"""GPU power caps. Three parts: the one power path of a run (here: :mod:`.caps`, a cap enforcer per
+backend registered in :mod:`.backends` and chosen by :mod:`.factory`; the site budget and grid limit),
+GPUs (:mod:`.gpu`: the device contract, NVML, a modelled GPU, profiles, calibration, the GPU check)
+and CPU throttles that hold real training to a cap's throughput (:mod:`.throttle`).
 
 Importing :mod:`.builtin` (the CLI and :mod:`.factory` do) registers the built-in power backends,
 so that ``power.backend`` accepts their names; the package itself stays light (the doctor and the
-qemu guest import :mod:`.cgroups` without the spec's dependencies). ``testbed.power.nvml`` imports pynvml only when used, so
+qemu guest import :mod:`.throttle.cgroups` without the spec's dependencies). ``testbed.power.gpu.nvml`` imports pynvml only when used, so
 this package loads without a GPU.
 """
 
-from testbed.power.device import (
+from testbed.power.gpu.device import (
     Measurement, PowerDevice, PowerLimits, PowerMeasurement, PowerNode, WindowResult,
 )
 from testbed.power.errors import (

@@ -1,4 +1,4 @@
-"""``power.backend: model``: each cap is set on a modelled GPU (:mod:`testbed.power.modelled_gpu`),
+"""``power.backend: model``: each cap is set on a modelled GPU (:mod:`testbed.power.gpu.modelled_gpu`),
 one per site with the site's power profile and the scenario's clock, and is enforced exactly as
 requested; the profile says how fast the job then runs. Nothing is measured. What ``auto``
 (the default) chooses wherever no training agent runs.
@@ -7,9 +7,9 @@ requested; the profile says how fast the job then runs. Nothing is measured. Wha
 from __future__ import annotations
 
 from testbed.power.caps import CapEnforcer, CapReport, JobCap
-from testbed.power.modelled_gpu import ModelledGpu
+from testbed.power.gpu.modelled_gpu import ModelledGpu
 from testbed.power.node_model import NodePower
-from testbed.power.profile import PowerProfile
+from testbed.power.gpu.profile import PowerProfile
 from testbed.power.backends import ANY_NODES, PowerBackend, register
 
 NAME = "model"

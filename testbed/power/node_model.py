@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Protocol
 
-from testbed.power.profile import PowerProfile, load_profile
+from testbed.power.gpu.profile import PowerProfile, load_profile
 
 
 class NodeType(Protocol):

@@ -3,7 +3,7 @@
 One GPU stands for each site (GPU *i* for the *i*-th site of the scenario): the site's running
 nodes share one cap (the budget is split evenly), so one device per site enforces it and its
 readings are the site's measured power per node. Limits are restored when the run ends, on
-Ctrl-C and on a crash (:class:`~testbed.power.nvml.NvmlNode`). A cap outside the GPU's own range
+Ctrl-C and on a crash (:class:`~testbed.power.gpu.nvml.NvmlNode`). A cap outside the GPU's own range
 is clamped to it (the GPU's range, not the profile's, is what the driver accepts) and the clamp
 is reported; a cap the driver did not enforce is reported too, never silently assumed.
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from testbed.power.caps import CapEnforcer, CapReport, JobCap, PowerSetup
-from testbed.power.device import PowerNode
+from testbed.power.gpu.device import PowerNode
 from testbed.power.errors import CapNotEnforced, PowerError
 from testbed.power.backends import PowerBackend, register
 
@@ -29,7 +29,7 @@ class NvmlSiteCaps(CapEnforcer):
         self._node: PowerNode | None = None
 
     def __enter__(self) -> "NvmlSiteCaps":
-        from testbed.power.nvml import NvmlNode, nvml_available
+        from testbed.power.gpu.nvml import NvmlNode, nvml_available
 
         factory = self._factory
         if factory is None:

@@ -17,7 +17,7 @@ is reachable at the site's address. The namespace is checked (same inode) before
 Cgroups: the container shares the host's cgroup namespace (``--cgroupns host``) and has the host's
 ``/sys/fs/cgroup`` bind-mounted (recursively, writable) at the same path, so ``/proc/self/cgroup``
 names the container's own cgroup, ``<hierarchy>/tb-<run>/<container id>``, as a real, writable
-directory. The CPU throttles (``testbed.power.throttle``) make their ``tb-<run>-<site>-<job>``
+directory. The CPU throttles (``testbed.power.throttle.throttle``) make their ``tb-<run>-<site>-<job>``
 cgroups below it, exactly as on the host: the host's ``testbed clean`` and leftover checks find
 them there, the throttle's ``close`` removes them, and a killed or removed container takes them
 with it (runc removes the container's cgroup recursively). Measured here (cgroup v1): a loop in a

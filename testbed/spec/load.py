@@ -217,7 +217,7 @@ def _cross_traffic_problems(sc: Scenario, site_set: set, base_dir: Path, resolve
 def _profile_checks(sc: Scenario, base_dir: Path, resolved: dict[str, Any]) -> list[tuple[str, str]]:
     """Each node type's power profile must load and fit inside the node's active power."""
     from testbed.power.node_model import NodePower
-    from testbed.power.profile import ProfileError, builtin_profiles, load_profile, profile_from_dict
+    from testbed.power.gpu.profile import ProfileError, builtin_profiles, load_profile, profile_from_dict
 
     problems: list[tuple[str, str]] = []
     for name, nt in sc.all_node_types().items():
@@ -259,7 +259,7 @@ def _number(x: object) -> bool:
 
 
 def _profile_shape_problem(d: dict) -> str | None:
-    """Types of a power-profile file's fields, without quoting any value (see testbed/power/profile.py)."""
+    """Types of a power-profile file's fields, without quoting any value (see testbed/power/gpu/profile.py)."""
     if not isinstance(d.get("name", ""), str):
         return "name: must be a string"
     for key in ("min_w", "max_w", "default_w", "idle_w"):

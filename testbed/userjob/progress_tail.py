@@ -1,6 +1,6 @@
 """A program's progress lines as the agent reads them: each read takes only what was appended since
 the last one, and gives the newest step with the time it was read (what the quota controller of
-:mod:`testbed.power.quota_control` measures a user program's rate from)."""
+:mod:`testbed.power.throttle.quota_control` measures a user program's rate from)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """A user program's power cap, enforced: its whole process tree in a cgroup of the run, whose CPU
-quota the agent steers in closed loop (:class:`testbed.power.quota_control.QuotaController`) so
+quota the agent steers in closed loop (:class:`testbed.power.throttle.quota_control.QuotaController`) so
 the program runs at ``frac`` of its current unthrottled rate, measured from its own progress lines.
 
 The program paces itself, so only a kernel limit can slow it: the throttle must be a cgroup kind
@@ -19,8 +19,8 @@ from pathlib import Path
 
 import psutil
 
-from testbed.power.quota_control import QuotaController
-from testbed.power.throttle import (
+from testbed.power.throttle.quota_control import QuotaController
+from testbed.power.throttle.throttle import (
     KIND_DUTY, MAX_PERIOD_US, MIN_QUOTA_US, Throttle, ThrottleError, ThrottleUnavailable, make_throttle,
 )
 from testbed.userjob.progress_tail import ProgressTail

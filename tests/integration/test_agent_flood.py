@@ -107,7 +107,7 @@ def test_agent_flood_during_a_run(tmp_path, monkeypatch):
     assert "evicted unauthenticated connections" in seen["log_a"] and "Traceback" not in seen["log_a"]
     m = pd.read_parquet(out / "energy_only" / "migrations.parquet")
     assert len(m) == 1 and m["status"].iloc[0] == "completed", m["detail"].iloc[0]
-    from testbed.power.throttle import find_run_cgroups
+    from testbed.power.throttle.throttle import find_run_cgroups
 
     (run_id,) = seen["runs"]
     assert our_namespaces(run_id) == []

@@ -13,7 +13,7 @@ from testbed.netem.fabric import Fabric
 from testbed.netem.naming import new_run_id
 from testbed.netem.nsexec import in_netns
 from testbed.netem.plan import LinkInput, plan_fabric
-from testbed.power.cgroups import cgroup_mounts, find_run_cgroups
+from testbed.power.throttle.cgroups import cgroup_mounts, find_run_cgroups
 from testbed.substrate.emulated.agents import TRANSFER_PORT, AgentPool
 from tests.integration.conftest import our_namespaces
 

@@ -34,7 +34,7 @@ def env(tmp_path, monkeypatch):
 
 
 def _v1_cpu() -> Path | None:
-    from testbed.power.cgroups import cgroup_mounts
+    from testbed.power.throttle.cgroups import cgroup_mounts
 
     return cgroup_mounts().get("v1_cpu") or cgroup_mounts().get("v2")
 

@@ -156,7 +156,7 @@ def leftovers(run_id: str, state_dir: Path, out_parent: Path) -> list[str]:
     import psutil
     from pyroute2 import IPRoute, netns
 
-    from testbed.power.cgroups import all_hierarchies
+    from testbed.power.throttle.cgroups import all_hierarchies
 
     left = [f"netns {n}" for n in netns.listnetns() if run_id in n]
     with IPRoute() as ipr:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from testbed.power import gpu_check
+from testbed.power.gpu import gpu_check
 from tests.unit.fake_nvml import read_limit_mw, write_state
 
 pytestmark = pytest.mark.root

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from testbed.cli import main
-from testbed.power.cgroups import cgroup_mounts
+from testbed.power.throttle.cgroups import cgroup_mounts
 from tests.conftest import small_scenario_dict
 from tests.integration.conftest import our_namespaces
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from testbed.netem.naming import new_run_id
-from testbed.power.throttle import KIND_V1, CgroupV1Throttle, cgroup_mounts, find_run_cgroups, make_throttle
+from testbed.power.throttle.throttle import KIND_V1, CgroupV1Throttle, cgroup_mounts, find_run_cgroups, make_throttle
 
 pytestmark = pytest.mark.root
 V1 = cgroup_mounts().get("v1_cpu")

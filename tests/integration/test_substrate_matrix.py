@@ -100,7 +100,7 @@ def _leftovers(run_id: str) -> list[str]:
     from testbed.netem import state
     from testbed.netem.hostdirs import engine_dir
     from testbed.netem.naming import if_prefix
-    from testbed.power.cgroups import find_cgroups_named
+    from testbed.power.throttle.cgroups import find_cgroups_named
 
     left = [f"namespace {n}" for n in our_namespaces(run_id)]
     with IPRoute() as ipr:

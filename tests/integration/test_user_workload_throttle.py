@@ -15,10 +15,10 @@ import pytest
 from testbed.netem.fabric import Fabric
 from testbed.netem.naming import new_run_id
 from testbed.netem.plan import LinkInput, plan_fabric
-from testbed.power.agent_throttle import AgentThrottleCaps
+from testbed.power.throttle.agent_throttle import AgentThrottleCaps
 from testbed.power.caps import POWER_DERIVED, JobCap
-from testbed.power.cgroups import find_run_cgroups
-from testbed.power.profile import load_profile
+from testbed.power.throttle.cgroups import find_run_cgroups
+from testbed.power.gpu.profile import load_profile
 from testbed.substrate.emulated.agents import AgentPool
 from tests.conftest import ROOT
 from tests.integration.conftest import our_namespaces

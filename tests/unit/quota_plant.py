@@ -1,4 +1,4 @@
-"""A simulated program for :mod:`testbed.power.quota_control`, in simulated time: a process that
+"""A simulated program for :mod:`testbed.power.throttle.quota_control`, in simulated time: a process that
 runs steps on its own (the controller cannot pace it), in a cgroup whose CPU quota works as CFS
 bandwidth control does.
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from testbed.power.quota_control import QuotaController
+from testbed.power.throttle.quota_control import QuotaController
 from tests.unit.rate_plant import apply_due_events
 
 

@@ -1,4 +1,4 @@
-"""A simulated plant for :mod:`testbed.power.rate_control`: a step loop on a CPU, in simulated time.
+"""A simulated plant for :mod:`testbed.power.throttle.rate_control`: a step loop on a CPU, in simulated time.
 
 The thread gets ``share`` of a core (other load takes the rest); a step costs ``cost_s`` of CPU,
 ``cold`` more when it starts after an idle gap (cold caches after a sleep). A CPU quota works as
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from testbed.power.rate_control import RateController
+from testbed.power.throttle.rate_control import RateController
 
 
 def apply_due_events(pending: list[tuple[float, dict]], plant, ctl) -> None:

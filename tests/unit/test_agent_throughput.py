@@ -10,7 +10,7 @@ import pytest
 from testbed.agent.agent import Agent
 from testbed.agent.protocol import RequestRefused, SetThroughput, decode_request
 from testbed.agent.runner import JobRunner, cgroup_quota
-from testbed.power.throttle import DutyCycleThrottle
+from testbed.power.throttle.throttle import DutyCycleThrottle
 
 TOKEN = "t" * 32
 

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from testbed.power.gpu_check import check_enforced, scenario_yaml, sigint_restores, write_trace
+from testbed.power.gpu.gpu_check import check_enforced, scenario_yaml, sigint_restores, write_trace
 from tests.unit.fake_nvml import read_limit_mw, write_state
 
 pytest.importorskip("pynvml", reason="nvidia-ml-py is not installed")
@@ -31,7 +31,7 @@ def state(tmp_path, monkeypatch):
 
 HOLDS_A_CAP = """
 import time
-from testbed.power.nvml import NvmlNode
+from testbed.power.gpu.nvml import NvmlNode
 with NvmlNode([0]) as node:
     node.set_limit_w(200.0)
     time.sleep(120)
@@ -77,7 +77,7 @@ def test_enforced_must_match_requested(tmp_path):
 
 def test_the_check_scenario_loads_and_sweeps_the_profile(tmp_path):
     from testbed.power import builtin  # noqa: F401  (registers power.backend names, as the CLI does)
-    from testbed.power.profile import load_profile
+    from testbed.power.gpu.profile import load_profile
     from testbed.spec import load_scenario
 
     prof = {"name": "gpu0-gpu-check", "min_w": 200.0, "max_w": 700.0, "default_w": 700.0, "idle_w": 60.0,

@@ -13,11 +13,11 @@ import yaml
 
 from testbed.errors import SpecError
 from testbed.power import PowerLimitOutOfRange
-from testbed.power.agent_throttle import AgentThrottleCaps
+from testbed.power.throttle.agent_throttle import AgentThrottleCaps
 from testbed.power.caps import CapEnforcer, CapTarget, JobCap, Throttled
 from testbed.power.factory import backend_for, make_enforcer
 from testbed.power.model_caps import ModelCaps
-from testbed.power.profile import PowerProfile, ProfilePoint
+from testbed.power.gpu.profile import PowerProfile, ProfilePoint
 from testbed.power.site_caps import NvmlSiteCaps
 from testbed.spec import scenario_from_dict
 from testbed.power import backends as power_backends
@@ -87,7 +87,7 @@ def test_the_earlier_name_of_the_default_is_read_with_a_warning():
     assert sc.power.backend == "auto" and power_backends.resolve("emulated", "agents").name == "emulated-throttle"
 
 
-# --- the model: a modelled GPU per site (testbed.power.modelled_gpu) --------------------------------
+# --- the model: a modelled GPU per site (testbed.power.gpu.modelled_gpu) --------------------------------
 def test_model_enforces_the_request_on_a_modelled_gpu():
     caps = ModelCaps({"a": PROFILE, "b": PROFILE})
     out = caps.apply(0.0, {"j1": JobCap("a", 150.0, 0.65, 140.0), "j2": JobCap("b", 300.0, 1.0, 250.0)})

@@ -12,11 +12,11 @@ pynvml = pytest.importorskip("pynvml", reason="nvidia-ml-py is not installed")
 pytest.importorskip("torch", reason="calibration trains a real job")
 
 from testbed.cli import main  # noqa: E402
-from testbed.power.calibrate import (  # noqa: E402
+from testbed.power.gpu.calibrate import (  # noqa: E402
     Calibration, CalibrationError, CalibrationRow, default_caps, to_profile,
 )
-from testbed.power.device import PowerLimits  # noqa: E402
-from testbed.power.profile import load_profile  # noqa: E402
+from testbed.power.gpu.device import PowerLimits  # noqa: E402
+from testbed.power.gpu.profile import load_profile  # noqa: E402
 
 from tests.unit.nvml_support import NVML_FUNCS as FUNCS  # noqa: E402
 

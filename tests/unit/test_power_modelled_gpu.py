@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from testbed.power import PowerDevice, PowerError, PowerLimitOutOfRange, PowerNode
-from testbed.power.modelled_gpu import ModelledGpu, EmulatedNode
-from testbed.power.profile import PowerProfile, ProfilePoint
+from testbed.power.gpu.modelled_gpu import ModelledGpu, EmulatedNode
+from testbed.power.gpu.profile import PowerProfile, ProfilePoint
 
 PROFILE = PowerProfile("toy", 100.0, 300.0, 300.0, 20.0,
                        (ProfilePoint(100, 0.5, 100), ProfilePoint(200, 0.8, 180), ProfilePoint(300, 1.0, 250)),

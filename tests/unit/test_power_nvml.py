@@ -13,8 +13,8 @@ from testbed.power import (  # noqa: E402
     CapNotEnforced, PowerError, PowerLibraryNotFound, PowerLimitOutOfRange, PowerNotSupported,
     PowerPermissionError, map_nvml_error,
 )
-from testbed.power import nvml as nvml_backend  # noqa: E402
-from testbed.power.nvml import NvmlDevice, NvmlNode, nvml_available  # noqa: E402
+from testbed.power.gpu import nvml as nvml_backend  # noqa: E402
+from testbed.power.gpu.nvml import NvmlDevice, NvmlNode, nvml_available  # noqa: E402
 
 from tests.unit.nvml_support import NVML_FUNCS as FUNCS  # noqa: E402
 

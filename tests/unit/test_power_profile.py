@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from testbed.errors import SpecError
 from testbed.power.budget import plan_site
 from testbed.power.node_model import NodePower
-from testbed.power.profile import (
+from testbed.power.gpu.profile import (
     PowerProfile, ProfileError, ProfilePoint, builtin_profiles, load_profile, save_profile,
 )
 from testbed.spec import scenario_from_dict

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from testbed.power.errors import PowerError
-from testbed.power.throttle import (
+from testbed.power.throttle.throttle import (
     KIND_DUTY, KIND_V1, KIND_V2, CgroupV1Throttle, CgroupV2Throttle, DutyCycleThrottle, ThrottleError,
     ThrottleUnavailable, cgroup_mounts, cgroup_name, find_run_cgroups, make_throttle, own_cgroup,
     remove_run_cgroups, run_of_cgroup,

@@ -1,4 +1,4 @@
-"""The closed-loop CPU quota for a user's program (testbed.power.quota_control), against a
+"""The closed-loop CPU quota for a user's program (testbed.power.throttle.quota_control), against a
 simulated program in simulated time (tests/unit/quota_plant.py): the controller only reads the
 step counter and sets the quota, as the agent does with a real program's progress lines."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from testbed.power.quota_control import CONTROL, FREE, QuotaController
+from testbed.power.throttle.quota_control import CONTROL, FREE, QuotaController
 from tests.unit.quota_plant import Program
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from testbed.power.rate_control import FREE, PACED, RateController, RateSettings
+from testbed.power.throttle.rate_control import FREE, PACED, RateController, RateSettings
 from tests.unit.rate_plant import Plant
 
 

@@ -13,10 +13,10 @@ import pytest
 
 from testbed import step_profile
 from testbed import errors
-from testbed.power import agent_throttle
-from testbed.power.agent_throttle import MIN_INTERVALS, READ_EVERY_S, AgentThrottleCaps
+from testbed.power.throttle import agent_throttle
+from testbed.power.throttle.agent_throttle import MIN_INTERVALS, READ_EVERY_S, AgentThrottleCaps
 from testbed.power.caps import CapEnforcer, Enforcement, JobCap, Throttled
-from testbed.power.profile import PowerProfile, ProfilePoint
+from testbed.power.gpu.profile import PowerProfile, ProfilePoint
 
 PROFILE = PowerProfile("toy", 100.0, 300.0, 300.0, 20.0,
                        (ProfilePoint(100, 0.5, 100), ProfilePoint(200, 0.8, 180), ProfilePoint(300, 1.0, 250)),

@@ -53,7 +53,7 @@ def test_without_a_run_id_the_cap_is_recorded_with_the_reason(tmp_path):
 
 
 def test_not_root_means_no_cgroup_and_says_so(tmp_path, monkeypatch):
-    import testbed.power.throttle as pthrottle
+    import testbed.power.throttle.throttle as pthrottle
 
     monkeypatch.setattr(pthrottle.os, "geteuid", lambda: 1000)
     with pytest.raises(uthrottle.NoProgramThrottle, match="needs root"):

@@ -105,7 +105,7 @@ class AgentMover(Mover):
 
     def set_throughput(self, job_id: str, site: str, frac: float, cap_w: float) -> Throttled:
         """The agent at ``site`` slows ``job_id``'s training to ``frac`` (its CPU throttle; see
-        testbed.power.throttle); the throttle's cgroup is listed in the state file before it is made."""
+        testbed.power.throttle.throttle); the throttle's cgroup is listed in the state file before it is made."""
         from testbed.substrate.emulated.agents import agent_job_id
 
         if self._pool is None:

@@ -183,7 +183,7 @@ class AgentPool:
     def expect_throttle(self, site: str, job_id: str) -> None:
         """List the CPU-throttle cgroup the agent at ``site`` makes for ``job_id`` (on its first
         ``set_throughput``) in the state file, before it is made."""
-        from testbed.power.cgroups import cgroup_name
+        from testbed.power.throttle.cgroups import cgroup_name
 
         try:
             name = cgroup_name(self.run_id, f"{site}-{job_id}")
@@ -207,7 +207,7 @@ class AgentPool:
         """Idempotent, and not cut short by Ctrl-C/SIGTERM (deferred until it is done)."""
         import shutil
 
-        from testbed.power.cgroups import find_cgroups_named
+        from testbed.power.throttle.cgroups import find_cgroups_named
 
         with critical():
             if self._executor is not None:

@@ -5,7 +5,7 @@ Honest about what it is. The cap is a number the profile turns into two conseque
 - **power**: ``power_w()`` is ``profile.draw_w(cap)`` while the device is busy and
   ``profile.idle_w`` while idle; ``energy_j()`` integrates that modelled power over the device's
   clock (piecewise constant between readings and changes). Nothing is measured.
-- **speed** (optional, and real): with a :mod:`throttle <testbed.power.throttle>` attached, setting
+- **speed** (optional, and real): with a :mod:`throttle <testbed.power.throttle.throttle>` attached, setting
   the cap sets the throttle to ``profile.throughput_frac(cap) * reference_cores``, so training
   that runs under the throttle really slows down as the profile says the GPU would.
 
@@ -17,10 +17,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
-from testbed.power.device import PowerDevice, PowerLimits, PowerNode
+from testbed.power.gpu.device import PowerDevice, PowerLimits, PowerNode
 from testbed.power.errors import PowerError
-from testbed.power.profile import PowerProfile
-from testbed.power.throttle import Throttle
+from testbed.power.gpu.profile import PowerProfile
+from testbed.power.throttle.throttle import Throttle
 
 Busy = bool | Callable[[], bool]
 

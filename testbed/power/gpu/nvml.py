@@ -23,7 +23,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from types import ModuleType
 
-from testbed.power.device import PowerDevice, PowerLimits, PowerNode
+from testbed.power.gpu.device import PowerDevice, PowerLimits, PowerNode
 from testbed.power.errors import (
     NVML_ERROR_NOT_SUPPORTED, CapNotEnforced, PowerError, PowerLibraryNotFound, map_nvml_error,
 )

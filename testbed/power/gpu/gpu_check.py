@@ -303,7 +303,7 @@ def run_check(out: Path, *, gpu: int = 0, n_caps: int = MIN_CAPS, seconds: float
     import yaml
 
     from testbed.power.errors import PowerError
-    from testbed.power.nvml import NvmlDevice
+    from testbed.power.gpu.nvml import NvmlDevice
 
     t0 = time.perf_counter()
     n_caps = max(MIN_CAPS, n_caps)
@@ -336,7 +336,7 @@ def run_check(out: Path, *, gpu: int = 0, n_caps: int = MIN_CAPS, seconds: float
         logs["calibrate"] = work / "calibrate.log"
         prof_path = Path(steps["calibrate"].get("profile", ""))
         if not prof_path.is_file():  # the scenario still starts (its nvml backend then says why it cannot cap)
-            from testbed.power.profile import load_profile
+            from testbed.power.gpu.profile import load_profile
 
             prof_path = work / "fallback-profile.yaml"
             prof_path.write_text(yaml.safe_dump(load_profile(FALLBACK_PROFILE).to_dict(), sort_keys=False))
@@ -461,7 +461,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from testbed.recorder.out_dir import results_root
 
-    p = argparse.ArgumentParser(prog="python -m testbed.power.gpu_check", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m testbed.power.gpu.gpu_check", description=__doc__.splitlines()[0])
     p.add_argument("--out", type=Path, default=results_root() / "gpu-check")
     p.add_argument("--gpu", type=int, default=0)
     p.add_argument("--caps", type=int, default=MIN_CAPS)

@@ -17,7 +17,7 @@ An emulated GPU cap must slow the job down for real, not only in the records. Th
 
 Every cgroup is owned by its throttle (a context manager): ``close`` moves the tasks still in it
 back to the parent cgroup, then removes it, on every exit path. A crash leaves at most
-``tb-<run>-*`` directories, which ``testbed clean`` removes (:mod:`testbed.power.cgroups`).
+``tb-<run>-*`` directories, which ``testbed clean`` removes (:mod:`testbed.power.throttle.cgroups`).
 
 Limits (kernel): a quota is at least 1 ms per period and a period at most 1 s, so a throttle can
 not go below 0.001 cores; bandwidth is enforced at scheduler ticks (4 ms at HZ=250), so a quota
@@ -33,7 +33,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from pathlib import Path
 
-from testbed.power.cgroups import (
+from testbed.power.throttle.cgroups import (
     ThrottleError, ThrottleUnavailable, cgroup_mounts, cgroup_name, find_run_cgroups, own_cgroup,
     read_ids, release_cgroup, remove_run_cgroups, run_of_cgroup,
 )

@@ -1,7 +1,7 @@
 """Closed-loop CPU quota for a program the agent does not pace step by step (a user's training
 program): it runs at ``frac`` of its *current* unthrottled rate, measured from its own progress.
 
-:mod:`testbed.power.rate_control` steers a loop that asks it when to start each step. A user's
+:mod:`testbed.power.throttle.rate_control` steers a loop that asks it when to start each step. A user's
 program runs on its own; all the agent sees is the step numbers it reports (its progress lines, at
 the times the agent reads them), and all it can turn is the CPU quota of the cgroup that holds the
 program's processes. So:
@@ -29,7 +29,7 @@ steps, at most ``probe_max_s``), its rate measured from the first step seen afte
 step the quota held is not counted) and blended into the reference (``ref_ewma``); then the
 quota in force before the probe comes back, and the schedule pays the probe's extra steps back.
 
-**The enforced fraction** (:class:`~testbed.power.rate_control.Window`): steps advanced since
+**The enforced fraction** (:class:`~testbed.power.throttle.rate_control.Window`): steps advanced since
 ``frac`` was set over the integral of the reference rate over that time; measured, the time the
 program was stopped for a checkpoint (:meth:`hold` .. :meth:`release`) left out.
 
@@ -43,7 +43,7 @@ import dataclasses
 from collections import deque
 from dataclasses import dataclass
 
-from testbed.power.rate_control import Window
+from testbed.power.throttle.rate_control import Window
 
 FREE, CONTROL, PROBE = "free", "control", "probe"
 

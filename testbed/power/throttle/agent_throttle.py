@@ -1,6 +1,6 @@
 """``power.backend: emulated-throttle``: each running job's real training is slowed to the
 profile's throughput fraction at its cap, by its node agent's closed-loop throttle
-(:mod:`testbed.agent.runner`, :mod:`testbed.power.rate_control`; the substrate's
+(:mod:`testbed.agent.runner`, :mod:`testbed.power.throttle.rate_control`; the substrate's
 :class:`~testbed.power.caps.ThroughputPort`). What ``auto`` (the default) chooses where agents
 train (``emulation.nodes: agents``).
 
@@ -44,7 +44,7 @@ from testbed.power.caps import (
 )
 from testbed.power.errors import PowerError
 from testbed.power.backends import PowerBackend, register
-from testbed.power.profile import PowerProfile
+from testbed.power.gpu.profile import PowerProfile
 
 NAME = "emulated-throttle"
 MIN_INTERVALS = 4     # step intervals a measured enforced fraction needs

@@ -1,6 +1,6 @@
 """``testbed calibrate power``: measure a power profile on a real GPU through NVML.
 
-For each cap: set it (:class:`~testbed.power.nvml.NvmlNode` restores the previous limits on every
+For each cap: set it (:class:`~testbed.power.gpu.nvml.NvmlNode` restores the previous limits on every
 exit path), train briefly, and record the requested cap, the enforced cap read back, the mean
 power drawn over the timed window (from the energy counter) and the steps/s. The profile written
 from those rows normalises throughput to the highest cap measured; its range is the range
@@ -18,8 +18,8 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 
 from testbed.errors import TestbedError
-from testbed.power.device import PowerLimits, PowerNode
-from testbed.power.profile import PowerProfile, ProfilePoint
+from testbed.power.gpu.device import PowerLimits, PowerNode
+from testbed.power.gpu.profile import PowerProfile, ProfilePoint
 
 
 class CalibrationError(TestbedError):
