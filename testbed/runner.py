@@ -22,7 +22,7 @@ from testbed.html.writer import write_run_page
 from testbed.node_kinds import NODE_KINDS
 from testbed.inputs import build_inputs
 from testbed.netem import state
-from testbed.netem.naming import new_run_id
+from testbed.netem.naming import check_run_id, new_run_id
 from testbed.recorder.manifest import ORIGINAL_COPY, build_manifest
 from testbed.recorder.out_dir import default_out_dir
 from testbed.recorder.tables import tidy_traces
@@ -74,10 +74,13 @@ def traces_table(study: Study, start) -> pd.DataFrame:
 
 def run_scenario(loaded: LoadedScenario, *, out_dir: Path | None = None, substrate: str = "sim",
                  seed: int | None = None, progress: bool = True, force: bool = False,
-                 argv: list[str] | None = None, plots: bool = True, original: dict | None = None) -> Path:
+                 argv: list[str] | None = None, plots: bool = True, original: dict | None = None,
+                 run_id: str | None = None) -> Path:
     """``plots=False`` skips the figures (sweeps: most of a short trial's time is matplotlib).
     ``original``: the scenario file as written (``text``, ``sha256``, ``overrides``) when ``loaded`` is
-    that file with overrides applied: kept beside ``scenario.yaml`` (what ran) with its hash."""
+    that file with overrides applied: kept beside ``scenario.yaml`` (what ran) with its hash.
+    ``run_id``: an emulation's run id, when the caller has already listed something under it (a sweep
+    trial's CPU share, :mod:`testbed.sweep.share`); default a new one."""
     sc = loaded.scenario
     substrate, why = choose_substrate(substrate, sc)
     problem = unknown_substrate(substrate)
@@ -92,12 +95,12 @@ def run_scenario(loaded: LoadedScenario, *, out_dir: Path | None = None, substra
     checked = check_out_dir(out_dir, force, protect=(loaded.path,))
     # emulation: one run id names every live resource, listed in its state file before it exists
     # (the partial results directory included) so that `testbed clean` finds them after a crash
-    run_id = estimate_s = None
+    given, run_id, estimate_s = run_id, None, None
     if study.live(inputs):
         from testbed.netem.fabric import require_root
 
         require_root(f"--substrate {substrate}")  # before the state file (root's /run/testbed) is written
-        run_id = new_run_id()
+        run_id = check_run_id(given) if given else new_run_id()
         estimate_s = _wall_time(loaded, inputs, substrate, say=progress)
     summaries: dict[str, dict] = {}
     wall: dict[str, float] = {}

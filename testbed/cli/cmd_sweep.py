@@ -21,7 +21,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=Path, default=None,
                    help="sweep directory (default results/sweep-NAME); re-running resumes: done trials are skipped")
     p.add_argument("--parallel", default=None,
-                   help="trials at once (default: the file's 'parallel', else min(CPUs, trials); emulation: 1)")
+                   help="trials at once (default: the file's 'parallel', else min(CPUs, trials); emulation: 1, "
+                        "at most CPUs on netns, each trial with an equal CPU share)")
     p.add_argument("--ray", metavar="ADDRESS", default=None,
                    help="run each trial as a Ray task on the cluster at ADDRESS ('auto', 'ray://host:10001'), "
                         "or 'local' to start a private Ray instance for this sweep")
@@ -48,11 +49,11 @@ def _parallel(text: str | None) -> int | None:
     return n
 
 
-def _dry_run(plan, out: Path, parallel: int | None) -> int:
+def _dry_run(plan, out: Path, parallel: int | None, ray: bool) -> int:
     from testbed.sweep.runner import is_done, parallel_for
 
     todo = {t.rel_dir for t in plan.trials if not is_done(out, t)}
-    n_par, note = parallel_for(plan, parallel, len(todo))
+    n_par, note = parallel_for(plan, parallel, len(todo), ray=ray)
     print(f"sweep {plan.sweep.name}: scenario {plan.sweep.scenario_path}, substrate {plan.substrate} "
           f"({plan.substrate_why})")
     print(f"{len(plan.cells)} cells, {len(plan.trials)} trials: {len(plan.trials) - len(todo)} done in {out}, "
@@ -79,7 +80,7 @@ def _sweep(args: argparse.Namespace) -> int:
 
     check_sweep_out(out, plan, args.force)
     if args.dry_run:
-        return _dry_run(plan, out, parallel)
+        return _dry_run(plan, out, parallel, bool(args.ray))
     print(f"substrate: {plan.substrate} ({plan.substrate_why})", file=sys.stderr)
     with figures:
         res = api.run(plan, out, parallel=parallel, ray=args.ray, force=args.force, argv=sys.argv)

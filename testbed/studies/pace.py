@@ -11,19 +11,25 @@ the migration study records these three, per substrate and kind of nodes, in a s
 ``$TESTBED_PACE_CACHE`` overrides). :func:`expected` gives :mod:`testbed.studies.wall_time` the median
 of this machine's last runs, or, before the first one, the default shipped with the code
 (``testbed/data/emulation-pace.json``: measured on a 2-core machine, with its provenance). The cache is
-advisory: a file that cannot be read or written is ignored.
+advisory: a file that cannot be read or written is ignored. Runs that update it at once take turns (a
+lock on ``<cache>.lock``), and a sweep's trial run beside others (``--parallel``) records nothing
+(``$TESTBED_PACE_NO_RECORD``): its steps share the CPUs, and a single run's estimate would grow.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import statistics
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
 CACHE_ENV = "TESTBED_PACE_CACHE"
+NO_RECORD_ENV = "TESTBED_PACE_NO_RECORD"  # set (non-empty): record() and record_finish() write nothing
 KEEP = 5  # the last runs kept per (substrate, nodes); the estimate uses their median
 SHIPPED = Path(__file__).resolve().parents[1] / "data" / "emulation-pace.json"
 FINISH = "/finish"  # key suffix: what a run takes after its last policy
@@ -43,6 +49,30 @@ def cache_path() -> Path:
 
 def _key(substrate: str, nodes: str) -> str:
     return f"{substrate}/{nodes}"
+
+
+def recording() -> bool:
+    """False where this process's runs must not update the cache (``$TESTBED_PACE_NO_RECORD``)."""
+    return not os.environ.get(NO_RECORD_ENV, "").strip()
+
+
+@contextlib.contextmanager
+def _locked() -> Iterator[None]:
+    """The block holds ``<cache>.lock`` (other testbed processes updating the cache wait); without a
+    lock file to open the block runs unlocked (the cache is advisory)."""
+    path = cache_path()
+    fd = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path.with_name(path.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    except OSError:
+        pass
+    try:
+        yield
+    finally:
+        if fd is not None:
+            os.close(fd)  # releases the lock
 
 
 def _read() -> dict:
@@ -74,22 +104,23 @@ def record(substrate: str, nodes: str, *, steps: int, wall_s: float, transfer_wa
     results took to write and its ``jobs_steps`` (:func:`job_steps`), which :func:`expected` scales
     the shipped model by. Returns the step's pace, or None when there is nothing to learn (no steps) or the
     cache cannot be written."""
-    if steps <= 0 or not wall_s > 0:
+    if steps <= 0 or not wall_s > 0 or not recording():
         return None
     fixed_wall_s = min(max(0.0, fixed_wall_s), wall_s)
     loop_s = max(0.0, wall_s - fixed_wall_s - max(0.0, transfer_wall_s))
     step_s = loop_s / steps
-    data = _read()
-    runs = [r for r in data.get(_key(substrate, nodes), []) if isinstance(r, dict)][-(KEEP - 1):]
     run = {"step_wall_s": step_s, "steps": int(steps), "fixed_wall_s": fixed_wall_s,
            "at": datetime.now(timezone.utc).isoformat()}
     if jobs_steps is not None:
         run["job_steps"] = int(jobs_steps)
     if results_wall_s is not None:
         run["results_wall_s"] = max(0.0, results_wall_s)
-    runs.append(run)
-    data[_key(substrate, nodes)] = runs
-    return step_s if _write(data) else None
+    with _locked():
+        data = _read()
+        runs = [r for r in data.get(_key(substrate, nodes), []) if isinstance(r, dict)][-(KEEP - 1):]
+        runs.append(run)
+        data[_key(substrate, nodes)] = runs
+        return step_s if _write(data) else None
 
 
 def _write(data: dict) -> bool:
@@ -106,11 +137,14 @@ def _write(data: dict) -> bool:
 
 def record_finish(substrate: str, nodes: str, finish_wall_s: float) -> None:
     """Record the seconds an emulated run took after its last policy (comparison, report, page)."""
-    data = _read()
-    key = _key(substrate, nodes) + FINISH
-    data[key] = ([r for r in data.get(key, []) if isinstance(r, dict)][-(KEEP - 1):]
-                 + [{"finish_wall_s": max(0.0, finish_wall_s), "at": datetime.now(timezone.utc).isoformat()}])
-    _write(data)
+    if not recording():
+        return
+    with _locked():
+        data = _read()
+        key = _key(substrate, nodes) + FINISH
+        data[key] = ([r for r in data.get(key, []) if isinstance(r, dict)][-(KEEP - 1):]
+                     + [{"finish_wall_s": max(0.0, finish_wall_s), "at": datetime.now(timezone.utc).isoformat()}])
+        _write(data)
 
 
 @dataclass(frozen=True)

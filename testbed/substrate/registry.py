@@ -32,6 +32,16 @@ class SubstrateKind:
     live: bool = False                   # builds live resources (namespaces, processes): root, a run id listed
                                          # in the state file first, a CPU share per sweep trial
     unavailable: Callable[[Any], str | None] | None = None  # (scenario) -> why this machine cannot run it, or None
+    side_by_side: bool = False           # live: its runs can share one machine (every live resource is named by the
+                                         # run id or lies in the run's own network namespaces): a sweep may run
+                                         # its trials in parallel
+    one_at_a_time: str | None = None     # live and not side_by_side: why not (said when --parallel asks for more)
+
+    def parallel_problem(self) -> str | None:
+        """Why two trials on this substrate must not run at once on one machine; None when they may."""
+        if not self.live or self.side_by_side:
+            return None
+        return self.one_at_a_time or "its runs are not known to keep apart on one machine"
 
 
 SUBSTRATES: Registry[SubstrateKind] = Registry("substrate")

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from testbed.errors import SpecError
 from testbed.progress import eta_s, fmt_duration
 from testbed.recorder.manifest import git_state, package_versions
 from testbed.recorder.reader import SWEEP_FORMAT
@@ -54,18 +55,36 @@ class SweepOutcome:
     wall_s: float = 0.0
 
 
-def parallel_for(plan: SweepPlan, requested: int | None, n_todo: int) -> tuple[int, str | None]:
-    """Local workers: --parallel, else the file's ``parallel``, else min(CPUs, trials). Emulation
-    trials shape links and move real bytes on this host's CPUs: one at a time unless asked, and
-    never more than CPUs / 2, so that trials do not slow each other's transfers."""
+def parallel_for(plan: SweepPlan, requested: int | None, n_todo: int, *,
+                 ray: bool = False) -> tuple[int, str | None]:
+    """Workers: --parallel, else the file's ``parallel``, else min(CPUs, trials) (for emulation 1: one
+    trial at a time unless asked). Emulation trials side by side on this machine (local, N > 1) each get
+    an equal CPU share (:mod:`testbed.sweep.share`); more of them than this machine has CPUs, or on a
+    substrate whose runs cannot share a machine, are refused with a :class:`SpecError` naming the option
+    that asked. On Ray (``ray``) the trials spread over the cluster's nodes: for emulation the number is
+    capped at CPUs / 2 of this machine (``--ray local``) with a note, as Ray gives each trial 2 CPUs."""
     cpus = os.cpu_count() or 1
-    if SUBSTRATES.get(plan.substrate).live:
+    kind = SUBSTRATES.get(plan.substrate)
+    if not kind.live:
+        return max(1, requested or plan.sweep.spec.parallel or min(cpus, max(n_todo, 1))), None
+    n = requested or plan.sweep.spec.parallel or 1
+    if ray:
         cap = max(1, cpus // EMULATION_CPUS_PER_TRIAL)
-        n = requested or plan.sweep.spec.parallel or 1
         if n > cap:
             return cap, f"{plan.substrate} trials: parallelism capped at {cap} ({cpus} CPUs / {EMULATION_CPUS_PER_TRIAL})"
         return n, None
-    return max(1, requested or plan.sweep.spec.parallel or min(cpus, max(n_todo, 1))), None
+    if n == 1:
+        return 1, None
+    field = "--parallel" if requested else f"{plan.sweep.path}: parallel"
+    if why := kind.parallel_problem():
+        raise SpecError([(field, f"{plan.substrate} trials run one at a time on one machine ({why}); "
+                                 f"got {n}: use 1")])
+    if n > cpus:
+        raise SpecError([(field, f"{n} {plan.substrate} trials at once need at least {n} CPUs and this machine "
+                                 f"has {cpus}: at most {cpus}")])
+    n = min(n, max(n_todo, 1))
+    return n, (f"{plan.substrate} trials: {n} at once on {cpus} CPUs, each in a cgroup with an equal CPU share"
+               if n > 1 else None)
 
 
 def read_record(out: Path, trial: Trial) -> dict | None:
@@ -163,7 +182,7 @@ def record(out: Path, trial: Trial, result: dict, backend: str, substrate: str) 
         "params": trial.cell.params, "overrides": trial.cell.overrides, "substrate": substrate,
         "status": result["status"], "error": result.get("error"), "traceback": result.get("traceback"),
         "wall_s": result.get("wall_s"), "host": result.get("host"), "backend": backend,
-        "ray_node": result.get("ray_node"),
+        "ray_node": result.get("ray_node"), "cpu_share": result.get("cpu_share"),
     })
 
 
@@ -193,7 +212,7 @@ def run_sweep(plan: SweepPlan, out: Path, *, parallel: int | None = None, ray_ad
     todo = [t for t in plan.trials if not is_done(out, t)]
     clear_stale(out, todo)
     backend = f"ray:{ray_address}" if ray_address else "local"
-    n_par, note = parallel_for(plan, parallel, len(todo))
+    n_par, note = parallel_for(plan, parallel, len(todo), ray=bool(ray_address))
     if note:
         print(note, file=log)
     outcome = SweepOutcome(out=out, planned=len(plan.trials), skipped=len(plan.trials) - len(todo), ran=len(todo),
@@ -202,8 +221,10 @@ def run_sweep(plan: SweepPlan, out: Path, *, parallel: int | None = None, ray_ad
           f"{len(plan.trials)} trials on {plan.substrate}; {outcome.skipped} done already, {len(todo)} to run "
           f"({backend}, parallel {n_par})", file=log)
     by_dir = {t.rel_dir: t for t in todo}
+    # emulation trials side by side on this machine: each in a cgroup of its own (testbed/sweep/share.py)
+    share = n_par if n_par > 1 and not ray_address and SUBSTRATES.get(plan.substrate).live else 0
     jobs = [TrialJob(rel_dir=t.rel_dir, loaded=t.cell.loaded, seed=t.seed, substrate=plan.substrate,
-                     out_dir=str(out / t.rel_dir), argv=tuple(argv)) for t in todo]
+                     out_dir=str(out / t.rel_dir), argv=tuple(argv), share=share) for t in todo]
     finished = 0
     t_run = time.perf_counter()
 

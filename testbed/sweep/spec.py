@@ -74,7 +74,8 @@ class SweepSpec(Strict):
     grid: dict[str, list[Any]] = Field(default_factory=dict, description="path (or 'path, path' or $name) -> values")
     variants: list[Variant] = Field(default_factory=list, description="Named variants, each a set of overrides crossed with the grid.")
     metrics: list[str] | None = Field(None, min_length=1, description="Summary columns the table reports (default: every numeric one).")
-    parallel: int | None = Field(None, ge=1, le=1024, description="Trials at once on this machine (default: CPUs, 1 for emulation; --parallel overrides).")
+    parallel: int | None = Field(None, ge=1, le=1024, description="Trials at once on this machine (default: CPUs, 1 for emulation; at most CPUs for "
+                                    "netns trials; --parallel overrides).")
     limits: SweepLimits = Field(default_factory=SweepLimits, description="Raise for a sweep that is big on purpose.")
 
     @field_validator("substrate")

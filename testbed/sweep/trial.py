@@ -11,11 +11,13 @@ from __future__ import annotations
 import io
 import os
 import shutil
+import sys
 import tarfile
 import tempfile
 import time
 import traceback
-from contextlib import redirect_stderr, redirect_stdout
+from collections.abc import Iterator
+from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +34,7 @@ class TrialJob:
     substrate: str              # sim | netns | mininet (auto is resolved by the driver)
     out_dir: str                # absolute trial directory (written directly when not packing)
     argv: tuple[str, ...] = ()
+    share: int = 0              # > 1: an emulation trial beside share - 1 others on this machine (a CPU share)
 
 
 def _pack(run_dir: Path) -> bytes:
@@ -66,6 +69,25 @@ def unpack(archive: bytes, dest: Path) -> None:
 COMPLETED, DONE = TRIAL_COMPLETED, TRIAL_DONE
 
 
+@contextmanager
+def _share(job: TrialJob, result: dict) -> Iterator[str | None]:
+    """An emulation trial beside others (``job.share`` > 1): a run id, with this process in that run's
+    CPU-share cgroup for the block (:mod:`testbed.sweep.share`; ``result["cpu_share"]`` says what it
+    got). Otherwise nothing: None (run_scenario makes its own run id)."""
+    if job.share <= 1:
+        yield None
+        return
+    from testbed.netem.naming import new_run_id
+    from testbed.sweep.share import trial_share
+
+    run_id = new_run_id()
+    with trial_share(run_id, job.share) as share:
+        result["cpu_share"] = share.describe()
+        if share.why:
+            print(f"cpu share: {share.why}", file=sys.stderr)
+        yield run_id
+
+
 def run_trial(job: TrialJob, pack: bool = False) -> dict:
     """Run one trial; return ``{status, error, traceback, wall_s, log, host, pid[, archive]}``."""
     log = io.StringIO()
@@ -76,9 +98,9 @@ def run_trial(job: TrialJob, pack: bool = False) -> dict:
     try:
         target = tmp / "run" if tmp is not None else Path(job.out_dir)
         try:
-            with redirect_stdout(log), redirect_stderr(log):
+            with redirect_stdout(log), redirect_stderr(log), _share(job, result) as run_id:
                 run_scenario(job.loaded, out_dir=target, substrate=job.substrate, seed=job.seed,
-                             progress=False, force=True, argv=list(job.argv), plots=False)
+                             progress=False, force=True, argv=list(job.argv), plots=False, run_id=run_id)
         except Exception as e:  # recorded by the driver; the sweep goes on
             result.update(status="failed", error=f"{type(e).__name__}: {e}", traceback=traceback.format_exc())
         if tmp is not None and result["status"] in DONE:

@@ -261,8 +261,15 @@ def test_parallelism_defaults_and_emulation_cap(tmp_path, monkeypatch):
     assert parallel_for(plan, 5, 12) == (5, None)
     netns = plan_sweep(load_sweep_file(write_sweep(tmp_path, {"substrate": "netns"})))
     assert netns.substrate == "netns"
-    assert parallel_for(netns, None, 12) == (1, None)
-    n, note = parallel_for(netns, 16, 12)
+    assert parallel_for(netns, None, 12) == (1, None)  # emulation: one at a time unless asked
+    n, note = parallel_for(netns, 8, 12)  # side by side, each trial with a CPU share (testbed/sweep/share.py)
+    assert n == 8 and "8 at once on 8 CPUs" in note and "equal CPU share" in note
+    assert parallel_for(netns, 8, 3)[0] == 3  # no more workers than trials
+    with pytest.raises(SpecError) as e:  # more emulations at once than CPUs: refused, naming the option
+        parallel_for(netns, 16, 12)
+    assert e.value.lines() == ["--parallel: 16 netns trials at once need at least 16 CPUs and this machine has 8: "
+                               "at most 8"]
+    n, note = parallel_for(netns, 16, 12, ray=True)  # on Ray: spread over the cluster, capped for --ray local
     assert n == 4 and "capped at 4" in note
     assert {t.key for t in netns.trials}.isdisjoint({t.key for t in plan.trials})  # the substrate is in the key
 

@@ -22,7 +22,9 @@ def _unavailable(scenario):
     return why or live_unavailable(scenario)
 
 
-register_substrate(SubstrateKind("mininet", "Mininet-built, root", make=_make, live=True, unavailable=_unavailable))
+register_substrate(SubstrateKind("mininet", "Mininet-built, root", make=_make, live=True, unavailable=_unavailable,
+                                 one_at_a_time="Mininet's switches use the machine's Open vSwitch (and its userspace "
+                                               "device ovs-netdev), which runs cannot share; use netns"))
 
 
 def __getattr__(name: str):

@@ -17,4 +17,8 @@ def _unavailable(scenario):
     return live_unavailable(scenario)
 
 
-register_substrate(SubstrateKind("netns", "namespaces + tc, root", make=_make, live=True, unavailable=_unavailable))
+# side by side: a run's namespaces, interfaces, cgroups and temp folders are named by its run id; its
+# addresses, routes, ports, sysctls and qdiscs lie inside its own namespaces (nothing in the root
+# namespace: Fabric._root_interfaces), so two runs can use the same 10.200/10.201/10.202 addresses
+register_substrate(SubstrateKind("netns", "namespaces + tc, root", make=_make, live=True, unavailable=_unavailable,
+                                 side_by_side=True))
