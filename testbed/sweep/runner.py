@@ -79,6 +79,10 @@ def parallel_for(plan: SweepPlan, requested: int | None, n_todo: int, *,
     if why := kind.parallel_problem():
         raise SpecError([(field, f"{plan.substrate} trials run one at a time on one machine ({why}); "
                                  f"got {n}: use 1")])
+    docker = [c.id for c in plan.cells if c.loaded.scenario.emulation.runtime == "docker"]
+    if docker:
+        raise SpecError([(field, f"trials with emulation.runtime docker run one at a time on one machine (cell "
+                                 f"{docker[0]}): one private Docker engine at a time uses the image cache; got {n}: use 1")])
     if n > cpus:
         raise SpecError([(field, f"{n} {plan.substrate} trials at once need at least {n} CPUs and this machine "
                                  f"has {cpus}: at most {cpus}")])

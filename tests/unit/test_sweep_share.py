@@ -162,6 +162,14 @@ def test_a_substrate_whose_runs_cannot_share_a_machine_is_refused(tmp_path, monk
     assert parallel_for(plan, 1, 2) == (1, None)
 
 
+def test_trials_with_a_private_docker_engine_are_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr("os.cpu_count", lambda: 8)
+    path = _netns_sweep(tmp_path, variants=[{"name": "docker", "set": {"emulation.nodes": "agents", "emulation.runtime": "docker"}}])
+    with pytest.raises(SpecError) as e:
+        parallel_for(plan_sweep(load_sweep_file(path)), 2, 2)
+    assert e.value.lines()[0].startswith("--parallel: trials with emulation.runtime docker run one at a time")
+
+
 def test_pace_is_not_recorded_by_a_trial_beside_others(tmp_path, monkeypatch):
     monkeypatch.setenv(pace.CACHE_ENV, str(tmp_path / "pace.json"))
     monkeypatch.setenv(pace.NO_RECORD_ENV, "1")
