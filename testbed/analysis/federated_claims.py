@@ -323,7 +323,7 @@ def _km_figures(groups: dict[tuple, dict], out) -> list[str]:
         clocks = [c for c in g["clocks"] if g["powertrip"].get(c)]
         if not clocks:
             continue
-        fig = Figure(figsize=(6 * len(clocks), 4.2))
+        fig = Figure(figsize=(6 * len(clocks), 4.4), layout="constrained")  # the title's two lines fit one panel
         for j, clock in enumerate(clocks):
             ax = fig.add_subplot(1, len(clocks), j + 1)
             pols, max_h = g["clocks"][clock], g["max_h"]
@@ -349,8 +349,7 @@ def _km_figures(groups: dict[tuple, dict], out) -> list[str]:
             ax.legend(fontsize=7, loc="lower right")
         fig.suptitle(f"Time-to-accuracy on {substrate}{' in cell ' + cell if cell else ''} over "
                      f"{len(next(iter(g['clocks'].values()))[g['powertrip'][clocks[0]]].seeds)} seeds "
-                     "(Kaplan-Meier, 95 % band; censored runs counted)", fontsize=9)
-        fig.tight_layout()
+                     "\n(Kaplan-Meier, 95 % band; censored runs counted)", fontsize=9)
         name = f"tta_km_{file_stem(f'{scenario}_{substrate}_{cell}')}.png"
         save_figure(fig, out / name, dpi=110)
         names.append(name)
