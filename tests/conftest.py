@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -168,3 +169,13 @@ def _no_machine_dataplane_capacity(tmp_path_factory, monkeypatch):
     # nor write or read the machine's measured emulation pace (testbed.studies.pace.CACHE_ENV; named
     # here, not imported: the studies package needs numpy, which the qemu guest's tests do without)
     monkeypatch.setenv(PACE_CACHE_ENV, str(tmp_path_factory.getbasetemp() / "emulation-pace.json"))
+
+
+@pytest.fixture
+def sigint_raises():
+    """SIGINT raises KeyboardInterrupt in this test, as in an interactive shell, also where the suite
+    was started with SIGINT ignored (``nohup``, ``cmd &``), whose disposition the test would inherit."""
+    previous = signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous if previous is not None else signal.SIG_DFL)

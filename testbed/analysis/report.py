@@ -26,6 +26,7 @@ from testbed.analysis.figures import md_links
 from testbed.analysis.markdown import md_table as _md_table
 from testbed.analysis.names import PARAM_PREFIX
 from testbed.analysis.params import param_path
+from testbed.errors import SpecError
 from testbed.recorder.reader import REPORT_FORMAT
 
 METRICS = ("grid_kwh", "renewable_kwh", "mean_jct_s", "jobs_completed", "migrations", "migrations_overran",
@@ -79,6 +80,9 @@ def build_report(dirs: list[Path], out: Path, title: str | None = None, argv: li
     for d in dirs:
         try:
             per_dir.append(v.find_runs(Path(d)))
+        except SpecError as e:  # a marker or trial record that does not read (recorder/reader.py names the file)
+            where, why = e.problems[0] if e.problems else (str(d), type(e).__name__)
+            raise v.ReportError(f"{d}: not a readable run or sweep ({Path(where).name}: {why})") from None
         except _UNREADABLE as e:  # a damaged or foreign directory: name it, never echo its files
             raise v.ReportError(f"{d}: not a readable run or sweep ({type(e).__name__})") from None
     from testbed.analysis.groups import check_groups  # seeds are pooled only within one experiment

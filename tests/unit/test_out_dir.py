@@ -226,7 +226,7 @@ def test_atomic_dir_failure_and_interrupt_leave_nothing(tmp_path):
         assert not leftovers(tmp_path)
 
 
-def test_atomic_dir_replaces_marked_dir_and_defers_sigint_during_swap(tmp_path, monkeypatch):
+def test_atomic_dir_replaces_marked_dir_and_defers_sigint_during_swap(tmp_path, monkeypatch, sigint_raises):
     out = tmp_path / "out"
     out.mkdir()
     (out / "manifest.json").write_text(json.dumps({"format": "testbed-results/1"}))

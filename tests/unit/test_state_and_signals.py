@@ -166,7 +166,7 @@ def test_zombies_count_as_dead():
 # -- signals ---------------------------------------------------------------------------------------
 
 @pytest.fixture
-def restore_signals():
+def restore_signals(sigint_raises):
     saved = {s: signal.getsignal(s) for s in lifecycle.SIGNALS}
     yield
     for s, h in saved.items():

@@ -209,6 +209,10 @@ def step_scenario(out: Path, scenario: Path, *, read_limit_mw: Callable[[], int]
                       + ("" if res["restored"] else f"; limit NOT restored ({after} mW, was {original_mw} mW)")}
 
 
+def _sigint_default() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def sigint_restores(cmd: list[str], *, read_limit_mw: Callable[[], int], original_mw: int,
                     changed_within_s: float = 300.0, exit_within_s: float = 120.0,
                     log: Path | None = None, poll_s: float = 0.2) -> dict:
@@ -216,7 +220,10 @@ def sigint_restores(cmd: list[str], *, read_limit_mw: Callable[[], int], origina
     send SIGINT, wait for the exit: the limit must be ``original_mw`` again. The process is
     ended by its PID if it outlives ``exit_within_s``."""
     sink = log.open("w") if log is not None else subprocess.DEVNULL
-    proc = subprocess.Popen(cmd, stdout=sink, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    # SIGINT as a terminal's Ctrl-C delivers it, also when this check was started with SIGINT ignored
+    # (nohup, cmd &): the child would otherwise inherit the ignored disposition
+    proc = subprocess.Popen(cmd, stdout=sink, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                            preexec_fn=_sigint_default)
     capped_mw = None
     try:
         deadline = time.monotonic() + changed_within_s
