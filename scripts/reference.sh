@@ -9,7 +9,7 @@
 #   and its sim twin; one report over all;
 # - the PowerTrip study over 10 seeds on sim (us-100 on digits and on shapes, every policy under both
 #   clocks), its gain sweep and sensitivity sweeps on sim over 10 seeds (weight reference, data
-#   heterogeneity, patience, compute speed, scarce power; each beside static baselines), and 3 seeds
+#   heterogeneity, patience, compute speed, scarce power; each beside static baselines), and 15 seeds
 #   on netns, all judged in its own report. PT_SENSITIVITY="NAME ..." (default: all of them) picks
 #   the sensitivity sweeps, PT_SENSITIVITY="" none.
 # Every run records the commit and the hash of every input in its manifest. The full outputs go to
@@ -95,7 +95,7 @@ pt_existing() {  # the PowerTrip runs of $WORK that are there
   existing $PT_RUNS
   for s in $PT_SENSITIVITY; do existing "powertrip-$s-sim"; done
 }
-powertrip() {  # the PowerTrip study: 10 seeds on sim (+ 3 on netns), the gain sweep, the sensitivity sweeps
+powertrip() {  # the PowerTrip study: 10 seeds on sim (+ 15 on netns), the gain sweep, the sensitivity sweeps
   for name in $PT_RUNS powertrip-weight-ref-sim powertrip-heterogeneity-sim powertrip-patience-sim \
               powertrip-compute-sim powertrip-scarce-sim powertrip-static-k-sim; do
     rm -rf "${WORK:?}/$name"  # every PowerTrip result at this commit
@@ -115,7 +115,7 @@ powertrip() {  # the PowerTrip study: 10 seeds on sim (+ 3 on netns), the gain s
     fl_dirs+=("$WORK/powertrip-$s-sim")
   done
   if [ "$emulate" = 1 ]; then
-    stamp "sweep powertrip-emulated-netns (real model exchanges, 3 seeds)"
+    stamp "sweep powertrip-emulated-netns (real model exchanges, 15 seeds)"
     timed powertrip-emulated-netns $TB sweep sweeps/powertrip-emulated-seeds.yaml --out "$WORK/powertrip-emulated-netns"
     fl_dirs+=("$WORK/powertrip-emulated-netns")
   fi
