@@ -10,7 +10,7 @@ Per round ``r`` starting at scenario time ``t``:
 3. the selected sites really train (FedAvg, :mod:`testbed.federated.fedavg`) and the test accuracy
    is measured;
 4. the exchange gives each selected site's down/up times: modelled (sim) or measured over shaped
-   links (netns, :mod:`testbed.federated.emulated`);
+   links (netns, :mod:`testbed.federated.netns_exchange`);
 5. round time = the model's (straggler, pooled or pooled_eq7_as_written) over the compute and
    exchange times; ``t`` advances by it. Every model's time, and the samples it charges, are
    recorded for every round.

@@ -3,7 +3,7 @@
 An :class:`Exchange` takes each selected site's predicted down/up times (the link model's) and the
 bytes that cross (the global model down, each site's update up) and answers the times the round
 uses. Two implementations: :class:`ModelledExchange` (the sim: the prediction is the answer) and
-:class:`testbed.federated.emulated.NetnsExchange` (real transfers over shaped links between network
+:class:`testbed.federated.netns_exchange.NetnsExchange` (real transfers over shaped links between network
 namespaces). :func:`make_exchange` chooses one from the substrate and the scenario.
 """
 
@@ -74,6 +74,6 @@ def make_exchange(substrate: str, inputs: Inputs, run_id: str | None) -> Exchang
     ``substrate`` is one of :data:`SUBSTRATES` (the study refuses others up front)."""
     if not emulated(substrate, inputs):
         return ModelledExchange()
-    from testbed.federated.emulated import NetnsExchange
+    from testbed.federated.netns_exchange import NetnsExchange
 
     return NetnsExchange(inputs, run_id=run_id)

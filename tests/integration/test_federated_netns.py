@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from testbed.federated.emulated import NetnsExchange
+from testbed.federated.netns_exchange import NetnsExchange
 from testbed.runner import run_scenario as run_federated
 from testbed.inputs import build_inputs
 from testbed.spec.load import LoadedScenario, scenario_from_dict

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 import testbed.studies as studies
-from testbed.federated.emulated import NetnsExchange
+from testbed.federated.netns_exchange import NetnsExchange
 from testbed.federated.exchange import Exchange, ModelledExchange, make_exchange
 from testbed.federated.roundtime import SiteTime
 from testbed.inputs import build_inputs
