@@ -81,11 +81,17 @@ timed() {  # timed NAME COMMAND...: run it and append its wall seconds to timing
   "$@"
   echo "$name,$(( $(date +%s) - t0 )),$COMMIT" >> "$WORK/timings.csv"
 }
-sweep() {  # sweep FILE NAME [extra args]: run into $WORK/NAME
+declare -A ran_here=()  # the sweeps already run by this invocation (the live ones, run first)
+run_sweep() {  # run_sweep FILE NAME [extra args]: run into $WORK/NAME, unless this invocation already did
   local file=$1 name=$2; shift 2
+  [ -n "${ran_here[$name]:-}" ] && return 0
   stamp "sweep $name"
   timed "$name" $TB sweep "$file" --out "$WORK/$name" "$@"
-  dirs+=("$WORK/$name")
+  ran_here[$name]=1
+}
+sweep() {  # sweep FILE NAME [extra args]: run into $WORK/NAME and report it
+  run_sweep "$@"
+  dirs+=("$WORK/$2")
 }
 existing() {  # existing NAME...: the directories of $WORK that are there
   for name in "$@"; do [ -d "$WORK/$name" ] && echo "$WORK/$name"; done; return 0
@@ -98,7 +104,7 @@ pt_existing() {  # the PowerTrip runs of $WORK that are there
 powertrip() {  # the PowerTrip study: 10 seeds on sim (+ 15 on netns), the gain sweep, the sensitivity sweeps
   for name in $PT_RUNS powertrip-weight-ref-sim powertrip-heterogeneity-sim powertrip-patience-sim \
               powertrip-compute-sim powertrip-scarce-sim powertrip-static-k-sim; do
-    rm -rf "${WORK:?}/$name"  # every PowerTrip result at this commit
+    [ -n "${ran_here[$name]:-}" ] || rm -rf "${WORK:?}/$name"  # every PowerTrip result at this commit
   done
   stamp "sweep powertrip-us100-sim (the PowerTrip study, 10 seeds, both clocks)"
   timed powertrip-us100-sim $TB sweep sweeps/powertrip-us100-seeds.yaml --out "$WORK/powertrip-us100-sim"
@@ -115,8 +121,8 @@ powertrip() {  # the PowerTrip study: 10 seeds on sim (+ 15 on netns), the gain 
     fl_dirs+=("$WORK/powertrip-$s-sim")
   done
   if [ "$emulate" = 1 ]; then
-    stamp "sweep powertrip-emulated-netns (real model exchanges, 15 seeds)"
-    timed powertrip-emulated-netns $TB sweep sweeps/powertrip-emulated-seeds.yaml --out "$WORK/powertrip-emulated-netns"
+    stamp "the 12-site PowerTrip study on netns (real model exchanges, 15 seeds)"
+    run_sweep sweeps/powertrip-emulated-seeds.yaml powertrip-emulated-netns
     fl_dirs+=("$WORK/powertrip-emulated-netns")
   fi
 }
@@ -131,6 +137,16 @@ if [ "$report_only" = 1 ] || [ "$powertrip_only" = 1 ]; then
 else
 stamp "checkpoint load time on this machine (T_load per model family, beside the paper's 10.3 s)"
 timed calibrate-load $TB calibrate load --scenario scenarios/paper-migration-5node-7day.yaml --out "$WORK/load-calibration.json"
+if [ "$emulate" = 1 ]; then
+  # the live sweeps first, while nothing else of this script shares the CPU (their measurements are
+  # flagged `contended` otherwise); each is reported where its study lists it below
+  stamp "the live sweeps first: the paper's setup, cross-traffic and the 12-site PowerTrip study on netns"
+  run_sweep sweeps/paper-emulated.yaml paper-emulated-netns
+  run_sweep sweeps/paper-emulated-agents.yaml paper-emulated-agents-netns
+  run_sweep sweeps/validate-cross-traffic-emulated.yaml cross-traffic-emulated-netns
+  [ "$migration_only" = 1 ] || { rm -rf "${WORK:?}/powertrip-emulated-netns"
+    run_sweep sweeps/powertrip-emulated-seeds.yaml powertrip-emulated-netns; }
+fi
 sweep sweeps/paper-degradation.yaml paper-degradation-sim
 sweep sweeps/validate-degradation.yaml sweep-degradation-sim
 sweep sweeps/validate-forecast.yaml sweep-forecast-sim
