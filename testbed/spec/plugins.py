@@ -110,7 +110,7 @@ class PluginProblem(Exception):
 # ------------------------------------------------------------------------------- finding the class
 
 
-def _import_module(mod: str, search: list[Path]) -> Any:
+def import_plugin_module(mod: str, search: list[Path]) -> Any:
     """``mod`` imported; where it is not found, again with ``search`` (the scenario's folder, the
     working directory) at the front of ``sys.path``."""
     try:
@@ -128,7 +128,7 @@ def _import_module(mod: str, search: list[Path]) -> Any:
             sys.path.remove(p)
 
 
-def _import_file(path: Path) -> Any:
+def import_plugin_file(path: Path) -> Any:
     """A ``.py`` file loaded as a module once per absolute path (a second load is the same module)."""
     digest = hashlib.sha256(str(path).encode()).hexdigest()[:12]
     name = f"testbed_plugin_{re.sub(r'[^A-Za-z0-9_]', '_', path.stem)}_{digest}"
@@ -185,11 +185,11 @@ def load_class(ref: object, where: str, base_dir: Path) -> tuple[type, str]:
             path = resolve_file(mod, base_dir)
             if path is None or not path.is_file():
                 raise PluginProblem(where, f"file not found: {mod}")
-            module, tag = _import_file(path), f"{path}:{attr}"
+            module, tag = import_plugin_file(path), f"{path}:{attr}"
         else:
             if not _IMPORT_PATH.match(mod):
                 raise PluginProblem(where, f"{mod!r} is not a module path (give 'package.module:ClassName')")
-            module, tag = _import_module(mod, [base_dir, Path.cwd()]), ref
+            module, tag = import_plugin_module(mod, [base_dir, Path.cwd()]), ref
     except PluginProblem:
         raise
     except ModuleNotFoundError as e:

@@ -30,7 +30,7 @@ _MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 def import_plugins(data: dict, base_dir: Path) -> dict:
     """Import the scenario's ``plugins`` (see the module doc) and return ``data`` with each file's path
     made absolute. Every entry that cannot be imported is one problem naming ``plugins[i]``."""
-    from testbed.spec.plugins import _import_file, _import_module
+    from testbed.spec.plugins import import_plugin_file, import_plugin_module
 
     load_installed_plugins()
     plugins = data.get("plugins") if isinstance(data, dict) else None
@@ -55,10 +55,10 @@ def import_plugins(data: dict, base_dir: Path) -> dict:
                     problems.append((where, f"file not found: {ref} (relative paths start at the scenario's folder)"))
                     resolved.append(ref)
                     continue
-                _import_file(path)
+                import_plugin_file(path)
                 resolved.append(str(path))
             elif _MODULE.match(ref):
-                _import_module(ref, [base_dir, Path.cwd()])
+                import_plugin_module(ref, [base_dir, Path.cwd()])
                 resolved.append(ref)
             else:
                 problems.append((where, f"not a module name nor a .py file: {ref[:80]!r}"))
