@@ -38,8 +38,10 @@ SUMMARY_METRICS: tuple[str, ...] = (
     "compute_over_comm", "projected_vs_measured_mae",
     "formula_vs_measured_mae", "projected_vs_measured_corr",
     "energy_kwh", "renewable_kwh", "grid_kwh", "compute_kwh", "comm_kwh", "idle_kwh",
-    "wall_s", "samples_per_s", "k", "comm_measured_over_modelled",
+    "wall_s", "samples_per_s", "k", "comm_measured_over_modelled", "comm_round_ratio_median",
+    "comm_round_ratio_p10", "comm_round_ratio_p90", "comm_rounds_within_10pct", "comm_transfer_ratio_median",
 ) + SIGNAL_COLUMNS
+COMM_TOLERANCE = 0.10  # a round's measured exchange "matches the shaped links" within this fraction of the model
 
 
 TTA_MODES = ("end_of_round", "interpolated")
@@ -97,6 +99,29 @@ def energy_summary(sites: pd.DataFrame) -> dict:
             "energy_kwh_by_site": {str(site): {"total": float(r["energy_kwh"]),
                                                "renewable": float(r["renewable_kwh"]),
                                                "grid": float(r["grid_kwh"])} for site, r in per.iterrows()}}
+
+
+def comm_gap_summary(sites: pd.DataFrame) -> dict:
+    """Measured against modelled exchange times, where the exchange was measured (netns): per round,
+    the round's measured down + up seconds over its modelled ones (the link model: latency +
+    8 x bytes / the link's rate at the round start, what the shaped links were set to), summed over
+    its sites; per transfer, each direction's own ratio. Empty where nothing was measured (sim)."""
+    if not len(sites) or "comm_measured" not in sites or not sites["comm_measured"].astype(bool).any():
+        return {}
+    m = sites[sites["comm_measured"].astype(bool)]
+    per_round = m.groupby("round", sort=True)[["down_s", "up_s", "predicted_down_s", "predicted_up_s"]].sum()
+    modelled = per_round["predicted_down_s"] + per_round["predicted_up_s"]
+    ratio = ((per_round["down_s"] + per_round["up_s"]) / modelled)[modelled > 0]
+    transfers = pd.concat([m["down_s"] / m["predicted_down_s"], m["up_s"] / m["predicted_up_s"]])
+    transfers = transfers[np.isfinite(transfers)]
+    if not len(ratio):
+        return {}
+    return {"comm_measured_over_modelled": float((m["down_s"] + m["up_s"]).sum() / modelled.sum()),
+            "comm_round_ratio_median": float(ratio.median()),
+            "comm_round_ratio_p10": float(ratio.quantile(0.1)), "comm_round_ratio_p90": float(ratio.quantile(0.9)),
+            "comm_rounds_within_10pct": float(((ratio - 1.0).abs() <= COMM_TOLERANCE).mean()),
+            "comm_rounds_measured": int(len(ratio)),
+            "comm_transfer_ratio_median": float(transfers.median()) if len(transfers) else math.nan}
 
 
 def summarize_rounds(rounds: pd.DataFrame, *, label: str, policy: str, target: float, round_time: str,

@@ -20,7 +20,8 @@ from pathlib import Path
 import pandas as pd
 
 from testbed.analysis.federated_summary import (
-    SUMMARY_METRICS, claims, comparison_markdown, energy_summary, sensitivity_targets, summarize_rounds, tta_at,
+    SUMMARY_METRICS, claims, comm_gap_summary, comparison_markdown, energy_summary, sensitivity_targets,
+    summarize_rounds, tta_at,
 )
 from testbed.errors import SpecError
 from testbed.federated.controller import FederatedController, FlRecord
@@ -174,10 +175,7 @@ class FederatedStudy(Study):
         summary["tta_h_at"] = tta_at(rdf, sensitivity_targets(fl.target_accuracy), fl.time_to_accuracy)
         if isinstance(pol, StaticKPolicy):
             summary["k"] = pol.k
-        if len(sdf) and sdf["comm_measured"].any():
-            m = sdf[sdf["comm_measured"]]
-            summary["comm_measured_over_modelled"] = float(
-                (m["down_s"] + m["up_s"]).sum() / (m["predicted_down_s"] + m["predicted_up_s"]).sum())
+        summary.update(comm_gap_summary(sdf))
         start = self.sc.start
         written = with_time(with_time(rdf.drop(columns=["candidates"], errors="ignore"), start, "t_start_s", "time_start"),
                             start, "t_end_s", "time_end")
