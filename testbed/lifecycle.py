@@ -14,6 +14,10 @@ the block ends (unless the command is already unwinding from an earlier one). Ou
 Handlers run in the main thread only (Python's rule), so both are no-ops in other threads. A forked
 child (pyroute2 forks helpers; ``subprocess`` runs ``preexec_fn`` after fork) that receives a signal
 exits at once instead of running the parent's ``finally`` blocks.
+
+:class:`OpenClose` is the one ``with`` idiom of everything that owns live resources (substrates,
+model exchanges, cap enforcers): entering opens, an open that fails part-way is closed again before
+its exception goes on, and leaving closes.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import signal
 import sys
 import threading
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Iterator, Self
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -185,3 +189,27 @@ def _deliver(signum: int, previous: dict[int, object] | None) -> None:
 def unwinding() -> bool:
     """A SIGINT/SIGTERM has been raised in this command: it is tearing down."""
     return _P.unwinding
+
+
+class OpenClose:
+    """``with obj:`` calls ``obj.open()``; if that raises (anything, Ctrl-C included) it calls
+    ``obj.close()`` and re-raises, so a half-built object is torn down; leaving the block calls
+    ``obj.close()``. ``close`` must therefore be idempotent and cope with a partial ``open``. Both
+    default to doing nothing: a class overrides what it owns."""
+
+    def open(self) -> None:  # noqa: B027 (optional hook)
+        """Acquire what this object owns; nothing by default."""
+
+    def close(self) -> None:  # noqa: B027 (optional hook)
+        """Release what this object owns (idempotent); nothing by default."""
+
+    def __enter__(self) -> Self:
+        try:
+            self.open()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -13,23 +13,19 @@ from abc import ABC, abstractmethod
 
 from testbed.federated.roundtime import SiteTime
 from testbed.inputs import Inputs
+from testbed.lifecycle import OpenClose
 
 GLOBAL = "__global__"  # the payloads key of the global model sent down
 
 
-class Exchange(ABC):
-    """Lifecycle: ``with exchange: ...``; live resources are released on every exit path.
+class Exchange(OpenClose, ABC):
+    """Lifecycle: ``with exchange: ...`` (:class:`~testbed.lifecycle.OpenClose`: ``open``, which a
+    live exchange overrides, then ``close``); live resources are released on every exit path.
 
     ``measured``: whether the times come from real transfers (then the controller serializes each
     site's update, the bytes that cross the link)."""
 
     measured: bool = False
-
-    def __enter__(self) -> "Exchange":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def close(self) -> None:
         """Release every live resource this exchange owns (idempotent)."""

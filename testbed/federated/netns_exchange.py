@@ -74,17 +74,6 @@ class NetnsExchange(Exchange):
         self.scaling = None
         self.transfers: list[dict] = []
 
-    def __enter__(self) -> "NetnsExchange":
-        try:
-            self.open()
-        except BaseException:
-            self.close()
-            raise
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
     def open(self) -> None:
         impairment = resolve_impairment(self._impairment)
         # every selected link may carry a transfer at once: the fastest link gets a fair share of what

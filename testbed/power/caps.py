@@ -12,6 +12,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from testbed.lifecycle import OpenClose
+
 
 @dataclass(frozen=True)
 class JobCap:
@@ -97,17 +99,11 @@ class PowerSetup:
         return [s.name for s in self.scenario.sites]
 
 
-class CapEnforcer(ABC):
-    """Enforces the caps of one run (one policy). A context manager: ``__exit__`` puts back what
-    it changed (real GPUs get their previous limits)."""
+class CapEnforcer(OpenClose, ABC):
+    """Enforces the caps of one run (one policy). A context manager (:class:`~testbed.lifecycle.OpenClose`):
+    leaving it puts back what it changed (real GPUs get their previous limits)."""
 
     name: str = "abstract"  # the registered backend name (CapReport.backend)
-
-    def __enter__(self) -> "CapEnforcer":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def close(self) -> None:
         """Undo what enforcing changed (idempotent)."""

@@ -6,6 +6,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Literal
 
+from testbed.lifecycle import OpenClose
 from testbed.power.caps import CapTarget
 
 
@@ -76,16 +77,11 @@ class MigrationOutcome:
         return max(self.order.t_start_s + self.start_lag_s + self.total_s, self.resume_floor_s)
 
 
-class Substrate(ABC):
-    """Lifecycle: ``with substrate: ...``; resources are released on every exit path."""
+class Substrate(OpenClose, ABC):
+    """Lifecycle: ``with substrate: ...`` (:class:`~testbed.lifecycle.OpenClose`: ``open``, which a
+    live substrate overrides, then ``close``); resources are released on every exit path."""
 
     name: str = "abstract"
-
-    def __enter__(self) -> "Substrate":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def close(self) -> None:
         """Release every live resource this substrate owns (idempotent)."""

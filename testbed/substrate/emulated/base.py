@@ -73,15 +73,7 @@ class EmulatedSubstrate(Substrate):
                               f"(movers: {', '.join(MOVERS.names())})")])
         return MOVERS.get(nodes)(inputs)
 
-    # -- lifecycle -------------------------------------------------------------------------------
-    def __enter__(self) -> "EmulatedSubstrate":
-        try:
-            self.open()
-        except BaseException:
-            self.close()
-            raise
-        return self
-
+    # -- lifecycle (``with``: Substrate's OpenClose) ---------------------------------------------
     def open(self) -> None:
         sc = self._in.scenario
         impairment = resolve_impairment(self._impairment_req)
