@@ -31,6 +31,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from testbed.bounded_read import read_bounded
 from testbed.errors import SpecError
 
 if TYPE_CHECKING:
@@ -271,20 +272,8 @@ def load_io_model(path: str | Path, *, downtime_s: float) -> IoModel:
     """The model of a calibration file (``testbed calibrate load --out PATH``). IoModelError naming
     the file when it cannot be read or cannot serve; its content is never quoted."""
     path = Path(path)
-    where = str(path)
-    if not path.exists():
-        raise IoModelError(where, "file not found")
-    if not path.is_file():
-        raise IoModelError(where, "is not a regular file")
-    try:
-        size = path.stat().st_size
-        if size > MAX_FILE_BYTES:
-            raise IoModelError(where, f"is over the {MAX_FILE_BYTES >> 20} MB limit of a calibration file")
-        with open(path, "rb") as f:
-            raw = f.read(MAX_FILE_BYTES + 1)
-    except OSError as e:
-        raise IoModelError(where, f"cannot be read ({e.strerror or type(e).__name__})") from None
-    return io_model_from_bytes(raw, downtime_s=downtime_s, where=where, name=str(path.resolve()))
+    raw = read_bounded(path, MAX_FILE_BYTES, "a calibration file", IoModelError)
+    return io_model_from_bytes(raw, downtime_s=downtime_s, where=str(path), name=str(path.resolve()))
 
 
 def default_io_model(*, downtime_s: float) -> IoModel:

@@ -44,6 +44,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from testbed.bounded_read import read_bounded
 from testbed.errors import SpecError
 
 FORMAT = "testbed-compute-profile/1"
@@ -225,18 +226,8 @@ def profile_from_bytes(raw: bytes, *, where: str, source: str) -> ComputeProfile
 
 def load_profile(path: str | Path) -> ComputeProfile:
     path = Path(path)
-    where = str(path)
-    if not path.exists():
-        raise ComputeProfileError(where, "file not found")
-    if not path.is_file():
-        raise ComputeProfileError(where, "is not a regular file")
-    try:
-        if path.stat().st_size > MAX_FILE_BYTES:
-            raise ComputeProfileError(where, f"is over the {MAX_FILE_BYTES >> 20} MB limit of a compute profile")
-        raw = path.read_bytes()
-    except OSError as e:
-        raise ComputeProfileError(where, f"cannot be read ({e.strerror or type(e).__name__})") from None
-    return profile_from_bytes(raw, where=where, source=str(path.resolve()))
+    raw = read_bounded(path, MAX_FILE_BYTES, "a compute profile", ComputeProfileError)
+    return profile_from_bytes(raw, where=str(path), source=str(path.resolve()))
 
 
 def shipped_bytes() -> bytes:
