@@ -14,7 +14,7 @@ from testbed.spec.scenario import Scenario
 class JobSubmission:
     """One job of the run as submitted to the cluster: an entry of ``workloads.jobs`` with its
     defaults resolved, or a drawn Poisson arrival. Fixed for the run; the controller's
-    :class:`testbed.controller.cluster.Job` carries it with the job's changing state."""
+    :class:`testbed.controller.cluster.ClusterJob` carries it with the job's changing state."""
 
     id: str
     family: str

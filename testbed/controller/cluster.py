@@ -38,7 +38,7 @@ class InFlight:
 
 
 @dataclass
-class Job:
+class ClusterJob:
     """A job's runtime state in the cluster: its fixed submission, where it is and what it has done so far
     (policies see it through :class:`testbed.controller.policy_api.JobView`)."""
 
@@ -147,17 +147,17 @@ class SiteEnergy:
 class Cluster:
     def __init__(self, sites: list[SiteState], p_sys_kw: float):
         self.sites = {s.name: s for s in sites}
-        self.jobs: dict[str, Job] = {}
+        self.jobs: dict[str, ClusterJob] = {}
         self.p_sys_kw = p_sys_kw
 
     # -- lifecycle -------------------------------------------------------------------------
-    def admit(self, submission: JobSubmission, site: str, now_s: float) -> Job:
-        job = Job(submission=submission, status=Status.QUEUED, site=site, work_left_gpu_h=submission.work_gpu_h)
+    def admit(self, submission: JobSubmission, site: str, now_s: float) -> ClusterJob:
+        job = ClusterJob(submission=submission, status=Status.QUEUED, site=site, work_left_gpu_h=submission.work_gpu_h)
         self.jobs[submission.id] = job
         self.sites[site].queue.append(submission.id)
         return job
 
-    def start_queued(self, now_s: float) -> list[Job]:
+    def start_queued(self, now_s: float) -> list[ClusterJob]:
         """FIFO per site: start queued jobs on free nodes. Returns the jobs started."""
         started = []
         for site in self.sites.values():
@@ -197,7 +197,7 @@ class Cluster:
     # -- one step ----------------------------------------------------------------------------
     def advance(self, t0: float, t1: float, renewable_kwh: dict[str, float],
                 plans: dict[str, SitePowerPlan] | None = None,
-                job_caps_w: dict[str, float] | None = None) -> tuple[dict[str, SiteEnergy], list[Job], list[InFlight]]:
+                job_caps_w: dict[str, float] | None = None) -> tuple[dict[str, SiteEnergy], list[ClusterJob], list[InFlight]]:
         """Account [t0, t1). Returns per-site energy, jobs finished and migrations ended in the step.
 
         ``plans``: this step's power plan per site (its GPU cap for running nodes and grid top-up;
@@ -225,10 +225,10 @@ class Cluster:
                 waiting=n_held,
             )
         job_site_kwh: dict[tuple[str, str, str], float] = {}
-        finished: list[Job] = []
+        finished: list[ClusterJob] = []
         ended: list[InFlight] = []
 
-        def draw(job: Job, site: str, kw: float, seconds: float, kind: str) -> None:
+        def draw(job: ClusterJob, site: str, kw: float, seconds: float, kind: str) -> None:
             kwh = kw * seconds / 3600.0
             e = energy[site]
             e.demand_kwh += kwh
@@ -312,7 +312,7 @@ class Cluster:
                 job.transfer_renewable_kwh += ren
         return energy, finished, ended
 
-    def _finish_migration(self, job: Job, site: str, resume_s: float) -> None:
+    def _finish_migration(self, job: ClusterJob, site: str, resume_s: float) -> None:
         mig = job.migration
         assert mig is not None
         self.sites[mig.src].outgoing.remove(job.submission.id)

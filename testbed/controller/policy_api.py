@@ -31,7 +31,7 @@ from testbed.workload import JobSubmission
 
 @dataclass(frozen=True)
 class JobView:
-    """What a policy sees of one job: a read-only snapshot of the controller's runtime ``cluster.Job``."""
+    """What a policy sees of one job: a read-only snapshot of the controller's runtime ``cluster.ClusterJob``."""
 
     id: str
     family: str

@@ -18,7 +18,7 @@ from collections import deque
 from multiprocessing.connection import wait
 from typing import Callable
 
-from testbed.sweep.trial import TrialJob, run_trial
+from testbed.sweep.trial import TrialTask, run_trial
 
 TERMINATE_GRACE_S = 30.0
 
@@ -29,7 +29,7 @@ def _context():
     return ctx
 
 
-def _child(job: TrialJob, conn) -> None:
+def _child(job: TrialTask, conn) -> None:
     def _terminate(signum, frame):
         raise SystemExit(128 + signum)
 
@@ -40,12 +40,12 @@ def _child(job: TrialJob, conn) -> None:
         conn.close()
 
 
-def _crashed(job: TrialJob, exitcode: int | None) -> dict:
+def _crashed(job: TrialTask, exitcode: int | None) -> dict:
     return {"rel_dir": job.rel_dir, "status": "failed", "wall_s": None, "log": "", "traceback": None,
             "error": f"the trial's process ended without a result (exit code {exitcode})"}
 
 
-def run_local(jobs: list[TrialJob], parallel: int, on_result: Callable[[TrialJob, dict], None]) -> None:
+def run_local(jobs: list[TrialTask], parallel: int, on_result: Callable[[TrialTask, dict], None]) -> None:
     """Run ``jobs`` with at most ``parallel`` at once; ``on_result(job, result)`` as each one ends."""
     ctx = _context()
     pending = deque(jobs)

@@ -22,7 +22,7 @@ from typing import Callable
 
 from testbed.errors import TestbedError
 from testbed.sweep.ray_connect import _first_line, _forget_cached_token
-from testbed.sweep.trial import TrialJob, run_trial
+from testbed.sweep.trial import TrialTask, run_trial
 
 
 class RayUnavailable(TestbedError):
@@ -42,7 +42,7 @@ def import_ray():
     return ray
 
 
-def _remote_trial(job: TrialJob) -> dict:
+def _remote_trial(job: TrialTask) -> dict:
     import ray
 
     result = run_trial(job, pack=True)
@@ -50,13 +50,13 @@ def _remote_trial(job: TrialJob) -> dict:
     return result
 
 
-def _lost(job: TrialJob, error: BaseException) -> dict:
+def _lost(job: TrialTask, error: BaseException) -> dict:
     return {"rel_dir": job.rel_dir, "status": "failed", "wall_s": None, "log": "", "traceback": None,
             "error": f"the Ray task failed: {type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"}
 
 
-def run_ray(jobs: list[TrialJob], address: str, *, num_cpus: int, cpus_per_trial: int, max_in_flight: int | None,
-            on_result: Callable[[TrialJob, dict], None]) -> dict:
+def run_ray(jobs: list[TrialTask], address: str, *, num_cpus: int, cpus_per_trial: int, max_in_flight: int | None,
+            on_result: Callable[[TrialTask, dict], None]) -> dict:
     """Run ``jobs`` as Ray tasks; ``on_result(job, result)`` as each one ends. Returns cluster facts."""
     ray = import_ray()
     local = address == "local"
@@ -72,8 +72,8 @@ def run_ray(jobs: list[TrialJob], address: str, *, num_cpus: int, cpus_per_trial
                            cpus_per_trial=cpus_per_trial, max_in_flight=max_in_flight, on_result=on_result)
 
 
-def _run_tasks(ray, jobs: list[TrialJob], address: str, join: str | None, *, num_cpus: int, cpus_per_trial: int,
-                max_in_flight: int | None, on_result: Callable[[TrialJob, dict], None]) -> dict:
+def _run_tasks(ray, jobs: list[TrialTask], address: str, join: str | None, *, num_cpus: int, cpus_per_trial: int,
+                max_in_flight: int | None, on_result: Callable[[TrialTask, dict], None]) -> dict:
     init_kw = dict(include_dashboard=False, log_to_driver=False, logging_level="WARNING")
     try:
         if join is None:

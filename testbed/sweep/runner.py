@@ -35,7 +35,7 @@ from testbed.recorder.reader import SWEEP_FORMAT
 from testbed.substrate import SUBSTRATES
 from testbed.sweep.aggregate import write_outputs
 from testbed.sweep.plan import SweepPlan, Trial
-from testbed.sweep.trial import DONE, TrialJob, unpack
+from testbed.sweep.trial import DONE, TrialTask, unpack
 
 EMULATION_CPUS_PER_TRIAL = 2   # a relay, a transfer server and a client per trial: keep them off each other's core
 OUR_FILES = ("sweep.yaml", "sweep.json", "trials.csv", "results.parquet", "results.csv", "table.csv", "table.md",
@@ -227,12 +227,12 @@ def run_sweep(plan: SweepPlan, out: Path, *, parallel: int | None = None, ray_ad
     by_dir = {t.rel_dir: t for t in todo}
     # emulation trials side by side on this machine: each in a cgroup of its own (testbed/sweep/share.py)
     share = n_par if n_par > 1 and not ray_address and SUBSTRATES.get(plan.substrate).live else 0
-    jobs = [TrialJob(rel_dir=t.rel_dir, loaded=t.cell.loaded, seed=t.seed, substrate=plan.substrate,
+    jobs = [TrialTask(rel_dir=t.rel_dir, loaded=t.cell.loaded, seed=t.seed, substrate=plan.substrate,
                      out_dir=str(out / t.rel_dir), argv=tuple(argv), share=share) for t in todo]
     finished = 0
     t_run = time.perf_counter()
 
-    def on_result(job: TrialJob, result: dict) -> None:
+    def on_result(job: TrialTask, result: dict) -> None:
         nonlocal finished
         finished += 1
         record(out, by_dir[job.rel_dir], result, backend, plan.substrate)

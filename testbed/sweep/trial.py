@@ -27,7 +27,9 @@ from testbed.spec.load import LoadedScenario
 
 
 @dataclass(frozen=True)
-class TrialJob:
+class TrialTask:
+    """One trial handed to a worker (this process, a pool worker or a Ray task): what it needs to run
+    the trial and where it writes. A sweep stage, not a job of the workload (docs/reference/glossary.md)."""
     rel_dir: str                # trials/<cell>/seed-<s>
     loaded: LoadedScenario      # the cell's scenario, validated by the driver
     seed: int
@@ -70,7 +72,7 @@ COMPLETED, DONE = TRIAL_COMPLETED, TRIAL_DONE
 
 
 @contextmanager
-def _share(job: TrialJob, result: dict) -> Iterator[str | None]:
+def _share(job: TrialTask, result: dict) -> Iterator[str | None]:
     """An emulation trial beside others (``job.share`` > 1): a run id, with this process in that run's
     CPU-share cgroup for the block (:mod:`testbed.sweep.share`; ``result["cpu_share"]`` says what it
     got). Otherwise nothing: None (run_scenario makes its own run id)."""
@@ -88,7 +90,7 @@ def _share(job: TrialJob, result: dict) -> Iterator[str | None]:
         yield run_id
 
 
-def run_trial(job: TrialJob, pack: bool = False) -> dict:
+def run_trial(job: TrialTask, pack: bool = False) -> dict:
     """Run one trial; return ``{status, error, traceback, wall_s, log, host, pid[, archive]}``."""
     log = io.StringIO()
     t0 = time.perf_counter()
