@@ -40,6 +40,7 @@ SUMMARY_METRICS: tuple[str, ...] = (
     "energy_kwh", "renewable_kwh", "grid_kwh", "compute_kwh", "comm_kwh", "idle_kwh",
     "wall_s", "samples_per_s", "k", "comm_measured_over_modelled", "comm_round_ratio_median",
     "comm_round_ratio_p10", "comm_round_ratio_p90", "comm_rounds_within_10pct", "comm_transfer_ratio_median",
+    "transfer_over_shaped_median",
 ) + SIGNAL_COLUMNS
 COMM_TOLERANCE = 0.10  # a round's measured exchange "matches the shaped links" within this fraction of the model
 
@@ -122,6 +123,21 @@ def comm_gap_summary(sites: pd.DataFrame) -> dict:
             "comm_rounds_within_10pct": float(((ratio - 1.0).abs() <= COMM_TOLERANCE).mean()),
             "comm_rounds_measured": int(len(ratio)),
             "comm_transfer_ratio_median": float(transfers.median()) if len(transfers) else math.nan}
+
+
+def transfer_summary(transfers: pd.DataFrame) -> dict:
+    """The real transfers of a run (netns; ``transfers.parquet``): how their data phase compares with
+    the shaped rate (bytes x 8 / the rate the link was set to), and what connecting and verifying
+    add, in wall seconds. Empty where nothing was sent."""
+    if not len(transfers) or "shaped_transfer_s" not in transfers:
+        return {}
+    shaped = transfers["shaped_transfer_s"]
+    ratio = (transfers["transfer_s"] / shaped)[shaped > 0]
+    return {"transfers": int(len(transfers)),
+            "transfer_over_shaped_median": float(ratio.median()) if len(ratio) else math.nan,
+            "transfer_over_shaped_p90": float(ratio.quantile(0.9)) if len(ratio) else math.nan,
+            "transfer_connect_s_median": float(transfers["connect_s"].median()),
+            "transfer_verify_s_median": float(transfers["verify_s"].median())}
 
 
 def summarize_rounds(rounds: pd.DataFrame, *, label: str, policy: str, target: float, round_time: str,

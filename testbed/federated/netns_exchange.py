@@ -115,7 +115,7 @@ class NetnsExchange(Exchange):
             return real
         return ConcatSource(real, BallastSource(target - len(payload), seed=seed & 0xFFFFFFFF))
 
-    def _send(self, src: str, dst: str, source: Source, tid: str) -> float:
+    def _send(self, src: str, dst: str, source: Source, tid: str, record: dict) -> float:
         chunk = min(1 << 20, max(16 << 10, source.size_bytes // 8))
         source.manifest(chunk)
         self._servers[dst].announce(tid, source.size_bytes)  # the receiver takes no more
@@ -124,9 +124,19 @@ class NetnsExchange(Exchange):
         if not rep.ok:
             raise RuntimeError(f"update transfer {tid} {src}->{dst} {rep.status}: {rep.error}")
         wall = rep.t_connect_s + rep.t_transfer_s + rep.t_verify_s
-        self.transfers.append({"id": tid, "src": src, "dst": dst, "bytes": rep.size_bytes, "wall_s": wall,
-                               "goodput_mbps": rep.goodput_mbps, "sha256": rep.sha256})
+        rate = self._rates[(src, dst)]
+        self.transfers.append({**record, "transfer_id": tid, "src": src, "dst": dst, "bytes_sent": rep.size_bytes,
+                               "shaped_mbit": rate, "connect_s": rep.t_connect_s, "transfer_s": rep.t_transfer_s,
+                               "verify_s": rep.t_verify_s, "wall_s": wall,
+                               # the shaped rate's time for these bytes: what the transfer phase should take
+                               "shaped_transfer_s": rep.size_bytes * 8 / (rate * 1e6),
+                               "goodput_mbps": rep.goodput_mbps, "measured_s": self.scaling.scenario_s(wall),
+                               "sha256": rep.sha256})
         return self.scaling.scenario_s(wall)
+
+    def take_transfers(self) -> list[dict]:
+        out, self.transfers = self.transfers, []
+        return out
 
     def exchange(self, round_: int, t_s: float, predicted: dict[str, SiteTime], payloads: dict[str, bytes],
                  update_bytes: int) -> dict[str, tuple[float, float]]:
@@ -137,10 +147,16 @@ class NetnsExchange(Exchange):
         tag = f"fl{self._seq}.r{round_}"
         down_src = {s: self._source(payloads["__global__"], update_bytes, derive_seed(0, tag, s, "down")) for s in sites}
         up_src = {s: self._source(payloads[s], update_bytes, derive_seed(0, tag, s, "up")) for s in sites}
+        def record(s: str, direction: str) -> dict:
+            p = predicted[s]
+            return {"round": round_, "site": s, "direction": direction,
+                    "predicted_s": p.down_s if direction == "down" else p.up_s}
+
         with ThreadPoolExecutor(max_workers=len(sites)) as pool:
-            downs = {s: pool.submit(self._send, self.agg, s, down_src[s], f"{tag}.{s}.down") for s in sites}
+            downs = {s: pool.submit(self._send, self.agg, s, down_src[s], f"{tag}.{s}.down", record(s, "down"))
+                     for s in sites}
             down = {s: f.result() for s, f in downs.items()}
-            ups = {s: pool.submit(self._send, s, self.agg, up_src[s], f"{tag}.{s}.up") for s in sites}
+            ups = {s: pool.submit(self._send, s, self.agg, up_src[s], f"{tag}.{s}.up", record(s, "up")) for s in sites}
             up = {s: f.result() for s, f in ups.items()}
         return {s: (down[s], up[s]) for s in sites}
 

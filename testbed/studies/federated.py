@@ -2,7 +2,8 @@
 on the same inputs (traces, partition, initial model); the round's exchange is modelled (sim) or
 real transfers over shaped links (netns), through :mod:`testbed.federated.exchange`.
 
-Per policy ``<label>/``: ``rounds.parquet``, ``sites.parquet``, ``summary.json`` (a ``static_k`` entry
+Per policy ``<label>/``: ``rounds.parquet``, ``sites.parquet``, ``summary.json``, on netns
+``transfers.parquet`` (every real transfer: its parts and the shaped rate it met) (a ``static_k`` entry
 with a list of k also gets ``static_k/summary.json``, its best k's); the comparison:
 ``comparison.md`` / ``comparison.json`` (time-to-accuracy per policy and the claims table),
 ``accuracy_vs_time.png``, ``sites_selected.png``, ``straggler_vs_pooled.png``, ``gain_projection.png``
@@ -21,12 +22,12 @@ import pandas as pd
 
 from testbed.analysis.federated_summary import (
     SUMMARY_METRICS, claims, comm_gap_summary, comparison_markdown, energy_summary, sensitivity_targets,
-    summarize_rounds, tta_at,
+    summarize_rounds, transfer_summary, tta_at,
 )
 from testbed.errors import SpecError
 from testbed.federated.controller import FederatedController, FlRecord
 from testbed.federated.data import load_dataset, partition
-from testbed.federated.exchange import SUBSTRATES, Exchange, emulated, make_exchange
+from testbed.federated.exchange import Exchange, emulated, make_exchange, unsupported
 from testbed.federated.policies import make_selection_policies
 from testbed.federated.policies.static_k import StaticKPolicy
 from testbed.inputs import Inputs
@@ -85,9 +86,8 @@ class FederatedStudy(Study):
         return SUMMARY_METRICS
 
     def validate(self) -> None:
-        if self.substrate not in SUBSTRATES:
-            raise SpecError([("--substrate", f"the federated study runs on {' or '.join(SUBSTRATES)}, "
-                                             f"not {self.substrate!r}")])
+        if (why := unsupported(self.substrate)) is not None:
+            raise SpecError([("--substrate", why)])
         if not _modelled_power(self.sc):
             raise SpecError([("power.backend",
                               "the federated study models compute from the power profiles: use 'auto'")])
@@ -154,6 +154,7 @@ class FederatedStudy(Study):
                 "measured on this machine (CPU time, one thread): the study's model")
 
     def run(self, run: PolicyRun) -> FlRecord:
+        self.exchange.take_transfers()  # this run's transfers only (a failed run's are not carried over)
         return FederatedController(self.inputs, self.shards, run.policy, round_time=run.spec.round_time,
                                    exchange=self.exchange, participants=self.parts,
                                    samples_per_s=self.samples_per_s,
@@ -176,6 +177,8 @@ class FederatedStudy(Study):
         if isinstance(pol, StaticKPolicy):
             summary["k"] = pol.k
         summary.update(comm_gap_summary(sdf))
+        transfers = pd.DataFrame(self.exchange.take_transfers())
+        summary.update(transfer_summary(transfers))
         start = self.sc.start
         written = with_time(with_time(rdf.drop(columns=["candidates"], errors="ignore"), start, "t_start_s", "time_start"),
                             start, "t_end_s", "time_end")
@@ -183,6 +186,8 @@ class FederatedStudy(Study):
         write_table(folder / "rounds.parquet", with_policy(written, name, pol.label))
         write_table(folder / "sites.parquet", with_policy(sdf, name, pol.label))
         write_table(folder / "candidates.parquet", with_policy(candidates_table(rdf), name, pol.label))
+        if len(transfers):  # the real transfers (netns): their parts and the shaped rate they met
+            write_table(folder / "transfers.parquet", with_policy(transfers, name, pol.label))
         write_json(folder / "summary.json", _finite(summary))
         self._rounds[pol.label] = rdf
         if self.progress:

@@ -45,6 +45,20 @@ def test_updates_cross_the_shaped_links(tmp_path):
     assert slow > 2 * fast
     summ = json.loads((out / "static_k" / "summary.json").read_text())
     assert summ["comm_measured_over_modelled"] > 0.5
+    # every real transfer is a row of transfers.parquet: 2 rounds x 4 sites x down and up, as documented
+    tr = pd.read_parquet(out / "static_k" / "transfers.parquet")
+    assert len(tr) == 16 and summ["transfers"] == 16 and summ["comm_rounds_measured"] == 2
+    assert sorted(tr["direction"].unique()) == ["down", "up"] and set(tr["site"]) == set(s["site"])
+    assert (tr["bytes_sent"] > 0).all() and (tr["transfer_s"] > 0).all() and (tr["shaped_mbit"] > 0).all()
+    per = tr.groupby(["round", "site"])["measured_s"].sum().sort_index()  # the round clock uses what was measured
+    want = (s.set_index(["round", "site"])["down_s"] + s.set_index(["round", "site"])["up_s"]).sort_index()
+    assert per.values == pytest.approx(want.values)
+    assert 0.5 < summ["transfer_over_shaped_median"] < 2.0
+    from tests.unit import outputs_schema as schema
+
+    _, files = schema.load()
+    assert schema.problems(out / "static_k" / "transfers.parquet", "<policy>/transfers.parquet", "federated", files) == []
+    assert schema.problems(out / "static_k" / "summary.json", "<policy>/summary.json", "federated", files) == []
 
 
 def test_exchange_sends_real_update_bytes():
@@ -55,7 +69,10 @@ def test_exchange_sends_real_update_bytes():
         pred = {"near": SiteTime("near", 10, 1.0, 1.0, 0.1, 0.1)}
         got = ex.exchange(1, 0.0, pred, {"__global__": b"g" * 5000, "near": b"u" * 7000}, 10**9)
         assert got["near"][0] > 0 and got["near"][1] > 0
-        sizes = {t["id"].rsplit(".", 1)[-1]: t["bytes"] for t in ex.transfers}
+        sent = ex.take_transfers()
+        sizes = {t["direction"]: t["bytes_sent"] for t in sent}
         assert sizes["down"] == sizes["up"] == ex.scaling.bytes_sent(1.0)
+        assert {t["transfer_id"].rsplit(".", 1)[-1] for t in sent} == {"down", "up"}
+        assert ex.take_transfers() == []  # taken once
         run_id = ex.run_id
     assert our_namespaces(run_id) == []
