@@ -270,14 +270,11 @@ def check_seed(seed: Any, flag: str = "seed") -> int | None:
 
 
 def check_substrate(substrate: str, flag: str = "substrate") -> str:
-    from testbed.substrate import substrate_choices
+    from testbed.substrate import unknown_substrate
 
-    known = substrate_choices()
-    if substrate not in known:
-        from testbed.suggest import did_you_mean
-
-        raise SpecError([(flag, f"unknown substrate {substrate!r}{did_you_mean(str(substrate), known)} "
-                                f"(known: {', '.join(known)})")])
+    problem = unknown_substrate(substrate)
+    if problem is not None:
+        raise SpecError([(flag, problem)])
     return substrate
 
 

@@ -82,6 +82,12 @@ class Registry(Generic[T]):
     def items(self) -> tuple[tuple[str, T], ...]:
         return tuple(self._entries.items())
 
+    def discard(self, name: str) -> None:
+        """Take an entry out (a test that registered a throwaway one); listeners run as after ``add``.
+        An unknown name is a no-op."""
+        if self._entries.pop(name, None) is not None:
+            self._notify()
+
     def on_change(self, listener: Callable[[], None]) -> None:
         """Call ``listener()`` after every new entry."""
         self._listeners.append(listener)
@@ -97,6 +103,21 @@ class Registry(Generic[T]):
 
     def __repr__(self) -> str:
         return f"Registry({self.what!r}: {', '.join(self._entries)})"
+
+
+def resolve(ref: object) -> object:
+    """An entry's hook as given (a callable), or the object a ``"package.module:attr"`` string names,
+    imported when first asked for. A registry below the spec stores its built-ins' hooks as such
+    strings, so checking a scenario imports none of them (and no module imports upward)."""
+    if not isinstance(ref, str):
+        return ref
+    import importlib
+
+    module, _, attr = ref.partition(":")
+    obj: object = importlib.import_module(module)
+    for part in filter(None, attr.split(".")):
+        obj = getattr(obj, part)
+    return obj
 
 
 PLUGIN_ENTRY_POINT_GROUP = "testbed.plugins"

@@ -19,7 +19,6 @@ from testbed.errors import SpecError
 from testbed.html import INDEX
 from testbed.html.live import live_page
 from testbed.html.writer import write_run_page
-from testbed.node_kinds import NODE_KINDS
 from testbed.inputs import build_inputs
 from testbed.netem import state
 from testbed.netem.naming import check_run_id, new_run_id
@@ -29,28 +28,8 @@ from testbed.recorder.tables import tidy_traces
 from testbed.recorder.writer import atomic_dir, check_out_dir, partial_dir, write_json, write_table
 from testbed.spec.load import LoadedScenario
 from testbed.studies import Study, study_for
-from testbed.substrate import AUTO, unknown_substrate
-
-
-def choose_substrate(requested: str, sc) -> tuple[str, str]:
-    """``auto``: netns where the machine allows (root, namespaces, and torch if the scenario wants
-    real agents), else sim. Returns (substrate, why)."""
-    if requested != AUTO:
-        return requested, "as requested"
-    import importlib.util
-    import os
-
-    if os.geteuid() != 0:
-        return "sim", "not root: network namespaces need root, so the analytic substrate ran"
-    from testbed.doctor import probe
-
-    if not probe("netns").available:
-        return "sim", "network namespaces are not available here (see `testbed doctor`)"
-    kind = NODE_KINDS.get(sc.emulation.nodes)
-    missing = [m for m in kind.requires_modules if importlib.util.find_spec(m) is None]
-    if missing:
-        return "sim", f"the scenario's nodes ({kind.name}) need {', '.join(missing)}, which is not installed"
-    return "netns", "root and network namespaces available: sites are namespaces, links are shaped, bytes are real"
+from testbed.substrate import unknown_substrate
+from testbed.substrate.registry import choose_substrate
 
 
 def _wall_time(loaded: LoadedScenario, inputs, substrate: str, say: bool) -> float:

@@ -21,9 +21,10 @@ def _doctor(args: argparse.Namespace) -> int:
     from testbed.doctor import capabilities
     from testbed.doctor.report import render, summarize, to_json
     from testbed.netem.naming import new_run_id
+    from testbed.substrate.registry import doctor_checks
 
     run_id = new_run_id()
     caps = capabilities(need_root_probes=not args.no_root_probes, run_id=run_id)
-    summary = summarize(caps, run_id)
+    summary = summarize(caps, run_id, doctor_checks())  # a line per registered substrate and node runtime
     print(json.dumps(to_json(caps, summary), indent=2) if args.json else render(caps, summary))
     return 0

@@ -1,4 +1,5 @@
-"""Your own container image per site (``emulation.runtime: docker``): where it comes from.
+"""Your own container image per site (``emulation.runtime: docker``, or another node runtime whose entry
+takes images, :mod:`testbed.node_kinds`): where it comes from.
 
     emulation:
       runtime: docker
@@ -21,6 +22,7 @@ from pathlib import Path
 
 from pydantic import Field, model_validator
 
+from testbed.node_kinds import NODE_RUNTIMES
 from testbed.spec.base import Strict
 
 _HEX64 = re.compile(r"^[0-9a-f]{64}(/|\.json$|$)")
@@ -122,8 +124,9 @@ def image_problems(sc) -> list[tuple[str, str]]:
     if not named:
         return []
     problems: list[tuple[str, str]] = []
-    if em.runtime != "docker":
-        problems.append((named[0][0], f"an image is for containers: set emulation.runtime: docker (it is {em.runtime!r})"))
+    if not NODE_RUNTIMES.get(em.runtime).images:
+        takers = " or ".join(name for name, rt in NODE_RUNTIMES.items() if rt.images)
+        problems.append((named[0][0], f"an image is for containers: set emulation.runtime: {takers} (it is {em.runtime!r})"))
     sites = {s.name for s in sc.sites}
     for where, site, src in named:
         if site is not None and site not in sites:

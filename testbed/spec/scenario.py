@@ -33,7 +33,7 @@ class Emulation(Strict):
 
     time_scale: float = Field(1.0, gt=0, description="Scenario seconds per wall second.")
     byte_scale: float | Literal["auto"] = Field("auto", description="Bytes sent per scenario byte.")
-    runtime: Literal["process", "docker"] = Field("process", description="Where node agents run: process (a plain process in the site's namespace) or docker (a container).")
+    runtime: node_kinds.RuntimeName = Field(node_kinds.DEFAULT_RUNTIME, description="Where node agents run (testbed.node_kinds): process (a plain process in the site's namespace), docker (a container), or a registered node runtime.")
     image: ImageSource | None = Field(None, description="Your own container image for every site (runtime docker): {dockerfile: PATH} built locally, or {tar: PATH} loaded; paths relative to the scenario file (README, Your own container per site).")
     site_images: dict[str, ImageSource] = Field(default_factory=dict, description="Per-site images by site name, replacing 'image' at those sites.")
     switch: Literal["lxbr", "ovs"] = Field("lxbr", description="The management switch of the mininet substrate (ignored by netns): lxbr (a Linux bridge) or ovs (Open vSwitch: the system's where its database answers, else a private one for the run; its userspace datapath where the kernel has no openvswitch module).")

@@ -248,7 +248,7 @@ def _check_columns(sweep: SweepFile, paths: list[str]) -> None:
 def plan_sweep(sweep: SweepFile, substrate: str | None = None) -> SweepPlan:
     """Every cell and trial of a sweep; all problems of all cells and of the metric names in one
     SpecError (one line each)."""
-    from testbed.runner import choose_substrate
+    from testbed.substrate.registry import choose_substrate
     from testbed.spec.load import load_scenario
 
     try:

@@ -32,6 +32,7 @@ from testbed.errors import SpecError
 from testbed.progress import eta_s, fmt_duration
 from testbed.recorder.manifest import git_state, package_versions
 from testbed.recorder.reader import SWEEP_FORMAT
+from testbed.node_kinds import NODE_RUNTIMES
 from testbed.substrate import SUBSTRATES
 from testbed.sweep.aggregate import write_outputs
 from testbed.sweep.plan import SweepPlan, Trial
@@ -79,10 +80,11 @@ def parallel_for(plan: SweepPlan, requested: int | None, n_todo: int, *,
     if why := kind.parallel_problem():
         raise SpecError([(field, f"{plan.substrate} trials run one at a time on one machine ({why}); "
                                  f"got {n}: use 1")])
-    docker = [c.id for c in plan.cells if c.loaded.scenario.emulation.runtime == "docker"]
-    if docker:
-        raise SpecError([(field, f"trials with emulation.runtime docker run one at a time on one machine (cell "
-                                 f"{docker[0]}): one private Docker engine at a time uses the image cache; got {n}: use 1")])
+    for cell in plan.cells:  # a node runtime whose runs cannot share a machine (docker: its engine's image cache)
+        runtime = cell.loaded.scenario.emulation.runtime
+        if why := NODE_RUNTIMES.get(runtime).one_at_a_time:
+            raise SpecError([(field, f"trials with emulation.runtime {runtime} run one at a time on one machine (cell "
+                                     f"{cell.id}): {why}; got {n}: use 1")])
     if n > cpus:
         raise SpecError([(field, f"{n} {plan.substrate} trials at once need at least {n} CPUs and this machine "
                                  f"has {cpus}: at most {cpus}")])

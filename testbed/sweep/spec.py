@@ -37,7 +37,7 @@ from testbed.errors import SpecError
 from testbed.spec.errors_format import problems_from
 from testbed.spec.load import read_yaml
 from testbed.spec.base import Strict
-from testbed.substrate import substrate_choices
+from testbed.substrate.registry import SubstrateName
 from testbed.spec.overrides import PARAM, check_path, references
 
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
@@ -68,8 +68,7 @@ class SweepSpec(Strict):
     name: str | None = Field(None, pattern=_NAME, description="Name of the sweep (default: the file's stem); results go to results/sweep-<name>/ by default.")
     description: str = Field("", description="Free text about the sweep.")
     scenario: str = Field(min_length=1, description="Scenario file, relative to the sweep file.")
-    substrate: str = Field("sim", json_schema_extra=lambda schema: schema.update(enum=list(substrate_choices())),
-                           description="A registered substrate (testbed.substrate.registry) or auto.")
+    substrate: SubstrateName = Field("sim", description="A registered substrate (testbed.substrate.registry) or auto.")
     seeds: int | list[int] | None = Field(None, description="A count N (seeds 0..N-1) or a list of seeds.")
     grid: dict[str, list[Any]] = Field(default_factory=dict, description="path (or 'path, path' or $name) -> values")
     variants: list[Variant] = Field(default_factory=list, description="Named variants, each a set of overrides crossed with the grid.")
@@ -77,14 +76,6 @@ class SweepSpec(Strict):
     parallel: int | None = Field(None, ge=1, le=1024, description="Trials at once on this machine (default: CPUs, 1 for emulation; at most CPUs for "
                                     "netns trials; --parallel overrides).")
     limits: SweepLimits = Field(default_factory=SweepLimits, description="Raise for a sweep that is big on purpose.")
-
-    @field_validator("substrate")
-    @classmethod
-    def _registered_substrate(cls, v: str) -> str:
-        known = substrate_choices()
-        if v not in known:
-            raise ValueError(f"must be one of {', '.join(map(repr, known))} (got {v!r})")
-        return v
 
     @field_validator("seeds")
     @classmethod

@@ -65,8 +65,8 @@ def test_agent_flood_during_a_run(tmp_path, monkeypatch):
         original_start(pool)
         plan = pool.fabric.plan
         seen["runs"].append(plan.run_id)
-        seen["pids"] += [p.pid for p in pool._procs.values()]
-        seen["dirs"].append(pool._dir)
+        seen["pids"] += [p.pid for p in pool._launcher._procs.values()]  # the process runtime's
+        seen["dirs"].append(pool.workdir)
         target = next(s for s in plan.sites if s.name == "a")
         flood = Flood((target.mgmt_addr, agents_mod.CONTROL_PORT), FLOOD,
                       socket_factory=socket_factory(pool.fabric.site_ns("b")))
@@ -86,7 +86,7 @@ def test_agent_flood_during_a_run(tmp_path, monkeypatch):
         stop.set()
         for th in flooders:
             th.join(timeout=10)
-        seen["log_a"] = (pool._dir / "a" / "agent.log").read_text(errors="replace")
+        seen["log_a"] = (pool.workdir / "a" / "agent.log").read_text(errors="replace")
         original_stop(pool)
 
     monkeypatch.setattr(agents_mod.AgentPool, "start", start)

@@ -37,7 +37,7 @@ EXAMPLE = ROOT / "examples" / "containers"
 
 def _no_containers_in_the_data_root() -> bool:
     """The engine's kept data-root holds no container (checked while no engine holds its lock)."""
-    from testbed.substrate.emulated.agents import DOCKER_DATA_ROOT
+    from testbed.substrate.emulated.containers import DOCKER_DATA_ROOT
 
     fd = os.open(f"{DOCKER_DATA_ROOT}.lock", os.O_RDONLY | os.O_CREAT)
     try:

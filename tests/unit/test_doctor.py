@@ -17,7 +17,14 @@ import testbed.cli
 from testbed import doctor
 from testbed.doctor import probes, probes_host, scratch
 from testbed.doctor.context import ProbeContext, ProbeSpec, read_kconfig
-from testbed.doctor.report import render, summarize, to_json
+from testbed.doctor.report import render, to_json
+from testbed.doctor.report import summarize as summarize_caps
+from testbed.substrate.registry import doctor_checks
+
+
+def summarize(caps, run_id=""):
+    """What `testbed doctor` summarizes: a line per registered substrate and node runtime with a check."""
+    return summarize_caps(caps, run_id, doctor_checks())
 
 # The probe names are part of the public contract (substrates look them up): change = new schema.
 NAMES = (

@@ -33,7 +33,7 @@ def test_missing_mininet_tools_refuse_the_run_up_front(monkeypatch, capsys, tmp_
 def test_docker_runtime_without_its_tools_refuses(monkeypatch):
     from testbed.runtime import dockerd
     from testbed.runtime.errors import RuntimeUnavailable
-    from testbed.substrate.emulated.preflight import docker_unavailable
+    from testbed.substrate.emulated.containers import docker_unavailable
 
     def no_tools():
         raise RuntimeUnavailable("no `dockerd` found: install Debian's docker.io")

@@ -152,7 +152,7 @@ def test_file_level_errors_name_file_and_field(tmp_path):
     assert f"{path}: seeds: seeds must be unique" in lines
     assert f"{path}: bogus: unknown field" in lines
     assert f"{path}: parallel: must be >= 1 (got 0)" in lines
-    assert any(line.startswith(f"{path}: substrate: must be one of") for line in lines)
+    assert any(line.startswith(f"{path}: substrate: unknown substrate 'vm' (known: auto, sim, netns") for line in lines)
 
 
 def test_grid_and_variant_errors(tmp_path):

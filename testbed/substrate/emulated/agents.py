@@ -1,5 +1,10 @@
-"""Node agents as processes in their site namespaces (the ``process`` runtime), driven from the
-controller namespace over the management network only."""
+"""Node agents, one per site, driven from the controller namespace over the management network only.
+
+:class:`AgentPool` owns what every node runtime shares (the run's agent folder and token, readiness,
+the clients, the throttle cgroups); a :class:`SiteLauncher` (the ``launcher`` of the scenario's
+``emulation.runtime`` in :data:`testbed.node_kinds.NODE_RUNTIMES`) starts, kills and stops the agents.
+:class:`ProcessLauncher` is the ``process`` runtime: a plain process in each site namespace; the
+``docker`` runtime's is :class:`testbed.substrate.emulated.containers.DockerLauncher`."""
 
 from __future__ import annotations
 
@@ -16,13 +21,13 @@ from pathlib import Path
 from testbed.agent.client import AgentClient, AgentError
 from testbed.lifecycle import critical
 from testbed.netem import state
+from testbed.node_kinds import NODE_RUNTIMES
 from testbed.netem.fabric import Fabric, FabricError
 from testbed.netem.nsexec import socket_factory, spawn, terminate
 
 CONTROL_PORT = 7100
 TRANSFER_PORT = 7000
 READY_TIMEOUT_S = 120.0
-DOCKER_DATA_ROOT = Path("/var/lib/testbed/docker-data")  # image cache kept between runs (locked while in use)
 
 
 def agent_job_id(job_id: str) -> str:
@@ -30,74 +35,129 @@ def agent_job_id(job_id: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "_", job_id)[:64] or "job"
 
 
+class SiteLauncher:
+    """How a node runtime starts the agent of each site: one per :class:`AgentPool`, made by the
+    runtime's ``launcher`` (:class:`testbed.node_kinds.NodeRuntime`). Each resource it makes is listed in
+    the run's state file before it exists (``state.add(pool.run_id, ...)``), as everything live is."""
+
+    def __init__(self, pool: "AgentPool"):
+        self.pool = pool
+        self.runtime_info: dict = {}  # what the manifest records of the runtime (docker: images per site)
+
+    def start(self, site: str, argv: list[str]) -> None:
+        """Start ``argv`` (the agent's command line; its folder is ``pool.workdir / site``) at ``site``."""
+        raise NotImplementedError
+
+    def exited(self, site: str) -> int | None:
+        """The exit status of the agent at ``site`` if it has ended (checked while waiting for it to be
+        ready), else None; None where the runtime cannot tell."""
+        return None
+
+    def kill(self, site: str) -> None:
+        """End the agent at ``site`` at once (fault injection)."""
+        raise NotImplementedError
+
+    def stop(self, pids: list[int]) -> None:
+        """End every agent and what the runtime made for them, appending each PID ended to ``pids``
+        (the state file drops them). Runs inside ``critical()``; the pool's folder is removed after."""
+
+
+class ProcessLauncher(SiteLauncher):
+    """The ``process`` runtime: an agent process in each site namespace, in its own session (a
+    terminal's Ctrl-C goes to testbed, which stops the agents in order)."""
+
+    def __init__(self, pool: "AgentPool"):
+        super().__init__(pool)
+        self._procs: dict[str, subprocess.Popen] = {}
+
+    def start(self, site: str, argv: list[str]) -> None:
+        log = open(self.pool.workdir / site / "agent.log", "wb")  # noqa: SIM115 (the child keeps it)
+        try:
+            with critical():  # spawned and recorded as one step
+                proc = spawn(self.pool.fabric.site_ns(site), argv, stdin=subprocess.DEVNULL,
+                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                self._procs[site] = proc
+                state.add(self.pool.run_id, pids=[proc.pid])
+        finally:
+            log.close()
+
+    def exited(self, site: str) -> int | None:
+        proc = self._procs.get(site)
+        return None if proc is None else proc.poll()
+
+    def kill(self, site: str) -> None:
+        proc = self._procs[site]
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+
+    def stop(self, pids: list[int]) -> None:
+        pids += [p.pid for p in self._procs.values()]
+        terminate(self._procs.values(), timeout_s=10)
+        self._procs.clear()
+
+
 class AgentPool:
-    """``runtime``: ``process`` (an agent process in each site namespace) or ``docker`` (an agent
-    in a container per site whose processes live in the site's namespace, the Containernet way;
-    a private Docker engine is started for the run and stopped after it). ``images``: a user's image
-    source per site with the field naming it (``site_image_sources``; others run the base image); ``program_dirs``: host
-    folders of user programs (their cwd), mounted at the same paths in the containers."""
+    """An agent per site, started by the launcher of ``runtime`` (a registered node runtime:
+    ``process``, ``docker``, or a plug-in's). ``images``: a user's image source per site with the field
+    naming it (``site_image_sources``; others run the base image); ``program_dirs``: host folders of
+    user programs (their cwd), mounted at the same paths in containers."""
 
     def __init__(self, fabric: Fabric, token: str, *, runtime: str = "process", images: dict | None = None,
                  program_dirs: tuple[str, ...] = (), warm_torch: bool = False):
-        if runtime not in ("process", "docker"):
+        if runtime not in NODE_RUNTIMES:
             raise ValueError(f"unknown runtime {runtime!r}")
         self.fabric = fabric
         self.runtime = runtime
-        self._image_sources = dict(images or {})
-        self._program_dirs = tuple(program_dirs)
+        self.image_sources = dict(images or {})
+        self.program_dirs = tuple(program_dirs)
         self._warm_torch = warm_torch  # the agents import torch at start (jobs of the stand-in trainer will run)
-        self.runtime_info: dict = {}  # docker: the images per site (the manifest records it)
         self._token = token
-        self._engine = None
-        self._containers: dict = {}
         # named now; listed in the run's state file, then made, by start()
-        self._dir = Path(tempfile.gettempdir()) / f"tb-{fabric.plan.run_id}-agents-{secrets.token_hex(4)}"
+        self.workdir = Path(tempfile.gettempdir()) / f"tb-{fabric.plan.run_id}-agents-{secrets.token_hex(4)}"
         self._made_dir = False
-        self._procs: dict[str, subprocess.Popen] = {}
         self._clients: dict[str, AgentClient] = {}
         self._cgroups: list[str] = []  # throttle cgroups the agents may make (listed before they do)
         self._executor = None  # map_sites: a thread per agent, made on first use
+        self._launcher: SiteLauncher = NODE_RUNTIMES.get(runtime).hook("launcher")(self)
 
     @property
     def run_id(self) -> str:
         return self.fabric.plan.run_id
 
+    @property
+    def runtime_info(self) -> dict:
+        """What the manifest records of the runtime (filled by :meth:`start`; the same dict after)."""
+        return self._launcher.runtime_info
+
+    def keep_cgroup(self, name: str) -> None:
+        """A cgroup already listed in the run's state file: :meth:`stop` takes it off the list once gone."""
+        if name not in self._cgroups:
+            self._cgroups.append(name)
+
     def start(self) -> None:
         """Start an agent per site; each resource is listed in the state file before it exists."""
         with critical():
-            state.add(self.run_id, tmp_dirs=[str(self._dir)])
-            self._dir.mkdir(mode=0o700)
+            state.add(self.run_id, tmp_dirs=[str(self.workdir)])
+            self.workdir.mkdir(mode=0o700)
             self._made_dir = True
-        token_file = self._dir / "token"
+        token_file = self.workdir / "token"
         token_file.write_text(self._token)
         os.chmod(token_file, 0o600)
         plan = self.fabric.plan
         for s in plan.sites:
-            work = self._dir / s.name
+            work = self.workdir / s.name
             work.mkdir()
             argv = [sys.executable, "-m", "testbed.agent", "--site", s.name, "--mgmt-addr", s.mgmt_addr,
                     "--port", str(CONTROL_PORT), "--wan-addr", s.addr, "--transfer-port", str(TRANSFER_PORT),
                     "--token-file", str(token_file), "--workdir", str(work), "--ready-file", str(work / "ready"),
                     "--run-id", plan.run_id] + (["--warm-torch"] if self._warm_torch else [])
-            if self.runtime == "docker":
-                self._start_container(s.name, argv)
-                continue
-            log = open(work / "agent.log", "wb")  # noqa: SIM115 (the child keeps it)
-            try:
-                with critical():  # spawned and recorded as one step
-                    # own session: a terminal's Ctrl-C goes to testbed, which stops the agents in order
-                    proc = spawn(self.fabric.site_ns(s.name), argv, stdin=subprocess.DEVNULL,
-                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-                    self._procs[s.name] = proc
-                    state.add(self.run_id, pids=[proc.pid])
-            finally:
-                log.close()
+            self._launcher.start(s.name, argv)
         deadline = time.monotonic() + READY_TIMEOUT_S
         for s in plan.sites:
-            while not (self._dir / s.name / "ready").exists():
-                if s.name in self._procs and self._procs[s.name].poll() is not None:
-                    log = (self._dir / s.name / "agent.log").read_text(errors="replace")[-2000:]
-                    raise FabricError(f"agent at {s.name} exited with {self._procs[s.name].returncode}: {log}")
+            while not (self.workdir / s.name / "ready").exists():
+                if (code := self._launcher.exited(s.name)) is not None:
+                    log = (self.workdir / s.name / "agent.log").read_text(errors="replace")[-2000:]
+                    raise FabricError(f"agent at {s.name} exited with {code}: {log}")
                 if time.monotonic() > deadline:
                     raise FabricError(f"agent at {s.name} not ready after {READY_TIMEOUT_S} s")
                 time.sleep(0.05)
@@ -108,57 +168,6 @@ class AgentPool:
             except AgentError as e:
                 raise FabricError(f"agent at {s.name} is up but not reachable from the controller over the "
                                   f"management network: {e}") from None
-
-    def _start_engine(self) -> None:
-        """The run's engine, the base image, each site's own image (built or loaded, then checked to
-        run the agent: refused before any container starts), and the GPU request."""
-        from testbed.runtime import DockerEngine, ensure_base_image
-        from testbed.runtime.gpus import gpu_request
-        from testbed.runtime.image import BaseImageRecipe
-        from testbed.runtime.user_image import UserImageError, check_runs_agent, ensure_user_image
-
-        engine = DockerEngine(self.fabric.plan.run_id, data_root=DOCKER_DATA_ROOT)
-        state.add(self.run_id, cgroups=[engine.cgroup_name], engine_dirs=[str(engine.run_dir)])
-        self._cgroups.append(engine.cgroup_name)
-        self._engine = engine
-        self._engine.__enter__()
-        state.add(self.run_id, pids=[self._engine.pid])  # testbed clean ends it by PID
-        self._image = ensure_base_image(self._engine)
-        made: dict = {}
-        self._site_images = {}
-        for site, (field, src) in self._image_sources.items():
-            if src not in made:
-                try:
-                    made[src] = ensure_user_image(self._engine, src, base_key=BaseImageRecipe().content_hash())
-                    check_runs_agent(self._engine, made[src])
-                except UserImageError as e:  # the scenario's field first, as spec errors are
-                    raise UserImageError(f"{field}: {e}") from None
-            self._site_images[site] = made[src]
-        self._gpus, gpu_note = gpu_request()
-        base_id = self._engine.run("image", "inspect", "--format", "{{.Id}}", self._image.tag).stdout.strip()
-        self.runtime_info.update({
-            "base_image": {"tag": self._image.tag, "id": base_id, "source": self._image.source},
-            "images": {s.name: (self._site_images[s.name].describe() if s.name in self._site_images
-                                else {"tag": self._image.tag, "id": base_id, "from": "testbed-base"})
-                       for s in self.fabric.plan.sites},
-            "gpus": self._gpus or "none", **({"gpu_note": gpu_note} if gpu_note else {}),
-        })
-
-    def _start_container(self, site: str, argv: list[str]) -> None:
-        from testbed.runtime import ContainerNode
-        from testbed.runtime.container import Mount
-
-        if self._engine is None:
-            self._start_engine()
-        image = self._site_images[site].tag if site in self._site_images else self._image.tag
-        mounts = [Mount(str(self._dir), str(self._dir), read_only=False)]
-        # a program's host folder, at the same path and writable as in the process runtime; a cwd the
-        # host does not have is the image's own
-        mounts += [Mount(d, d, read_only=False) for d in self._program_dirs if Path(d).is_dir() and d != "/"]
-        node = ContainerNode(self._engine, site, self.fabric.site_ns(site), argv, image=image, mounts=mounts,
-                             host_python=True, gpus=self._gpus)
-        node.__enter__()
-        self._containers[site] = node
 
     def client(self, site: str) -> AgentClient:
         return self._clients[site]
@@ -196,12 +205,7 @@ class AgentPool:
     def kill(self, site: str) -> None:
         """End one site's agent (fault injection: a destination dies mid-transfer): by PID for
         processes, ``docker kill`` of its own container for containers."""
-        if site in self._containers:
-            self._engine.run("kill", self._containers[site].id)
-            return
-        proc = self._procs[site]
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=10)
+        self._launcher.kill(site)
 
     def stop(self) -> None:
         """Idempotent, and not cut short by Ctrl-C/SIGTERM (deferred until it is done)."""
@@ -216,24 +220,13 @@ class AgentPool:
             for c in self._clients.values():
                 c.close()
             self._clients.clear()
-            pids = [p.pid for p in self._procs.values()]
-            terminate(self._procs.values(), timeout_s=10)
-            self._procs.clear()
+            pids: list[int] = []
             try:
-                for node in self._containers.values():
-                    node.__exit__(None, None, None)
-                self._containers.clear()
-                if self._engine is not None:
-                    engine, self._engine = self._engine, None
-                    if engine.pid:
-                        pids.append(engine.pid)
-                    engine.__exit__(None, None, None)
-                    if not engine.run_dir.exists():
-                        state.discard(self.run_id, engine_dirs=[str(engine.run_dir)])
+                self._launcher.stop(pids)
             finally:
-                shutil.rmtree(self._dir, ignore_errors=True)
+                shutil.rmtree(self.workdir, ignore_errors=True)
                 left = {p.name for _, p in find_cgroups_named(self._cgroups)} if self._cgroups else set()
                 gone = [c for c in self._cgroups if c not in left]
                 self._cgroups = [c for c in self._cgroups if c in left]
                 state.discard(self.run_id, pids=pids, cgroups=gone,
-                              tmp_dirs=[str(self._dir)] if self._made_dir and not self._dir.exists() else [])
+                              tmp_dirs=[str(self.workdir)] if self._made_dir and not self.workdir.exists() else [])

@@ -21,5 +21,5 @@ def _unavailable(scenario):
 
 
 register_substrate(SubstrateKind("local", "one site, its node agent a local process: no namespaces, no links",
-                                 make=_make, live=True, unavailable=_unavailable,
+                                 make=_make, live=True, unavailable=_unavailable, runtimes=("process",),
                                  one_at_a_time="its node agent listens on fixed ports of this host's loopback"))

@@ -27,9 +27,7 @@ def local_unavailable(scenario) -> str | None:
     if len(scenario.sites) != 1 or scenario.links:
         return (f"the local substrate runs one site and no links (this scenario: {len(scenario.sites)} sites, "
                 f"{len(scenario.links)} links): use --substrate netns")
-    em = scenario.emulation
-    if em.runtime != "process":
-        return f"the local substrate runs node agents as processes (emulation.runtime is {em.runtime!r})"
+    em = scenario.emulation  # its runtime (process only) is the registry's check: SubstrateKind.runtimes
     kind = NODE_KINDS.get(em.nodes)
     missing = [m for m in kind.requires_modules if importlib.util.find_spec(m) is None]
     if missing:

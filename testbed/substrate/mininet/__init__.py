@@ -22,7 +22,17 @@ def _unavailable(scenario):
     return why or live_unavailable(scenario)
 
 
+def _doctor(caps):
+    from testbed.doctor.report import available, first_available, latency, network_needs
+
+    switch = first_available(caps, ("brctl", "linux_bridge"), ("ovs", "ovs"))
+    needs = (network_needs(caps) + ["mininet", "mnexec"] + ([] if switch else ["linux_bridge", "brctl"])
+             + ([] if available(caps, "qdisc_htb") else ["qdisc_htb"]))
+    return needs, f"switch: {switch}; bandwidth: htb (TCLink); latency/jitter/loss: {latency(caps) or 'none'}"
+
+
 register_substrate(SubstrateKind("mininet", "Mininet-built, root", make=_make, live=True, unavailable=_unavailable,
+                                 doctor=_doctor,
                                  one_at_a_time="Mininet's switches use the machine's Open vSwitch (and its userspace "
                                                "device ovs-netdev), which runs cannot share; use netns"))
 

@@ -11,7 +11,13 @@ def _make(inputs, run_id):
     return SimSubstrate(inputs)
 
 
-register_substrate(SubstrateKind("sim", "analytic; default", make=_make))
+def _doctor(caps):
+    return [], "analytic, no privileges"
+
+
+# auto's last resort (rank 0, never refused); the federated study's exchange is the link model's
+register_substrate(SubstrateKind("sim", "analytic; default", make=_make, doctor=_doctor,
+                                 federated="testbed.federated.exchange:modelled_exchange", auto_rank=0))
 
 
 def __getattr__(name: str):
