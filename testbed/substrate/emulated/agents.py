@@ -21,7 +21,7 @@ from pathlib import Path
 from testbed.agent.client import AgentClient, AgentError
 from testbed.lifecycle import critical
 from testbed.netem import state
-from testbed.node_kinds import NODE_RUNTIMES
+from testbed.node_kinds import DEFAULT_RUNTIME, NODE_RUNTIMES
 from testbed.netem.fabric import Fabric, FabricError
 from testbed.netem.nsexec import socket_factory, spawn, terminate
 
@@ -91,8 +91,9 @@ class ProcessLauncher(SiteLauncher):
         proc.wait(timeout=10)
 
     def stop(self, pids: list[int]) -> None:
-        pids += [p.pid for p in self._procs.values()]
-        terminate(self._procs.values(), timeout_s=10)
+        procs = list(self._procs.values())
+        terminate(procs, timeout_s=10)
+        pids += [p.pid for p in procs]  # ended: the state file may drop them
         self._procs.clear()
 
 
@@ -102,7 +103,7 @@ class AgentPool:
     naming it (``site_image_sources``; others run the base image); ``program_dirs``: host folders of
     user programs (their cwd), mounted at the same paths in containers."""
 
-    def __init__(self, fabric: Fabric, token: str, *, runtime: str = "process", images: dict | None = None,
+    def __init__(self, fabric: Fabric, token: str, *, runtime: str = DEFAULT_RUNTIME, images: dict | None = None,
                  program_dirs: tuple[str, ...] = (), warm_torch: bool = False):
         if runtime not in NODE_RUNTIMES:
             raise ValueError(f"unknown runtime {runtime!r}")
