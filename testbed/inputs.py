@@ -9,7 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from testbed.errors import SpecError, TraceError
-from testbed.registry import UnknownNameError
 from testbed.spec.scenario import Scenario
 from testbed.spec.topology import directed_links
 from testbed.traces import DegradationEvent, Trace, TraceContext, bandwidth_trace, build_renewable
@@ -40,7 +39,7 @@ class Inputs:
 
 
 def _renewable(sc: Scenario, seed: int, site_name: str) -> Trace:
-    """One site's renewable trace, from the builder its source's kind registered (testbed.traces.kinds)."""
+    """One site's renewable trace, by the builder of its source's kind (testbed.spec.trace_sources.TRACE_KINDS)."""
     src = sc.traces.renewable.get(site_name) or sc.traces.renewable["default"]
     ctx = TraceContext(scenario=sc, site_name=site_name, seed=seed, horizon_s=sc.duration_s + PAD_S,
                        step_s=sc.step_s, name=f"renewable:{site_name}")
@@ -56,10 +55,6 @@ def _renewables(sc: Scenario, seed: int) -> dict[str, Trace]:
         key = s.name if s.name in sc.traces.renewable else "default"
         try:
             out[s.name] = _renewable(sc, seed, s.name)
-        except UnknownNameError as e:  # a trace kind whose model registered without a builder
-            problem = (f"traces.renewable.{key}.kind", f"{e}: no builder is registered for it")
-            if problem not in problems:
-                problems.append(problem)
         except ValueError as e:  # a generator's own check on its parameters (the model's bounds let it through)
             problem = (f"traces.renewable.{key}", str(e))
             if problem not in problems:

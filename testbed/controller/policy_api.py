@@ -20,7 +20,6 @@ from testbed.controller.cluster import Cluster, Status
 from testbed.controller.records import CARBON, PRICE, TRIGGERS, WINDOW  # noqa: F401 (Move.trigger's values)
 from testbed.feasibility import Prediction
 from testbed.inputs import Inputs
-from testbed.spec.plugins import POLICY_BASES
 from testbed.spec.scenario import Scenario
 from testbed.link import rtt_ms as round_trip_ms
 from testbed.workload import JobSubmission
@@ -336,6 +335,3 @@ class Policy(ABC):
                candidates: Sequence[Candidate] = (), n_feasible: int = 0) -> DecisionRecord:
         cands = tuple(candidates)
         return DecisionRecord(view.now_s, self.label, kind, job_id, src, dst, reason, len(cands), n_feasible, cands)
-
-
-POLICY_BASES.add("migration", Policy)  # a class naming this base in a scenario (class: "module:Class") is a migration policy

@@ -1,31 +1,24 @@
-"""Policies, one per file, each registered by its own ``@register_policy``. ``make_policy`` turns a
-scenario's policy entry into an instance."""
+"""Migration policies, one class per file. Each is an entry of the one registry of migration
+policies (:data:`testbed.spec.policies.MIGRATION_POLICIES`): a built-in's is declared beside its
+model in the spec and names its class here by ``"module:Class"``; a plug-in's file registers both
+with ``@register_policy``. ``make_policy`` turns a scenario's policy entry into an instance."""
 
 from __future__ import annotations
 
-from testbed.errors import SpecError
 from testbed.controller.policy_api import Move, Policy
 from testbed.spec.plugins import PolicyParams
-from testbed.policies.registry import POLICIES, PolicyEntry, register_policy
-from testbed.registry import UnknownNameError
+from testbed.policies.registry import MIGRATION_POLICIES, PolicyKind, register_policy
 from testbed.spec.policies import policy_label
 from testbed.spec.scenario import Scenario
 
-# the built-in policies: importing a file registers it
-from testbed.policies import energy_only, feasibility_aware, feasibility_classes, no_filter, static  # noqa: E402,F401  isort: skip
-from testbed.policies import carbon_aware  # noqa: E402,F401  isort: skip
-from testbed.policies import feasibility_aware_paper, placement_only  # noqa: E402,F401  isort: skip
-
 
 def make_policy(spec, scenario: Scenario) -> Policy:
-    try:
-        entry = POLICIES.get(spec.name)
-    except UnknownNameError as e:  # a spec model registered without an implementation
-        raise SpecError([("policies", f"{e}: no implementation is registered for it")]) from None
+    entry = MIGRATION_POLICIES.get(spec.name)
+    build = entry.builder()
     label = policy_label(spec)
-    policy: Policy = entry.build(label, scenario, spec) if entry.spec_arg else entry.build(label, scenario)
+    policy: Policy = build(label, scenario, spec) if entry.spec_arg else build(label, scenario)
     policy.topup_kw = getattr(spec, "grid_topup_kw", None)
     return policy
 
 
-__all__ = ["POLICIES", "Move", "Policy", "PolicyEntry", "PolicyParams", "make_policy", "register_policy"]
+__all__ = ["MIGRATION_POLICIES", "Move", "Policy", "PolicyKind", "PolicyParams", "make_policy", "register_policy"]

@@ -17,6 +17,8 @@
    the lowest mean intensity over ``lookahead_h`` (instead of its origin).
 4. With ``max_price_per_kwh`` (and ``traces.price``), a site gets no grid top-up while its price is
    above it: its jobs run on renewables and battery alone (capped, or waiting) until it drops.
+
+Its registry entry (the scenario model, naming this class): :class:`testbed.spec.carbon_policy.CarbonAware`.
 """
 
 from __future__ import annotations
@@ -25,11 +27,8 @@ from testbed.controller.policy_api import CARBON, Candidate, Move
 from testbed.feasibility import FeasibilityParams, energy_cost_kwh, migration_total_s, transfer_time_s
 from testbed.policies.feasibility_aware import FeasibilityAwarePolicy
 from testbed.policies.placement import grid_jobs_by_remaining
-from testbed.policies.registry import register_policy
-from testbed.spec.carbon_policy import CarbonAware
 
 
-@register_policy(CarbonAware)
 class CarbonAwarePolicy(FeasibilityAwarePolicy):
     name = "carbon_aware"
 

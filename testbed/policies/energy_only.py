@@ -4,6 +4,8 @@ Placement goes to the free site with the largest surplus. At each decision point
 running on grid power moves to the free site with the largest surplus that can power it,
 whatever the checkpoint size, bandwidth or remaining window. The shared damping
 (:mod:`testbed.policies.damping`: minimum dwell, return margin) applies unless switched off.
+
+Its registry entry (the scenario model, naming this class): :class:`testbed.spec.policies.EnergyOnly`.
 """
 
 from __future__ import annotations
@@ -11,11 +13,8 @@ from __future__ import annotations
 from testbed.controller.policy_api import Candidate, Move, Policy
 from testbed.policies.damping import Damped
 from testbed.policies.placement import greenest, grid_jobs_by_remaining
-from testbed.policies.registry import register_policy
-from testbed.spec.policies import EnergyOnly
 
 
-@register_policy(EnergyOnly)
 class EnergyOnlyPolicy(Damped, Policy):
     name = "energy_only"
 

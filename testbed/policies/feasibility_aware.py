@@ -27,6 +27,8 @@ by more than ``min_gain``.
 damping of :mod:`testbed.policies.damping` (minimum dwell, return margin); ``feasibility_aware_paper``
 is this code with the damping off (the paper's Algorithm 1). Placement
 (:func:`~testbed.policies.placement.most_renewable_share`) is shared with ``placement_only``.
+
+Its registry entry (the scenario model, naming this class): :class:`testbed.spec.policies.FeasibilityAware`.
 """
 
 from __future__ import annotations
@@ -36,11 +38,8 @@ from testbed.feasibility import FeasibilityParams, Prediction, assess
 from testbed.policies.damping import Damped
 from testbed.policies.move_energy import move_energy
 from testbed.policies.placement import grid_jobs_by_remaining, most_renewable_share, renewable_share
-from testbed.policies.registry import register_policy
-from testbed.spec.policies import FeasibilityAware
 
 
-@register_policy(FeasibilityAware)
 class FeasibilityAwarePolicy(Damped, Policy):
     name = "feasibility_aware"
     use_filter = True

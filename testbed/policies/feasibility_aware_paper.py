@@ -6,15 +6,14 @@ entry differs (:class:`~testbed.spec.policies.FeasibilityAwarePaper`): the dampi
 :mod:`testbed.policies.damping` (the minimum dwell ``min_dwell_h`` and the ``return_margin``), on by
 default in ``feasibility_aware``, is fixed at 0 here and cannot be set. So it runs exactly as
 ``{name: feasibility_aware, min_dwell_h: 0, return_margin: 0}``, under its own name.
+
+Its registry entry (the scenario model, naming this class): :class:`testbed.spec.policies.FeasibilityAwarePaper`.
 """
 
 from __future__ import annotations
 
 from testbed.policies.feasibility_aware import FeasibilityAwarePolicy
-from testbed.policies.registry import register_policy
-from testbed.spec.policies import FeasibilityAwarePaper
 
 
-@register_policy(FeasibilityAwarePaper)
 class FeasibilityAwarePaperPolicy(FeasibilityAwarePolicy):
     name = "feasibility_aware_paper"

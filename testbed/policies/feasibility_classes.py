@@ -5,17 +5,16 @@ class C (``>= 300 s``) never does, and class B passes if Eq. 1 holds (``class_b:
 paper's) or always (``class_b: always``: the cut-offs alone). Eq. 2, the ranking and the damping
 are feasibility_aware's, so running it beside ``feasibility_aware`` asks one question: do the
 gains change if migrations are filtered by the fixed classes instead of Eq. 1?
+
+Its registry entry (the scenario model, naming this class): :class:`testbed.spec.policies.FeasibilityClasses`.
 """
 
 from __future__ import annotations
 
 from testbed.feasibility import Prediction
 from testbed.policies.feasibility_aware import FeasibilityAwarePolicy
-from testbed.policies.registry import register_policy
-from testbed.spec.policies import FeasibilityClasses
 
 
-@register_policy(FeasibilityClasses)
 class FeasibilityClassesPolicy(FeasibilityAwarePolicy):
     name = "feasibility_classes"
 

@@ -11,17 +11,16 @@ renewable surplus (:func:`~testbed.policies.placement.greenest`), while ``feasib
 free powered site with the highest R(d), then the longest forecast window. This policy follows
 ``feasibility_aware``: it calls the very function that policy places with,
 :func:`~testbed.policies.placement.most_renewable_share`.
+
+Its registry entry (the scenario model, naming this class): :class:`testbed.spec.policies.PlacementOnly`.
 """
 
 from __future__ import annotations
 
 from testbed.controller.policy_api import Policy
 from testbed.policies.placement import most_renewable_share
-from testbed.policies.registry import register_policy
-from testbed.spec.policies import PlacementOnly
 
 
-@register_policy(PlacementOnly, spec_arg=False)
 class PlacementOnlyPolicy(Policy):
     name = "placement_only"
 

@@ -1,14 +1,14 @@
-"""Static: jobs stay where they were placed (origin, or least loaded if it is full)."""
+"""Static: jobs stay where they were placed (origin, or least loaded if it is full).
+
+Its registry entry (the scenario model, naming this class): :class:`testbed.spec.policies.Static`.
+"""
 
 from __future__ import annotations
 
 from testbed.controller.policy_api import Policy
 from testbed.policies.placement import origin_or_least_loaded
-from testbed.policies.registry import register_policy
-from testbed.spec.policies import Static
 
 
-@register_policy(Static, spec_arg=False)
 class StaticPolicy(Policy):
     name = "static"
 

@@ -9,7 +9,7 @@ from pydantic import Field
 from testbed.spec.policies import FeasibilityAware, migration_policy
 
 
-@migration_policy
+@migration_policy("testbed.policies.carbon_aware:CarbonAwarePolicy")
 class CarbonAware(FeasibilityAware):
     """feasibility_aware plus the grid's carbon intensity and price (``traces.carbon``, optionally ``traces.price``)."""
 

@@ -13,9 +13,8 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from testbed.registry import Registry
 from testbed.spec.base import FloatPair, Strict
-from testbed.spec.union import register_model
+from testbed.spec.union import Hook, Kind, KindRegistry
 
 RoundTime = Literal["straggler", "pooled", "pooled_eq7_as_written"]
 
@@ -132,13 +131,18 @@ class Federated(Strict):
         return self
 
 
-SELECTION_POLICY_SPECS: Registry[type[Strict]] = Registry("selection policy")
-"""Site-selection policies (the PowerTrip study) by name; a new one registers its model with ``@selection_policy``."""
+SELECTION_POLICIES: KindRegistry[Kind] = KindRegistry(
+    "selection policy", "name", base="testbed.federated.policies.base:SelectionPolicy")
+"""Site-selection policies (the PowerTrip study) by name, each entry its model and its class (a
+``SelectionPolicy`` subclass, built by ``from_spec(label, spec, aggregator)``). A built-in's model is
+declared below with ``@selection_policy("testbed.federated.policies.<file>:<Class>")``; a plug-in's
+file decorates its class with ``@testbed.federated.policies.register_selection_policy(ItsModel)``."""
 
 
-def selection_policy(model: type[Strict]) -> type[Strict]:
-    """Class decorator: register a selection-policy model (a ``SelectionPolicyBase`` with ``name: Literal[...]``)."""
-    return register_model(SELECTION_POLICY_SPECS, "name", model)
+def selection_policy(build: Hook):
+    """Class decorator of a selection-policy model (a ``SelectionPolicyBase`` with ``name: Literal[...]``):
+    register it with its class, or the ``"module:Class"`` that names it."""
+    return SELECTION_POLICIES.declare(build)
 
 
 class _FlBase(Strict):
@@ -156,7 +160,7 @@ def _k_problems(where: str, ks: list[int], participants: list[str]) -> list[tupl
             for k in ks if k > len(participants)]
 
 
-@selection_policy
+@selection_policy("testbed.federated.policies.random:RandomPolicy")
 class RandomK(_FlBase):
     name: Literal["random"] = Field(description="random: k sites chosen at random each round.")
     k: int = Field(ge=1, description="Sites drawn uniformly (seeded) among the usable ones, each round.")
@@ -165,7 +169,7 @@ class RandomK(_FlBase):
         return _k_problems(where, [self.k], participants)
 
 
-@selection_policy
+@selection_policy("testbed.federated.policies.static_k:StaticKPolicy")
 class StaticK(_FlBase):
     name: Literal["static_k"] = Field(description="static_k: the same k highest-scoring sites every round (a list of k runs each and keeps the best).")
     k: int | list[int] = Field(description="Fixed number of sites (top-k by the power-to-cost score each round). "
@@ -182,14 +186,14 @@ class StaticK(_FlBase):
         return _k_problems(where, self.k if isinstance(self.k, list) else [self.k], participants)
 
 
-@selection_policy
+@selection_policy("testbed.federated.policies.fixed_radius:FixedRadiusPolicy")
 class FixedRadius(_FlBase):
     name: Literal["fixed_radius"] = Field(description="fixed_radius: every site within a distance of the aggregator.")
     radius_miles: float = Field(1000.0, gt=0, description="Every usable site within this great-circle distance "
                                 "of the aggregator.")
 
 
-@selection_policy
+@selection_policy("testbed.federated.policies.centralized:CentralizedPolicy")
 class Centralized(_FlBase):
     name: Literal["centralized"] = Field(description="centralized: one site trains on all the data (no federation).")
     site: str | None = Field(None, description="The one site that trains on all the data (default: the aggregator).")
@@ -202,7 +206,7 @@ class Centralized(_FlBase):
         return [] if self.site is None or self.site in sites else [(f"{where}.site", f"unknown site {self.site!r}")]
 
 
-@selection_policy
+@selection_policy("testbed.federated.policies.powertrip:PowerTripPolicy")
 class PowerTrip(_FlBase):
     name: Literal["powertrip"] = Field(description="powertrip: the PowerTrip policy, adapting k each round from power and communication scores.")
     k_init: int = Field(5, ge=1, description="Sites in the first round (the high-score core).")

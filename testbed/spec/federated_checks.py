@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from testbed.spec.federated import SELECTION_POLICY_SPECS
+from testbed.spec.federated import SELECTION_POLICIES
 from testbed.spec.policies import policy_label
 
 
@@ -13,13 +13,13 @@ def federated_problems(sc) -> list[tuple[str, str]]:
     fl = sc.federated
     if fl is None:
         for i, p in enumerate(sc.policies):
-            if p.name in SELECTION_POLICY_SPECS:
+            if p.name in SELECTION_POLICIES:
                 problems.append((f"policies[{i}]", f"{p.name!r} selects federated sites: it needs a 'federated:' block"))
         return problems
     for i, p in enumerate(sc.policies):
-        if p.name not in SELECTION_POLICY_SPECS:
+        if p.name not in SELECTION_POLICIES:
             problems.append((f"policies[{i}]", f"{p.name!r} is a migration policy; a federated scenario takes "
-                                               f"{', '.join(SELECTION_POLICY_SPECS.names())}"))
+                                               f"{', '.join(SELECTION_POLICIES.names())}"))
     if fl.max_hours > sc.duration_h:
         problems.append(("federated.max_hours", f"must be <= duration_h ({sc.duration_h:g}): traces end there"))
     names = {s.name for s in sc.sites}
@@ -38,7 +38,7 @@ def federated_problems(sc) -> list[tuple[str, str]]:
         if name in names and name != fl.aggregator and sc.link_between(name, fl.aggregator) is None:
             problems.append(("links", f"site {name!r} has no link to the aggregator {fl.aggregator!r}"))
     for i, p in enumerate(sc.policies):  # each selection policy checks its own references (k, k_init, site)
-        if p.name in SELECTION_POLICY_SPECS:
+        if p.name in SELECTION_POLICIES:
             problems += p.site_problems(f"policies[{i}]", parts, names)
     labels = output_labels(policy_entries(sc))
     dup = sorted({x for x in labels if labels.count(x) > 1})
@@ -57,7 +57,7 @@ def policy_entries(sc) -> list:
         return list(sc.policies)
     out = []
     for p in sc.policies:
-        if getattr(p, "round_time", None) is not None or p.name not in SELECTION_POLICY_SPECS:
+        if getattr(p, "round_time", None) is not None or p.name not in SELECTION_POLICIES:
             out.append(p)  # its own clock; or a migration policy, refused above
             continue
         for i, clock in enumerate(fl.clocks):

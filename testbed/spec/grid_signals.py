@@ -14,13 +14,14 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from testbed.registry import Registry
 from testbed.spec.base import Strict
-from testbed.spec.union import RegistryUnion, register_model
+from testbed.spec.union import Hook, Kind, KindRegistry, RegistryUnion
 
-GRID_SIGNAL_SPECS: Registry[type[Strict]] = Registry("grid signal kind")
-"""Carbon / price trace kinds by ``kind``; a new one registers its model with ``@grid_signal_source``
-(and its builder with ``testbed.traces.grid_signals.register_signal_kind``)."""
+GRID_SIGNALS: KindRegistry[Kind] = KindRegistry("grid signal kind", "kind")
+"""Carbon / price trace kinds by ``kind``, each entry its source model and its builder
+``(source, testbed.traces.grid_signals.SignalContext) -> Trace``. A built-in's model is declared below
+with ``@grid_signal_source("testbed.traces.grid_signals:build_<kind>")``; a plug-in's file decorates
+its builder with ``@testbed.traces.grid_signals.register_signal_kind(ItsModel)``."""
 
 CARBON_UNITS: dict[str, float] = {"g/kWh": 1.0, "kg/MWh": 1.0, "kg/kWh": 1000.0, "t/MWh": 1000.0, "lb/MWh": 0.45359237}
 """Carbon-intensity units a CSV may be written in, and the factor to gCO2/kWh."""
@@ -28,12 +29,13 @@ PRICE_UNITS: dict[str, float] = {"per_kWh": 1.0, "per_MWh": 0.001}
 """Price units a CSV may be written in (currency per kWh or per MWh), and the factor to currency/kWh."""
 
 
-def grid_signal_source(model: type[Strict]) -> type[Strict]:
-    """Class decorator: register a carbon / price source model (``kind: Literal[...]``)."""
-    return register_model(GRID_SIGNAL_SPECS, "kind", model)
+def grid_signal_source(build: Hook):
+    """Class decorator of a carbon / price source model (``kind: Literal[...]``): register it with its
+    builder, a callable or the ``"module:function"`` that names it."""
+    return GRID_SIGNALS.declare(build)
 
 
-@grid_signal_source
+@grid_signal_source("testbed.traces.grid_signals:build_csv")
 class SignalCsv(Strict):
     """A ``timestamp,value`` CSV: seconds from the scenario start or ISO-8601 date-times, one value per row
     that holds until the next row."""
@@ -48,7 +50,7 @@ class SignalCsv(Strict):
     value_column: str = Field("value", description="Column with the values.")
 
 
-@grid_signal_source
+@grid_signal_source("testbed.traces.grid_signals:build_daily")
 class SignalDaily(Strict):
     """Seeded synthetic signal with a daily shape: ``mean x (1 + amplitude_frac x cos(2 pi (h - peak_h) / 24))``
     at local hour ``h`` (the site's ``local_offset_h``), times lognormal AR(1) noise of mean 1."""
@@ -62,13 +64,13 @@ class SignalDaily(Strict):
     seed: int | None = Field(None, description="Fixed sub-seed of this random stream (default: derived from the scenario's seed, so that `--seed` moves it).")
 
 
-@grid_signal_source
+@grid_signal_source("testbed.traces.grid_signals:build_constant")
 class SignalConstant(Strict):
     kind: Literal["constant"] = Field(description="Signal kind: constant (one value for the whole run).")
     value: float = Field(ge=0, description="The value (carbon: gCO2/kWh; price: currency/kWh).")
 
 
-GRID_SIGNAL_UNION = RegistryUnion("kind", GRID_SIGNAL_SPECS)
+GRID_SIGNAL_UNION = RegistryUnion("kind", GRID_SIGNALS)
 SignalSource = Annotated[Any, GRID_SIGNAL_UNION]
 
 
@@ -147,7 +149,7 @@ def signal_checks(sc: Any, base_dir: Path) -> tuple[list[tuple[str, str]], Any]:
 
 
 __all__ = [
-    "CARBON_UNITS", "GRID_SIGNAL_SPECS", "GRID_SIGNAL_UNION", "PRICE_UNITS", "Battery", "CarbonTraces",
+    "CARBON_UNITS", "GRID_SIGNALS", "GRID_SIGNAL_UNION", "PRICE_UNITS", "Battery", "CarbonTraces",
     "PriceTraces", "SignalConstant", "SignalCsv", "SignalDaily", "SignalSource", "grid_signal_source",
     "signal_checks", "signal_sections",
 ]

@@ -296,13 +296,13 @@ _UNKNOWN_NAME = re.compile(r"^unknown name '([^']*)'")
 def _per_study(problems: list[tuple[str, str]], data: dict) -> list[tuple[str, str]]:
     """An unknown policy name is answered with the names of the scenario's own study (migration
     policies, or the PowerTrip study's selection policies for a ``federated:`` scenario)."""
-    from testbed.spec.federated import SELECTION_POLICY_SPECS
-    from testbed.spec.policies import MIGRATION_POLICY_SPECS
+    from testbed.spec.federated import SELECTION_POLICIES
+    from testbed.spec.policies import MIGRATION_POLICIES
     from testbed.suggest import did_you_mean
 
     federated = isinstance(data, dict) and data.get("federated") is not None
-    study, names = (("federated (PowerTrip) study", SELECTION_POLICY_SPECS.names()) if federated
-                    else ("migration study", MIGRATION_POLICY_SPECS.names()))
+    study, names = (("federated (PowerTrip) study", SELECTION_POLICIES.names()) if federated
+                    else ("migration study", MIGRATION_POLICIES.names()))
     out = []
     for where, msg in problems:
         m = _UNKNOWN_NAME.match(msg)

@@ -14,11 +14,11 @@ migration policy, a :class:`~testbed.federated.policies.base.SelectionPolicy` su
 federated (PowerTrip study) selection policy. Its parameters are the fields of its optional
 ``Params`` pydantic model; they sit beside ``class`` in the entry and are validated with field paths.
 
-This module sits in the scenario layer and imports nothing above it. The layers above register
-into it: each study's base class (:data:`POLICY_BASES`, by the module that defines it, so a class
-that subclasses it finds it registered), the name a class's own ``@register_policy`` gave it
-(:func:`note_registered`), and each study's runner registry adopts the classes resolved here
-(:data:`PLUGIN_CLASSES`, whose listeners they are).
+This module sits in the scenario layer and imports nothing above it. A class is registered in the
+one registry of its study's policies (:data:`testbed.spec.policies.MIGRATION_POLICIES` or
+:data:`testbed.spec.federated.SELECTION_POLICIES`), which runs it as it runs a built-in: the study is
+the registry whose base class (its ``base``) the class subclasses, and a class already registered
+there (by its own ``@register_policy``, or a built-in named by import path) keeps its name.
 
 ``resolve_class_entries`` runs before the scenario is validated: it imports each named class,
 registers it (its spec model joins the scenario's policy union, exactly like a built-in's) under
@@ -36,62 +36,28 @@ import importlib.util
 import inspect
 import re
 import sys
-from collections.abc import Callable
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, Literal
 
-from dataclasses import dataclass
-
 from pydantic import BaseModel, Field, create_model
 
-from testbed.registry import Registry
 from testbed.spec.base import Strict
+from testbed.spec.union import KindRegistry
 
 ENTRY_POINT_GROUP = "testbed.policies"
 LABEL_PATTERN = r"^[A-Za-z0-9_.-]{1,64}$"
 _IMPORT_PATH = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _RESERVED = ("name", "label", "grid_topup_kw", "round_time")
-STUDIES = ("migration", "federated")
-
-POLICY_BASES: Registry[type] = Registry("policy base class")
-"""Study (``migration``, ``federated``) -> the base class a plug-in of that study subclasses;
-registered by the module that defines the base (testbed.controller.policy_api,
-testbed.federated.policies.base)."""
 
 
-@dataclass(frozen=True)
-class PluginClass:
-    cls: type
-    model: type[BaseModel]  # the entries' spec model (``name: Literal[tag]``)
-    study: str              # migration | federated
+def _studies() -> tuple[tuple[KindRegistry, type[BaseModel]], ...]:
+    """Each study's policy registry and the base of its policies' models."""
+    from testbed.spec.federated import SELECTION_POLICIES, SelectionPolicyBase
+    from testbed.spec.policies import MIGRATION_POLICIES, MigrationPolicyBase
 
-
-PLUGIN_CLASSES: Registry[PluginClass] = Registry("plug-in policy")
-"""Tag -> a class resolved here; the study's policy registry (testbed.policies.registry,
-testbed.federated.policies.registry) listens and registers it as it registers a built-in."""
-
-def adopt_plugins(study: str, registry: Registry, register: Callable[[type[BaseModel]], Callable[[type], type]]) -> None:
-    """Make a study's policy registry adopt the classes resolved here for ``study``, now and whenever
-    another is resolved, as the class's own ``register(model)`` decorator would."""
-
-    def adopt() -> None:
-        for tag, plugin in PLUGIN_CLASSES.items():
-            if plugin.study == study and tag not in registry:
-                register(plugin.model)(plugin.cls)
-
-    PLUGIN_CLASSES.on_change(adopt)
-    adopt()
-
-
-_OWN_NAMES: dict[int, tuple[object, str]] = {}  # id(class) -> (class, the name its own module registered it under)
-
-
-def note_registered(build: object, name: str) -> None:
-    """Called by ``@register_policy`` / ``@register_selection_policy``: ``build`` runs the entries named
-    ``name``, so an entry naming its class by import path gets that name."""
-    _OWN_NAMES[id(build)] = (build, name)
+    return ((MIGRATION_POLICIES, MigrationPolicyBase), (SELECTION_POLICIES, SelectionPolicyBase))
 
 
 class PolicyParams(Strict):
@@ -204,11 +170,10 @@ def load_class(ref: object, where: str, base_dir: Path) -> tuple[type, str]:
 # ------------------------------------------------------------------------------- registering it
 
 
-def _study_of(cls: object, where: str, ref: str) -> str:
-    """The study whose base class ``cls`` subclasses. A base registers itself when its module is
-    imported, and a subclass's module has imported it, so an unregistered base has no subclasses."""
-    study = next((s for s in STUDIES if s in POLICY_BASES and isinstance(cls, type)
-                  and issubclass(cls, POLICY_BASES.get(s))), None)
+def _study_of(cls: object, where: str, ref: str) -> tuple[KindRegistry, type[BaseModel]]:
+    """The registry of the study whose base class ``cls`` subclasses, and the base of its models."""
+    study = next(((registry, base) for registry, base in _studies()
+                  if isinstance(cls, type) and (b := registry.base_class()) is not None and issubclass(cls, b)), None)
     if study is None:
         raise PluginProblem(where, f"{ref!r} is not a policy class: subclass testbed.controller.policy_api.Policy "
                                    "(migration study) or testbed.federated.policies.SelectionPolicy (federated study)")
@@ -225,13 +190,9 @@ def _default_label(cls: type) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", cls.__name__).lower()[:64]
 
 
-def _spec_model(cls: type, tag: str, study: str, where: str, base_dir: Path) -> type[BaseModel]:
+def _spec_model(cls: type, tag: str, base: type[BaseModel], where: str, base_dir: Path) -> type[BaseModel]:
     """The scenario model of entries naming ``cls``: the study's policy base, the class's ``Params``
     fields, and ``name: Literal[tag]``."""
-    from testbed.spec.federated import SelectionPolicyBase
-    from testbed.spec.policies import MigrationPolicyBase
-
-    base = MigrationPolicyBase if study == "migration" else SelectionPolicyBase
     params = getattr(cls, "Params", None)
     bases: tuple[type, ...] = (base,)
     if params is not None:
@@ -253,46 +214,32 @@ def _spec_model(cls: type, tag: str, study: str, where: str, base_dir: Path) -> 
         return _rebuild_spec, (tag, search, self.model_dump_json())
 
     model.__reduce__ = __reduce__
+    model.__policy_class__ = tag  # made here for a class named by a scenario (not registered by its own file)
     return model
 
 
 def _rebuild_spec(tag: str, base_dir: str, json_text: str) -> BaseModel:
     """A plug-in policy's entry in another process (a sweep's trial): its class loaded and
     registered there, the entry validated again."""
-    from testbed.spec.federated import SELECTION_POLICY_SPECS
-    from testbed.spec.policies import MIGRATION_POLICY_SPECS
-
     cls, tag = load_class(tag, "policies", Path(base_dir))
     name = register_class(cls, tag, "policies", Path(base_dir))
-    reg = MIGRATION_POLICY_SPECS if name in MIGRATION_POLICY_SPECS else SELECTION_POLICY_SPECS
-    return reg.get(name).model_validate_json(json_text)
-
-
-def _registered_name(cls: type) -> str | None:
-    """The name ``cls`` already carries where its own module registered it (``@register_policy``)."""
-    own = _OWN_NAMES.get(id(cls))
-    return own[1] if own is not None and own[0] is cls else None
+    registry = next(r for r, _ in _studies() if name in r)
+    return registry.model(name).model_validate_json(json_text)
 
 
 def register_class(cls: object, tag: str, where: str, base_dir: Path) -> str:
     """Register ``cls`` (checked to be a policy) under ``tag``; the name entries carry for it."""
-    study = _study_of(cls, where, tag)
+    registry, base = _study_of(cls, where, tag)
     assert isinstance(cls, type)
-    own = _registered_name(cls)
+    own = registry.name_of(cls)  # registered already: by its own file, or a built-in named by import path
     if own is not None:
         return own
-    if tag in PLUGIN_CLASSES:
-        if PLUGIN_CLASSES.get(tag).cls is not cls:
-            raise PluginProblem(where, f"{tag!r} names a different class than it did before in this process")
-        return tag
-    from testbed.spec.federated import SELECTION_POLICY_SPECS, selection_policy
-    from testbed.spec.policies import MIGRATION_POLICY_SPECS, migration_policy
-
-    if tag in MIGRATION_POLICY_SPECS or tag in SELECTION_POLICY_SPECS:
-        raise PluginProblem(where, f"{tag!r} is a built-in policy's name; the installed one cannot replace it")
-    model = _spec_model(cls, tag, study, where, base_dir)
-    (migration_policy if study == "migration" else selection_policy)(model)  # joins the scenario's union
-    PLUGIN_CLASSES.add(tag, PluginClass(cls, model, study))  # the study's registry (if imported) adopts it
+    for taken, _ in _studies():
+        if tag in taken:
+            if getattr(taken.model(tag), "__policy_class__", None) is not None:  # a class resolved here before
+                raise PluginProblem(where, f"{tag!r} names a different class than it did before in this process")
+            raise PluginProblem(where, f"{tag!r} is a built-in policy's name; the installed one cannot replace it")
+    registry.add_kind(_spec_model(cls, tag, base, where, base_dir), cls)  # joins the scenario's union
     return tag
 
 
@@ -307,10 +254,7 @@ def shown_name(name: str) -> str:
 
 
 def _known(name: object) -> bool:
-    from testbed.spec.federated import SELECTION_POLICY_SPECS
-    from testbed.spec.policies import MIGRATION_POLICY_SPECS
-
-    return isinstance(name, str) and (name in MIGRATION_POLICY_SPECS or name in SELECTION_POLICY_SPECS)
+    return isinstance(name, str) and any(name in registry for registry, _ in _studies())
 
 
 def resolve_class_entries(data: dict, base_dir: Path) -> dict:

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
-from testbed.registry import Registry
-from testbed.spec.federated import SELECTION_POLICY_SPECS
+from testbed.spec.federated import SELECTION_POLICIES
 from testbed.spec.base import Strict
-from testbed.spec.union import RegistryUnion, register_model
+from testbed.spec.union import Hook, Kind, KindRegistry, RegistryUnion
 
 Correction = Literal["protocol_efficiency", "slow_start"]
 BandwidthBasis = Literal["nominal", "fair_share", "probe"]
@@ -64,13 +64,25 @@ class FeasibilityOverrides(Strict):
         return self.model_copy(update=unset) if unset else self
 
 
-MIGRATION_POLICY_SPECS: Registry[type[Strict]] = Registry("migration policy")
-"""Migration policies by name; a new one registers its model with ``@migration_policy``."""
+@dataclass(frozen=True)
+class PolicyKind(Kind):
+    """A migration policy's entry: its model, and its builder ``(label, scenario, spec) -> Policy``
+    (``(label, scenario)`` where ``spec_arg`` is False), usually a ``controller.policy_api.Policy`` subclass."""
+
+    spec_arg: bool = True
 
 
-def migration_policy(model: type[Strict]) -> type[Strict]:
-    """Class decorator: register a migration-policy model (a ``MigrationPolicyBase`` with ``name: Literal[...]``)."""
-    return register_model(MIGRATION_POLICY_SPECS, "name", model)
+MIGRATION_POLICIES: KindRegistry[PolicyKind] = KindRegistry(
+    "migration policy", "name", PolicyKind, base="testbed.controller.policy_api:Policy")
+"""Migration policies by name, each entry its model and its builder. A built-in's model is declared
+below with ``@migration_policy("testbed.policies.<file>:<Class>")``; a plug-in's file decorates its
+class with ``@testbed.policies.register_policy(ItsModel)``."""
+
+
+def migration_policy(build: Hook, *, spec_arg: bool = True):
+    """Class decorator of a migration-policy model (a ``MigrationPolicyBase`` with ``name: Literal[...]``):
+    register it with its builder, a callable or the ``"module:Class"`` that names it."""
+    return MIGRATION_POLICIES.declare(build, spec_arg=spec_arg)
 
 
 class _Base(Strict):
@@ -82,7 +94,7 @@ class _Base(Strict):
     )
 
 
-@migration_policy
+@migration_policy("testbed.policies.static:StaticPolicy", spec_arg=False)
 class Static(_Base):
     name: Literal["static"] = Field(description="static: jobs stay where they start (the baseline).")
 
@@ -107,7 +119,7 @@ class Damping(Strict):
     )
 
 
-@migration_policy
+@migration_policy("testbed.policies.energy_only:EnergyOnlyPolicy")
 class EnergyOnly(_Base, Damping):
     name: Literal["energy_only"] = Field(description="energy_only: migrate to the site with the most renewable power, ignoring transfer time.")
 
@@ -137,19 +149,19 @@ class AlgorithmOne(_Base, FeasibilityOverrides):
         return self
 
 
-@migration_policy
+@migration_policy("testbed.policies.feasibility_aware:FeasibilityAwarePolicy")
 class FeasibilityAware(AlgorithmOne, Damping):
     name: Literal["feasibility_aware"] = Field(description="feasibility_aware: migrate only when Eq. 1 holds (Algorithm 1, with a risk budget).")
 
 
-@migration_policy
+@migration_policy("testbed.policies.no_filter:NoFilterPolicy")
 class NoFilter(FeasibilityAware):
     """feasibility_aware with the Eq. 1 filter disabled: the independent test of Eq. 1."""
 
     name: Literal["no_filter"] = Field(description="no_filter: feasibility_aware with the Eq. 1 filter off.")  # type: ignore[assignment]
 
 
-@migration_policy
+@migration_policy("testbed.policies.feasibility_classes:FeasibilityClassesPolicy")
 class FeasibilityClasses(FeasibilityAware):
     """feasibility_aware with the paper's fixed transfer-time classes as its hard filter instead of
     Eq. 1: class A (transfer < 60 s) always passes, class C (>= 300 s) never does, and class B
@@ -162,7 +174,7 @@ class FeasibilityClasses(FeasibilityAware):
     )
 
 
-@migration_policy
+@migration_policy("testbed.policies.placement_only:PlacementOnlyPolicy", spec_arg=False)
 class PlacementOnly(_Base):
     """Places arriving jobs with feasibility_aware's placement and never migrates: beside static and
     feasibility_aware it splits a migrating policy's gain into placement's and migration's."""
@@ -171,7 +183,7 @@ class PlacementOnly(_Base):
                                             "does, never migrate (isolates placement from migration).")
 
 
-@migration_policy
+@migration_policy("testbed.policies.feasibility_aware_paper:FeasibilityAwarePaperPolicy")
 class FeasibilityAwarePaper(AlgorithmOne):
     """feasibility_aware as the paper's Algorithm 1: no damping. Its code is feasibility_aware's; the
     damping fields (:class:`Damping`) are not parameters here but fixed at 0, and setting one is refused."""
@@ -202,14 +214,14 @@ class FeasibilityAwarePaper(AlgorithmOne):
 MigrationPolicyBase = _Base
 """The base of a migration policy's model: ``label`` and ``grid_topup_kw`` come with it."""
 
-POLICY_UNION = RegistryUnion("name", MIGRATION_POLICY_SPECS, SELECTION_POLICY_SPECS)
+POLICY_UNION = RegistryUnion("name", MIGRATION_POLICIES, SELECTION_POLICIES)
 PolicySpec = Annotated[Any, POLICY_UNION]
 """A scenario's policy entry: any registered migration or selection (federated, PowerTrip study) policy."""
 
 
 def policy_names() -> tuple[str, ...]:
     """Every registered policy name, migration policies first."""
-    return MIGRATION_POLICY_SPECS.names() + SELECTION_POLICY_SPECS.names()
+    return MIGRATION_POLICIES.names() + SELECTION_POLICIES.names()
 
 
 def policy_label(p) -> str:

@@ -11,16 +11,16 @@ from testbed import io_model, node_kinds
 from testbed.power import backends as power_backends
 from testbed.spec.cross_traffic import LOAD_PRESETS, CrossTraffic, preset_entries
 from testbed.spec.federated import Federated
-from testbed.spec.grid_signals import GRID_SIGNAL_SPECS, Battery
+from testbed.spec.grid_signals import GRID_SIGNALS, Battery
 from testbed.spec.images import ImageSource
 from testbed.spec import carbon_policy  # noqa: F401  registers the carbon_aware policy's model
 from testbed.spec.limits import Limits
-from testbed.spec.federated import SELECTION_POLICY_SPECS
-from testbed.spec.policies import (MIGRATION_POLICY_SPECS, FeasibilityModel, FeasibilityOverrides, PolicySpec,
+from testbed.spec.federated import SELECTION_POLICIES
+from testbed.spec.policies import (MIGRATION_POLICIES, FeasibilityModel, FeasibilityOverrides, PolicySpec,
                                    policy_label)
 from testbed.spec.base import Strict
 from testbed.spec.topology import BUILTIN_NODE_TYPES, Link, NodeType, Site
-from testbed.spec.trace_sources import RENEWABLE_SOURCE_SPECS, Traces
+from testbed.spec.trace_sources import TRACE_KINDS, Traces
 from testbed.spec.union import rebuild_on_change
 from testbed.spec.workloads import Workloads
 
@@ -242,4 +242,4 @@ class Scenario(Strict):
 
 
 # a policy or trace kind registered after this point (a plug-in module) joins the unions here
-rebuild_on_change([Scenario], MIGRATION_POLICY_SPECS, SELECTION_POLICY_SPECS, RENEWABLE_SOURCE_SPECS, GRID_SIGNAL_SPECS)
+rebuild_on_change([Scenario], MIGRATION_POLICIES, SELECTION_POLICIES, TRACE_KINDS, GRID_SIGNALS)

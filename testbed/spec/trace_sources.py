@@ -6,22 +6,24 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
-from testbed.registry import Registry
-from testbed.spec.grid_signals import GRID_SIGNAL_SPECS, CarbonTraces, PriceTraces
+from testbed.spec.grid_signals import GRID_SIGNALS, CarbonTraces, PriceTraces
 from testbed.spec.base import FloatPair, Strict
-from testbed.spec.union import RegistryUnion, rebuild_on_change, register_model
+from testbed.spec.union import Hook, Kind, KindRegistry, RegistryUnion, rebuild_on_change
 
-RENEWABLE_SOURCE_SPECS: Registry[type[Strict]] = Registry("trace kind")
-"""Renewable trace kinds by ``kind``; a new one registers its model with ``@renewable_source`` (and its
-builder in ``testbed.traces.kinds``)."""
-
-
-def renewable_source(model: type[Strict]) -> type[Strict]:
-    """Class decorator: register a renewable trace source model (a ``Strict`` model with ``kind: Literal[...]``)."""
-    return register_model(RENEWABLE_SOURCE_SPECS, "kind", model)
+TRACE_KINDS: KindRegistry[Kind] = KindRegistry("trace kind", "kind")
+"""Renewable trace kinds by ``kind``, each entry its source model and its builder
+``(source, testbed.traces.TraceContext) -> Trace``. A built-in's model is declared below with
+``@renewable_source("testbed.traces.<file>:build")``; a plug-in's file decorates its builder with
+``@testbed.traces.register_trace_kind(ItsModel)``."""
 
 
-@renewable_source
+def renewable_source(build: Hook):
+    """Class decorator of a renewable trace source model (a ``Strict`` model with ``kind: Literal[...]``):
+    register it with its builder, a callable or the ``"module:function"`` that names it."""
+    return TRACE_KINDS.declare(build)
+
+
+@renewable_source("testbed.traces.windows:build")
 class CurtailmentWindows(Strict):
     """Seeded synthetic renewable-surplus windows (CAISO-calibrated by default: mean 2.5 h)."""
 
@@ -46,7 +48,7 @@ class CloudModel(Strict):
     corr_h: float = Field(2.0, gt=0, description="Correlation time of the cloud cover in hours (how long a cloudy spell lasts).")
 
 
-@renewable_source
+@renewable_source("testbed.traces.solar:build")
 class Solar(Strict):
     """PV power from pvlib clear-sky irradiance at the site's location times a seeded cloud process."""
 
@@ -56,7 +58,7 @@ class Solar(Strict):
     clouds: CloudModel = Field(CloudModel(), description="The seeded cloud-cover process that dims the clear-sky power.")
 
 
-@renewable_source
+@renewable_source("testbed.traces.caiso:build")
 class Caiso(Strict):
     """CAISO 'Production and Curtailments' workbook (.xlsx) or the same table as CSV."""
 
@@ -68,7 +70,7 @@ class Caiso(Strict):
         "data are grid-scale MW; read unscaled, a curtailment series would feed a site hundreds of MW).")
 
 
-@renewable_source
+@renewable_source("testbed.traces.google:build")
 class GooglePower(Strict):
     """Google 2019 power-trace CSV (measured_power_util / production_power_util, 5-minute)."""
 
@@ -85,7 +87,7 @@ class GooglePower(Strict):
     offset_h: float = Field(0.0, ge=-24 * 366, le=24 * 366, description="Hours added after the alignment (any sign).")
 
 
-@renewable_source
+@renewable_source("testbed.traces.google_synthetic:build")
 class GoogleSynthetic(Strict):
     """Seeded synthetic Google-2019-like PDU utilisation per site (testbed/traces/google_synthetic.py)."""
 
@@ -111,7 +113,7 @@ class GoogleSynthetic(Strict):
         return self
 
 
-@renewable_source
+@renewable_source("testbed.traces.csvtrace:build")
 class CsvSeries(Strict):
     """Plain ``timestamp,value`` CSV (seconds from scenario start, or ISO-8601 datetimes)."""
 
@@ -123,7 +125,7 @@ class CsvSeries(Strict):
     value_column: str = Field("value", description="Column with the power values.")
 
 
-RENEWABLE_UNION = RegistryUnion("kind", RENEWABLE_SOURCE_SPECS)
+RENEWABLE_UNION = RegistryUnion("kind", TRACE_KINDS)
 RenewableSource = Annotated[Any, RENEWABLE_UNION]
 """One site's renewable trace source: any registered kind."""
 
@@ -175,5 +177,5 @@ class Traces(Strict):
     price: PriceTraces | None = Field(None, description="Price of grid power per site, currency/kWh (None: no grid_cost accounting).")
 
 
-rebuild_on_change([CarbonTraces, PriceTraces, Traces], GRID_SIGNAL_SPECS)
-rebuild_on_change([Traces], RENEWABLE_SOURCE_SPECS)
+rebuild_on_change([CarbonTraces, PriceTraces, Traces], GRID_SIGNALS)
+rebuild_on_change([Traces], TRACE_KINDS)

@@ -4,8 +4,9 @@ Scenario time ``t`` is seconds from the scenario start. Loaders of real data tak
 scenario's absolute (timezone-aware) start to align absolute timestamps; generators are
 reproducible from their seed. Every trace validates at construction and never extrapolates.
 
-Each renewable trace kind registers its builder in its own file (``testbed.traces.kinds``);
-importing this package registers the built-in ones.
+Each renewable trace kind is one entry of :data:`TRACE_KINDS` (its source model and its builder,
+:mod:`testbed.traces.kinds`); the built-ins' entries are declared with their models in the spec and
+name their builders in this package (each file's ``build``), so nothing here needs importing first.
 """
 
 from testbed.traces.bandwidth import DegradationEvent, bandwidth_trace, degrade, steady_degradation

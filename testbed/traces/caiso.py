@@ -38,7 +38,7 @@ from testbed.traces.align import fit_window, seconds_since
 from testbed.traces.base import Trace
 from testbed.traces.caiso_time import CAISO_TZ, interval_starts_utc
 from testbed.traces.fileerrors import check_header_line, numeric_column, read_failure
-from testbed.traces.kinds import TraceContext, register_trace_kind
+from testbed.traces.kinds import TraceContext
 
 __all__ = ["load_caiso", "read_caiso_table"]
 
@@ -229,8 +229,8 @@ def _production_series(starts: pd.DatetimeIndex, mw: np.ndarray, start: datetime
     return t, values, float(t[-1] + INTERVAL_S)
 
 
-@register_trace_kind(Caiso)
-def _build(src: Caiso, ctx: TraceContext) -> Trace:
+def build(src: Caiso, ctx: TraceContext) -> Trace:
+    """The trace of a ``kind: caiso`` source (its registry entry: :class:`testbed.spec.trace_sources.Caiso`)."""
     sc = ctx.scenario
     return load_caiso(
         Path(src.file), start=sc.start, duration_s=sc.duration_s, step_s=ctx.step_s, column=src.column,

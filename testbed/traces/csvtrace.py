@@ -21,7 +21,7 @@ from testbed.spec.trace_sources import CsvSeries
 from testbed.traces.align import fit_window, require_aware, seconds_since
 from testbed.traces.base import Trace
 from testbed.traces.fileerrors import check_header_line, missing_column, numeric_column, read_failure
-from testbed.traces.kinds import TraceContext, register_trace_kind
+from testbed.traces.kinds import TraceContext
 
 __all__ = ["load_csv"]
 
@@ -96,8 +96,8 @@ def load_csv(path: str | Path, *, unit: str, start: datetime | None = None,
     return fit_window(trace, duration_s=duration_s, step_s=step_s, where=where, start=start)
 
 
-@register_trace_kind(CsvSeries)
-def _build(src: CsvSeries, ctx: TraceContext) -> Trace:
+def build(src: CsvSeries, ctx: TraceContext) -> Trace:
+    """The trace of a ``kind: csv`` source (its registry entry: :class:`testbed.spec.trace_sources.CsvSeries`)."""
     sc = ctx.scenario
     return load_csv(
         Path(src.file), unit=src.unit, start=sc.start, time_column=src.time_column,

@@ -49,7 +49,7 @@ from testbed.spec.trace_sources import GooglePower
 from testbed.traces.align import fit_window
 from testbed.traces.base import Trace
 from testbed.traces.fileerrors import check_header_line, missing_column, numeric_column, read_failure
-from testbed.traces.kinds import TraceContext, register_trace_kind
+from testbed.traces.kinds import TraceContext
 
 __all__ = ["ALIGNS", "google_epoch", "google_trace_start", "load_google_power", "replay_offset_s"]
 
@@ -150,8 +150,8 @@ def load_google_power(path: str | Path, *, column: str = "measured_power_util", 
     return fit_window(trace, duration_s=duration_s, step_s=step_s, where=where, start=start)
 
 
-@register_trace_kind(GooglePower)
-def _build(src: GooglePower, ctx: TraceContext) -> Trace:
+def build(src: GooglePower, ctx: TraceContext) -> Trace:
+    """The trace of a ``kind: google`` source (its registry entry: :class:`testbed.spec.trace_sources.GooglePower`)."""
     offset_s = replay_offset_s(ctx.scenario.start, align=src.align, offset_h=src.offset_h)
     try:
         trace = load_google_power(

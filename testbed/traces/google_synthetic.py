@@ -23,7 +23,7 @@ import numpy as np
 from testbed.spec.trace_sources import GoogleSynthetic
 from testbed.traces.ar1 import ar1_standard
 from testbed.traces.base import Trace
-from testbed.traces.kinds import TraceContext, register_trace_kind
+from testbed.traces.kinds import TraceContext
 
 __all__ = ["google_like_power"]
 
@@ -54,8 +54,8 @@ def google_like_power(*, duration_s: float, seed: int, capacity_kw: float, local
     return Trace(times, values, unit="kW", name=name, end_s=float(n * STEP_S), meta=meta)
 
 
-@register_trace_kind(GoogleSynthetic)
-def _build(src: GoogleSynthetic, ctx: TraceContext) -> Trace:
+def build(src: GoogleSynthetic, ctx: TraceContext) -> Trace:
+    """The trace of a ``kind: google_synthetic`` source (its registry entry: :class:`testbed.spec.trace_sources.GoogleSynthetic`)."""
     sc, site = ctx.scenario, ctx.site
     cap = src.capacity_kw or src.capacity_per_active * site.nodes * sc.node_type_of(ctx.site_name).p_active_kw
     return google_like_power(

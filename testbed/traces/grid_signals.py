@@ -1,10 +1,13 @@
 """Carbon intensity and electricity price per site: builders of the grid-signal kinds and the dispatch.
 
-    @register_signal_kind(MySource)         # MySource: a Strict model with kind: Literal["mine"]
-    def _build(src: MySource, ctx: SignalContext) -> Trace: ...
+Every kind is one entry of :data:`testbed.spec.grid_signals.GRID_SIGNALS`: its source model and its
+builder. The built-ins' models are declared in the spec and name their builders below
+(``"testbed.traces.grid_signals:build_csv"``, ...); a plug-in is one file:
 
-``register_signal_kind`` also adds the model to the scenario's ``traces.carbon`` / ``traces.price``
-union. Every trace is on the scenario's step grid over ``[0, horizon_s)`` (a CSV over its data:
+    @register_signal_kind(MySource)         # MySource: a Strict model with kind: Literal["mine"]
+    def build(src: MySource, ctx: SignalContext) -> Trace: ...
+
+Every trace is on the scenario's step grid over ``[0, horizon_s)`` (a CSV over its data:
 it must cover the run), carbon in gCO2/kWh (never negative), price in currency/kWh (negative
 prices, which real markets have, are kept). :func:`build_grid_signals` builds every site's.
 """
@@ -19,16 +22,14 @@ from typing import Any
 import numpy as np
 
 from testbed.errors import SpecError, TraceError
-from testbed.registry import Registry, UnknownNameError
-from testbed.spec.grid_signals import (CARBON_UNITS, PRICE_UNITS, SignalConstant, SignalCsv, SignalDaily,
-                                       grid_signal_source)
-from testbed.spec.union import check_member
+from testbed.spec.grid_signals import (CARBON_UNITS, GRID_SIGNALS, PRICE_UNITS, SignalConstant, SignalCsv,
+                                       SignalDaily)
 from testbed.traces.base import Trace
 from testbed.traces.csvtrace import load_csv
 from testbed.traces.daily import daily_signal
 from testbed.traces.kinds import TraceContext
 
-__all__ = ["CARBON", "GRID_SIGNAL_KINDS", "PRICE", "GridSignals", "SignalContext", "build_grid_signals",
+__all__ = ["CARBON", "GRID_SIGNALS", "PRICE", "GridSignals", "SignalContext", "build_grid_signals",
            "build_signal", "register_signal_kind"]
 
 CARBON = "carbon"
@@ -36,7 +37,6 @@ PRICE = "price"
 _UNITS = {CARBON: ("gCO2/kWh", CARBON_UNITS, "g/kWh"), PRICE: ("currency/kWh", PRICE_UNITS, "per_kWh")}
 
 SignalBuilder = Callable[[Any, "SignalContext"], Trace]
-GRID_SIGNAL_KINDS: Registry[SignalBuilder] = Registry("grid signal kind")
 
 
 @dataclass(frozen=True)
@@ -56,18 +56,13 @@ class SignalContext(TraceContext):
 
 
 def register_signal_kind(model: type) -> Callable[[SignalBuilder], SignalBuilder]:
-    """Function decorator: the decorated ``build(src, ctx) -> Trace`` makes the traces of ``model``'s kind."""
-    grid_signal_source(model)
-    kind = check_member(model, "kind")
-
-    def deco(build: SignalBuilder) -> SignalBuilder:
-        return GRID_SIGNAL_KINDS.add(kind, build)
-
-    return deco
+    """Function decorator: the decorated ``build(src, ctx) -> Trace`` makes the traces of ``model``'s
+    kind; both join :data:`GRID_SIGNALS` as one entry (the model the ``traces.carbon`` / ``traces.price`` union)."""
+    return GRID_SIGNALS.implements(model)
 
 
 def build_signal(src: Any, ctx: SignalContext) -> Trace:
-    trace = GRID_SIGNAL_KINDS.get(src.kind)(src, ctx)
+    trace = GRID_SIGNALS.builder(src.kind)(src, ctx)
     if ctx.signal == CARBON and bool(np.any(trace.values < 0)):
         i = int(np.flatnonzero(trace.values < 0)[0])
         raise TraceError(str(getattr(src, "file", ctx.name)),
@@ -75,24 +70,24 @@ def build_signal(src: Any, ctx: SignalContext) -> Trace:
     return trace
 
 
-@register_signal_kind(SignalCsv)
-def _csv(src: SignalCsv, ctx: SignalContext) -> Trace:
+def build_csv(src: SignalCsv, ctx: SignalContext) -> Trace:
+    """The signal of a ``kind: csv`` source (its registry entry: :class:`testbed.spec.grid_signals.SignalCsv`)."""
     sc = ctx.scenario
     return load_csv(Path(src.file), unit=ctx.unit, start=sc.start, time_column=src.time_column,
                     value_column=src.value_column, scale=src.scale * ctx.unit_factor(src.unit),
                     duration_s=sc.duration_s, step_s=ctx.step_s, name=ctx.name)
 
 
-@register_signal_kind(SignalDaily)
-def _daily(src: SignalDaily, ctx: SignalContext) -> Trace:
+def build_daily(src: SignalDaily, ctx: SignalContext) -> Trace:
+    """The signal of a ``kind: daily`` source (its registry entry: :class:`testbed.spec.grid_signals.SignalDaily`)."""
     return daily_signal(duration_s=ctx.horizon_s, step_s=ctx.step_s, start=ctx.scenario.start,
                         utc_offset_h=ctx.site.local_offset_h, mean=src.mean, amplitude_frac=src.amplitude_frac,
                         peak_h=src.peak_h, noise_cv=src.noise_cv, corr_h=src.corr_h,
                         seed=ctx.sub_seed(src.seed, ctx.signal, ctx.site_name), unit=ctx.unit, name=ctx.name)
 
 
-@register_signal_kind(SignalConstant)
-def _constant(src: SignalConstant, ctx: SignalContext) -> Trace:
+def build_constant(src: SignalConstant, ctx: SignalContext) -> Trace:
+    """The signal of a ``kind: constant`` source (its registry entry: :class:`testbed.spec.grid_signals.SignalConstant`)."""
     return Trace([0.0], [src.value], unit=ctx.unit, name=ctx.name, end_s=ctx.horizon_s,
                  meta={"generator": "constant"})
 
@@ -136,8 +131,6 @@ def build_grid_signals(sc: Any, seed: int, horizon_s: float) -> GridSignals:
                                 name=f"{signal}:{s.name}", signal=signal)
             try:
                 out[signal][s.name] = build_signal(src, ctx)
-            except UnknownNameError as e:
-                problem = (f"{field}.kind", f"{e}: no builder is registered for it")
             except ValueError as e:
                 problem = (field, str(e))
             except TraceError as e:

@@ -1,10 +1,13 @@
-"""Renewable trace kinds: each registers its builder in its own file.
+"""Renewable trace kinds: the context a builder gets, the plug-in decorator and the dispatch.
+
+Every kind is one entry of :data:`testbed.spec.trace_sources.TRACE_KINDS`: its source model and its
+builder. A built-in's model is declared in the spec and names its builder here by
+``"testbed.traces.<file>:build"``; a plug-in is one file:
 
     @register_trace_kind(MySource)          # MySource: a Strict model with kind: Literal["mine"]
-    def _build(src: MySource, ctx: TraceContext) -> Trace: ...
+    def build(src: MySource, ctx: TraceContext) -> Trace: ...
 
-``register_trace_kind`` also adds the model to the scenario's ``traces.renewable`` union (if its
-file did not already), so a plug-in trace kind is one file. ``build_renewable`` is the dispatch.
+``build_renewable`` is the dispatch.
 """
 
 from __future__ import annotations
@@ -13,14 +16,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from testbed.registry import Registry
 from testbed.seeding import derive_seed
-from testbed.spec.trace_sources import renewable_source
-from testbed.spec.union import check_member
+from testbed.spec.trace_sources import TRACE_KINDS
 from testbed.traces.base import Trace
 
 TraceBuilder = Callable[[Any, "TraceContext"], Trace]
-TRACE_KINDS: Registry[TraceBuilder] = Registry("trace kind")
 
 
 def sub_seed(explicit: int | None, base: int, *keys: object) -> int:
@@ -50,16 +50,11 @@ class TraceContext:
 
 
 def register_trace_kind(model: type) -> Callable[[TraceBuilder], TraceBuilder]:
-    """Function decorator: the decorated ``build(src, ctx) -> Trace`` makes the traces of ``model``'s kind."""
-    renewable_source(model)  # a no-op when the spec module registered it already
-    kind = check_member(model, "kind")
-
-    def deco(build: TraceBuilder) -> TraceBuilder:
-        return TRACE_KINDS.add(kind, build)
-
-    return deco
+    """Function decorator: the decorated ``build(src, ctx) -> Trace`` makes the traces of ``model``'s
+    kind; both join :data:`TRACE_KINDS` as one entry (the model the scenario's ``traces.renewable`` union)."""
+    return TRACE_KINDS.implements(model)
 
 
 def build_renewable(src: Any, ctx: TraceContext) -> Trace:
-    """The trace of one site's renewable source (``UnknownNameError`` if its kind has no builder)."""
-    return TRACE_KINDS.get(src.kind)(src, ctx)
+    """The trace of one site's renewable source."""
+    return TRACE_KINDS.builder(src.kind)(src, ctx)

@@ -30,7 +30,7 @@ from testbed.errors import TraceError
 from testbed.spec.trace_sources import Solar
 from testbed.traces.ar1 import ar1_standard
 from testbed.traces.base import Trace
-from testbed.traces.kinds import TraceContext, register_trace_kind
+from testbed.traces.kinds import TraceContext
 
 __all__ = ["clear_sky_ghi", "cloud_cover", "solar_noon_s", "solar_power"]
 
@@ -115,8 +115,8 @@ def solar_noon_s(start: datetime, lon_deg: float, day: int = 0) -> float:
     return float((noon - start_utc).total_seconds())
 
 
-@register_trace_kind(Solar)
-def _build(src: Solar, ctx: TraceContext) -> Trace:
+def build(src: Solar, ctx: TraceContext) -> Trace:
+    """The trace of a ``kind: solar`` source (its registry entry: :class:`testbed.spec.trace_sources.Solar`)."""
     site = ctx.site
     return solar_power(
         duration_s=ctx.horizon_s, step_s=ctx.step_s, start=ctx.scenario.start, lat_deg=site.lat_deg,

@@ -37,7 +37,7 @@ import numpy as np
 
 from testbed.spec.trace_sources import CurtailmentWindows
 from testbed.traces.base import Trace
-from testbed.traces.kinds import TraceContext, register_trace_kind
+from testbed.traces.kinds import TraceContext
 
 __all__ = ["Window", "auto_offsets_h", "curtailment_windows", "draw_windows", "merge_windows"]
 
@@ -177,8 +177,8 @@ def auto_offsets_h(n_sites: int, *, span_h: float = 6.0) -> list[float]:
     return [float(x) for x in np.linspace(-span_h / 2.0, span_h / 2.0, n_sites)]
 
 
-@register_trace_kind(CurtailmentWindows)
-def _build(src: CurtailmentWindows, ctx: TraceContext) -> Trace:
+def build(src: CurtailmentWindows, ctx: TraceContext) -> Trace:
+    """The trace of a ``kind: curtailment_windows`` source (its registry entry: :class:`testbed.spec.trace_sources.CurtailmentWindows`)."""
     sc = ctx.scenario
     start_hour_utc = sc.start.hour + sc.start.minute / 60.0
     extra = 0.0 if src.offset_h == "auto" else float(src.offset_h)

@@ -83,14 +83,14 @@ def test_a_refused_entry_is_taken_out_again():
 
 def test_a_policy_name_taken_by_the_other_study_is_refused_and_the_union_still_works():
     from testbed.spec.load import scenario_from_dict
-    from testbed.spec.policies import MIGRATION_POLICY_SPECS, MigrationPolicyBase, migration_policy
+    from testbed.spec.policies import MIGRATION_POLICIES, MigrationPolicyBase, migration_policy
 
     class Clash(MigrationPolicyBase):
         name: Literal["random"]  # a selection policy's name
 
     with pytest.raises(TypeError, match="random"):
-        migration_policy(Clash)
-    assert "random" not in MIGRATION_POLICY_SPECS
+        migration_policy("tests.nowhere:ClashPolicy")(Clash)
+    assert "random" not in MIGRATION_POLICIES
     assert [p.name for p in scenario_from_dict(small_scenario_dict(policies=["static"])).policies] == ["static"]
 
 
@@ -112,16 +112,36 @@ def test_a_model_needs_a_literal_tag():
 
 def test_builtins_are_registered():
     from testbed.federated.policies import SELECTION_POLICIES
-    from testbed.policies import POLICIES
+    from testbed.policies import MIGRATION_POLICIES
     from testbed.spec.policies import policy_names
     from testbed.substrate import substrate_choices
     from testbed.traces import TRACE_KINDS
+    from testbed.traces.grid_signals import GRID_SIGNALS
 
-    assert {"static", "energy_only", "feasibility_aware", "no_filter"} <= set(POLICIES.names())
+    assert {"static", "energy_only", "feasibility_aware", "no_filter"} <= set(MIGRATION_POLICIES.names())
     assert {"random", "static_k", "fixed_radius", "centralized", "powertrip"} <= set(SELECTION_POLICIES.names())
-    assert set(POLICIES.names()) | set(SELECTION_POLICIES.names()) <= set(policy_names())
+    assert set(MIGRATION_POLICIES.names()) | set(SELECTION_POLICIES.names()) <= set(policy_names())
     assert {"curtailment_windows", "solar", "caiso", "google", "google_synthetic", "csv"} <= set(TRACE_KINDS.names())
+    assert {"csv", "daily", "constant"} <= set(GRID_SIGNALS.names())
     assert substrate_choices()[:4] == ("auto", "sim", "netns", "mininet")
+
+
+def test_each_builtin_entry_holds_its_model_and_a_builder_that_imports():
+    """One entry per thing: the model the scenario validates and the builder its name resolves to."""
+    from testbed.federated.policies import SELECTION_POLICIES, SelectionPolicy
+    from testbed.policies import MIGRATION_POLICIES, Policy
+    from testbed.traces import TRACE_KINDS
+    from testbed.traces.grid_signals import GRID_SIGNALS
+
+    for registry, base in ((MIGRATION_POLICIES, Policy), (SELECTION_POLICIES, SelectionPolicy)):
+        for name, entry in registry.items():
+            assert check_member(entry.model, "name") == name
+            built = entry.builder()
+            assert isinstance(built, type) and issubclass(built, base), name
+            assert registry.name_of(built) == name  # a class named by import path keeps its registered name
+    for registry in (TRACE_KINDS, GRID_SIGNALS):
+        for name, entry in registry.items():
+            assert check_member(entry.model, "kind") == name and callable(entry.builder()), name
 
 
 # -- without the plug-in's import: refused, naming what is known ------------------------------

@@ -7,7 +7,6 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
 from testbed.federated.view import RoundView
-from testbed.spec.plugins import POLICY_BASES
 
 
 @dataclass(frozen=True)
@@ -39,6 +38,3 @@ class SelectionPolicy(ABC):
 
     def observe(self, view: RoundView, selection: Selection, acc_before: float, acc_after: float) -> None:
         """Called after the round; the default policy learns nothing."""
-
-
-POLICY_BASES.add("federated", SelectionPolicy)  # a class naming this base in a scenario is a selection policy

@@ -3,17 +3,16 @@
 The site (default: the aggregator; ``nodes`` can give it a larger datacenter's hardware) runs at the
 effective capacity its power trace allows; each round is one pass over the whole training set (one
 epoch-equivalent of work), so it is evaluated after every epoch, not charged whole multi-epoch rounds.
+
+Its registry entry (the scenario model, naming this class): :class:`testbed.spec.federated.Centralized`.
 """
 
 from __future__ import annotations
 
 from testbed.federated.policies.base import Selection, SelectionPolicy
-from testbed.federated.policies.registry import register_selection_policy
 from testbed.federated.view import RoundView
-from testbed.spec.federated import Centralized
 
 
-@register_selection_policy(Centralized)
 class CentralizedPolicy(SelectionPolicy):
     def __init__(self, label: str, spec, default_site: str) -> None:
         super().__init__(label, spec)

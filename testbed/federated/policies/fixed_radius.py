@@ -1,14 +1,14 @@
-"""``fixed_radius``: every usable site within ``radius_miles`` of the aggregator (default 1000)."""
+"""``fixed_radius``: every usable site within ``radius_miles`` of the aggregator (default 1000).
+
+Its registry entry (the scenario model, naming this class): :class:`testbed.spec.federated.FixedRadius`.
+"""
 
 from __future__ import annotations
 
 from testbed.federated.policies.base import Selection, SelectionPolicy
-from testbed.federated.policies.registry import register_selection_policy
 from testbed.federated.view import RoundView
-from testbed.spec.federated import FixedRadius
 
 
-@register_selection_policy(FixedRadius)
 class FixedRadiusPolicy(SelectionPolicy):
     def select(self, view: RoundView) -> Selection:
         r = self.spec.radius_miles

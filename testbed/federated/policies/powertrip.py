@@ -18,19 +18,18 @@ the formula's gain (``formula_gain``) and the corrected one (``gain``).
 search runs (at an ``interval`` boundary) only once ``patience`` rounds in a row have passed without
 a new best accuracy, and the count restarts after every change of k. ``patience: 0`` (the default)
 re-evaluates at every interval boundary.
+
+Its registry entry (the scenario model, naming this class): :class:`testbed.spec.federated.PowerTrip`.
 """
 
 from __future__ import annotations
 
 from testbed.federated.policies.base import Selection, SelectionPolicy
-from testbed.federated.policies.registry import register_selection_policy
 from testbed.federated.projection import CorrectedGain, GainModel
 from testbed.federated.score import ranked
 from testbed.federated.view import RoundView
-from testbed.spec.federated import PowerTrip
 
 
-@register_selection_policy(PowerTrip)
 class PowerTripPolicy(SelectionPolicy):
     def __init__(self, label: str, spec) -> None:
         super().__init__(label, spec)

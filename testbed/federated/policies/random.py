@@ -1,14 +1,14 @@
-"""``random``: ``k`` usable sites drawn uniformly each round (seeded by the scenario)."""
+"""``random``: ``k`` usable sites drawn uniformly each round (seeded by the scenario).
+
+Its registry entry (the scenario model, naming this class): :class:`testbed.spec.federated.RandomK`.
+"""
 
 from __future__ import annotations
 
 from testbed.federated.policies.base import Selection, SelectionPolicy
-from testbed.federated.policies.registry import register_selection_policy
 from testbed.federated.view import RoundView
-from testbed.spec.federated import RandomK
 
 
-@register_selection_policy(RandomK)
 class RandomPolicy(SelectionPolicy):
     def select(self, view: RoundView) -> Selection:
         usable = [s.name for s in view.usable]

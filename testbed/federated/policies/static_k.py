@@ -3,18 +3,17 @@
 Only the *number* of sites is fixed; which sites follow the same ranking as ``powertrip``, so the
 comparison isolates PowerTrip's dynamic choice of k. A list of k in the scenario runs one policy per
 k, and the results report the best one post hoc (what the paper calls the static optimum).
+
+Its registry entry (the scenario model, naming this class): :class:`testbed.spec.federated.StaticK`.
 """
 
 from __future__ import annotations
 
 from testbed.federated.policies.base import Selection, SelectionPolicy
-from testbed.federated.policies.registry import register_selection_policy
 from testbed.federated.score import ranked
 from testbed.federated.view import RoundView
-from testbed.spec.federated import StaticK
 
 
-@register_selection_policy(StaticK)
 class StaticKPolicy(SelectionPolicy):
     def __init__(self, label: str, spec, k: int) -> None:
         super().__init__(label, spec)
