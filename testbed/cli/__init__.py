@@ -7,7 +7,6 @@ import sys
 
 from testbed import __version__
 from testbed.errors import SpecError, TestbedError
-from testbed.power import builtin as _power_backends  # noqa: F401  (registers the backends power.backend names)
 
 # Sub-command modules, in the order ``testbed --help`` lists them.
 _COMMANDS = ("run", "sweep", "report", "compare", "validate", "schema", "feasibility", "net", "clean", "bench", "calibrate", "doctor", "vm")

@@ -3,7 +3,7 @@ backend registered in :mod:`.backends` and chosen by :mod:`.factory`; the site b
 GPUs (:mod:`.gpu`: the device contract, NVML, a modelled GPU, profiles, calibration, the GPU check)
 and CPU throttles that hold real training to a cap's throughput (:mod:`.throttle`).
 
-Importing :mod:`.builtin` (the CLI and :mod:`.factory` do) registers the built-in power backends,
+Importing :mod:`.builtin` (the scenario model does) registers the built-in power backends,
 so that ``power.backend`` accepts their names; the package itself stays light (the doctor and the
 qemu guest import :mod:`.throttle.cgroups` without the spec's dependencies). ``testbed.power.gpu.nvml`` imports pynvml only when used, so
 this package loads without a GPU.

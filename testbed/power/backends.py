@@ -1,10 +1,12 @@
 """Power backends by name: the registry ``power.backend`` is checked against.
 
-A backend registers itself in its own module (one file: its name, the nodes it can cap, why it
-refuses the others, and the factory of its cap enforcer, :mod:`testbed.power.caps`);
-``import testbed.power.builtin`` registers the built-in ones (the CLI and the runner do). This module
-sits below the spec (which checks `power.backend` against it) and stores the factories without importing them, so the scenario's
-choices (and its JSON schema) come from the registry, not from a hand-kept list.
+A backend is one entry of :data:`BACKENDS`, registered in its own module (one file: its name, the
+nodes it can cap, why it refuses the others, and the factory of its cap enforcer,
+:mod:`testbed.power.caps`). The built-in ones are the modules :mod:`testbed.power.builtin` imports,
+which the scenario model imports (:mod:`testbed.spec.scenario`), so they are registered wherever a
+scenario is checked; a plug-in is one file calling :func:`register`. This module sits below the spec
+(which checks ``power.backend`` against it), so the scenario's choices (and its JSON schema) come
+from the registry, not from a hand-kept list.
 
 Nodes a backend can cap: kinds from :mod:`testbed.node_kinds` (``analytic``, ``ballast``,
 ``agents``, or a registered one), or :data:`ANY_NODES` for a backend that caps whatever runs.

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from testbed.power import builtin  # noqa: F401  (the built-in backends register themselves)
 from testbed.power.caps import CapEnforcer, CapTarget, PowerSetup
 from testbed.power.backends import PowerBackend, resolve
 

@@ -9,6 +9,7 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from testbed import io_model, node_kinds
 from testbed.power import backends as power_backends
+from testbed.power import builtin as _power_builtins  # noqa: F401  registers the built-in backends power.backend names
 from testbed.spec.cross_traffic import LOAD_PRESETS, CrossTraffic, preset_entries
 from testbed.spec.federated import Federated
 from testbed.spec.grid_signals import GRID_SIGNALS, Battery

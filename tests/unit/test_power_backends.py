@@ -43,6 +43,17 @@ def test_the_spec_choices_are_the_registry():
         _sc(backend="gpu9000")
 
 
+def test_the_builtin_backends_are_known_wherever_a_scenario_is_checked():
+    """Not only where the CLI runs: a fresh interpreter that imports only the spec knows them."""
+    import subprocess
+    import sys
+
+    code = ("from testbed.spec import scenario_from_dict; from tests.conftest import small_scenario_dict; "
+            "print(scenario_from_dict({**small_scenario_dict(), 'power': {'backend': 'nvml'}}).power.backend)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "nvml", r.stderr[-2000:]
+
+
 @pytest.mark.parametrize("asked, nodes, chosen", [
     ("auto", "analytic", "model"), ("auto", "ballast", "model"), ("auto", "agents", "emulated-throttle"),
     ("model", "agents", "model"), ("nvml", "agents", "nvml"), ("emulated-throttle", "agents", "emulated-throttle"),
