@@ -1,4 +1,5 @@
-"""Training workloads, registered by name, and the map from a scenario's ``family`` to one of them.
+"""Training workloads, one registry of them by name (:data:`WORKLOADS`), and the map from a
+scenario's ``family`` to one of them.
 
 The paper's workload classes become small stand-ins that train for real on a CPU in milliseconds
 per step (the scenario's ``checkpoint_gb`` is still what the WAN carries: the real checkpoint is the
@@ -38,6 +39,7 @@ from torch.optim.lr_scheduler import LinearLR, LRScheduler, StepLR
 from testbed.nodes import datasets, models
 from testbed.nodes.datasets import Data
 from testbed.nodes.rng import GLOBAL_RNG_LOCK
+from testbed.registry import Registry
 from testbed.seeding import derive_seed
 
 DEFAULT_WORKLOAD = "mlp-digits"
@@ -84,37 +86,37 @@ def resolve_device(device: torch.device | str | None = None) -> torch.device:
     return torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
 
 
-_REGISTRY: dict[str, Workload] = {}
+WORKLOADS: Registry[Workload] = Registry("workload")
+"""Every workload by name, in registration order (the order :func:`for_family` tries prefixes in).
+The built-in ones register below; another registers with :func:`register` from its own file."""
 
 
 def register(workload: Workload) -> Workload:
-    if workload.name in _REGISTRY:
-        raise ValueError(f"workload {workload.name!r} is already registered")
-    _REGISTRY[workload.name] = workload
-    return workload
+    """Add a workload under its name (the same one again is a no-op; another under a taken name is
+    refused with :class:`~testbed.registry.DuplicateNameError`, a ValueError)."""
+    return WORKLOADS.add(workload.name, workload)
 
 
 def names() -> list[str]:
-    return sorted(_REGISTRY)
+    return sorted(WORKLOADS.names())
 
 
 def get(name: str) -> Workload:
     """A workload by its exact registered name (``KeyError`` naming the known ones otherwise)."""
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise KeyError(f"unknown workload {name!r}; known: {', '.join(names())}") from None
+    if name not in WORKLOADS:
+        raise KeyError(f"unknown workload {name!r}; known: {', '.join(names())}")
+    return WORKLOADS.get(name)
 
 
 def for_family(family: str) -> Workload:
     """The stand-in for a scenario ``family`` (exact name, then prefix, then the default)."""
     key = family.strip().lower()
-    if key in _REGISTRY:
-        return _REGISTRY[key]
-    for wl in _REGISTRY.values():
+    if key in WORKLOADS:
+        return WORKLOADS.get(key)
+    for _, wl in WORKLOADS.items():
         if any(key.startswith(prefix) for prefix in wl.stands_in_for):
             return wl
-    return _REGISTRY[DEFAULT_WORKLOAD]
+    return WORKLOADS.get(DEFAULT_WORKLOAD)
 
 
 register(Workload(
