@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 
-from testbed.doctor import probes, probes_host, scratch
+from testbed.doctor import context, probes, probes_host, scratch  # noqa: F401  (probes*: the built-in probes register)
 from testbed.doctor.capability import Capability, ProbeTimeout, deadline
 from testbed.doctor.context import ProbeContext, ProbeSpec
 from testbed.netem.naming import check_run_id, new_run_id
@@ -27,8 +27,8 @@ __all__ = ["Capability", "ProbeSpec", "all_specs", "capabilities", "has_netem", 
 
 
 def all_specs() -> dict[str, ProbeSpec]:
-    """Every probe, by name, in display order."""
-    return {spec.name: spec for spec in (*probes.SPECS, *probes_host.SPECS)}
+    """Every probe, by name, in display order (the one registry, :data:`testbed.doctor.context.PROBES`)."""
+    return dict(context.PROBES.items())
 
 
 def _environment_errors() -> tuple[type[BaseException], ...]:

@@ -1,4 +1,5 @@
-"""What every probe shares: the context it runs in, its spec, kernel config, and ``which``."""
+"""What every probe shares: the context it runs in, its spec, the one registry of probes, kernel config,
+and ``which``."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
+
+from testbed.registry import Registry
 
 Result = tuple[bool, str, dict[str, Any]]
 """What a probe function returns: (available, detail, measured)."""
@@ -40,17 +43,24 @@ class ProbeSpec:
     hint: Callable[[ProbeContext], str] | None = None  # added to "needs root" when skipped
 
 
-def registrar(specs: list[ProbeSpec]):
-    """A decorator ``@probe(name, yes=..., no=...)`` that appends to ``specs`` (the display order)."""
+PROBES: Registry[ProbeSpec] = Registry("doctor probe")
+"""Every probe by name, in the order ``testbed doctor`` lists them (the order they registered:
+:mod:`testbed.doctor.probes`, then :mod:`testbed.doctor.probes_host`, then plug-ins). A probe is one
+function registered in its own file with ``@probe(...)`` or :func:`register_probe`."""
 
-    def probe(name: str, *, yes: str, no: str, needs_root: bool = False, timeout_s: float = 5.0, hint=None):
-        def register(fn):
-            specs.append(ProbeSpec(name, fn, yes, no, needs_root, timeout_s, hint))
-            return fn
 
-        return register
+def register_probe(spec: ProbeSpec) -> ProbeSpec:
+    return PROBES.add(spec.name, spec)
 
-    return probe
+
+def probe(name: str, *, yes: str, no: str, needs_root: bool = False, timeout_s: float = 5.0, hint=None):
+    """Function decorator: register the decorated ``(ProbeContext) -> Result`` as probe ``name``."""
+
+    def register(fn):
+        register_probe(ProbeSpec(name, fn, yes, no, needs_root, timeout_s, hint))
+        return fn
+
+    return register
 
 
 def read_kconfig(path: Path = Path("/proc/config.gz")) -> dict[str, str]:

@@ -21,11 +21,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from testbed.doctor import scratch
-from testbed.doctor.context import ProbeContext, ProbeSpec, Result, kconfig_text, registrar, tool_probe
+from testbed.doctor.context import ProbeContext, ProbeSpec, Result, kconfig_text, probe, register_probe, tool_probe
 from testbed.netem.naming import if_name
-
-SPECS: list[ProbeSpec] = []
-probe = registrar(SPECS)
 
 
 # -- privileges and namespaces -------------------------------------------------------------------
@@ -106,8 +103,8 @@ _QDISCS = (
      "no ingress qdisc: receive-side shaping via ifb/mirred is impossible; shape on the sender's egress"),
 )
 for _kind, _tag, _params, _yes, _no in _QDISCS:
-    SPECS.append(ProbeSpec(f"qdisc_{_kind}", _qdisc(_kind, _tag, **_params), _yes, _no,
-                           needs_root=True, hint=_kconfig_hint(_kind)))
+    register_probe(ProbeSpec(f"qdisc_{_kind}", _qdisc(_kind, _tag, **_params), _yes, _no,
+                             needs_root=True, hint=_kconfig_hint(_kind)))
 
 
 def _tbf_rate_bps(ipr, index: int) -> int:
@@ -165,8 +162,8 @@ def probe_mininet(ctx: ProbeContext) -> Result:
     return True, f"mininet {version} importable from {origin}", {**facts, "version": version, "path": origin}
 
 
-SPECS.append(ProbeSpec("mnexec", tool_probe("mnexec"), "Mininet can start hosts in namespaces",
-                       "Mininet cannot start hosts: install Debian's mininet package (/usr/bin/mnexec)"))
+register_probe(ProbeSpec("mnexec", tool_probe("mnexec"), "Mininet can start hosts in namespaces",
+                         "Mininet cannot start hosts: install Debian's mininet package (/usr/bin/mnexec)"))
 
 
 @probe("linux_bridge", needs_root=True, yes="Linux bridges can join several links at a site (the mininet substrate's switches)",
@@ -181,10 +178,10 @@ def probe_linux_bridge(ctx: ProbeContext) -> Result:
     return kind == "bridge", f"bridge {name} made in a scratch namespace", {}
 
 
-SPECS.append(ProbeSpec("brctl", tool_probe("brctl"), "Mininet's Linux-bridge switch can configure bridges",
-                       "Mininet's Linux-bridge switch cannot configure bridges (it calls brctl): install bridge-utils"))
-SPECS.append(ProbeSpec("ovs", tool_probe("ovs-vsctl"), "Open vSwitch switches can be used by Mininet",
-                       "no Open vSwitch: the mininet substrate uses Linux bridges"))
+register_probe(ProbeSpec("brctl", tool_probe("brctl"), "Mininet's Linux-bridge switch can configure bridges",
+                         "Mininet's Linux-bridge switch cannot configure bridges (it calls brctl): install bridge-utils"))
+register_probe(ProbeSpec("ovs", tool_probe("ovs-vsctl"), "Open vSwitch switches can be used by Mininet",
+                         "no Open vSwitch: the mininet substrate uses Linux bridges"))
 
 
 @probe("ovs_kernel_datapath", yes="OVS switches forward in the kernel at full speed",

@@ -16,10 +16,7 @@ from pathlib import Path
 
 from testbed.power.throttle.cgroups import cgroup_mounts  # noqa: F401 (doctor/__init__ uses it from here)
 from testbed.doctor import scratch
-from testbed.doctor.context import ProbeContext, ProbeSpec, Result, registrar, tool_probe, which
-
-SPECS: list[ProbeSpec] = []
-probe = registrar(SPECS)
+from testbed.doctor.context import ProbeContext, ProbeSpec, Result, probe, register_probe, tool_probe, which
 
 DOCKER_TIMEOUT_S = 3.0
 
@@ -34,8 +31,8 @@ def _first_line(text: str) -> str:
 
 # -- Docker --------------------------------------------------------------------------------------
 
-SPECS.append(ProbeSpec("docker_client", tool_probe("docker"), "the docker CLI can drive an engine",
-                       "no docker CLI: the docker node kind is unavailable"))
+register_probe(ProbeSpec("docker_client", tool_probe("docker"), "the docker CLI can drive an engine",
+                         "no docker CLI: the docker node kind is unavailable"))
 
 
 @probe("docker_engine", timeout_s=DOCKER_TIMEOUT_S + 2, yes="training nodes can run in containers (docker node kind)",
@@ -56,7 +53,7 @@ def probe_docker_engine(ctx: ProbeContext) -> Result:
     return True, f"engine {version} answers at {host}", {"server_version": version, "host": host}
 
 
-SPECS.append(ProbeSpec(
+register_probe(ProbeSpec(
     "dockerd", tool_probe("dockerd"),
     "an engine can be started by hand (dockerd --data-root D --exec-root E -H unix://S --bridge=none "
     "--iptables=false --ip-forward=false --ip-masq=false)",
@@ -184,8 +181,8 @@ def probe_tcp_congestion(ctx: ProbeContext) -> Result:
     return True, f"sites default to {tcp_cc.DEFAULT}; {where}{added}", facts
 
 
-SPECS.append(ProbeSpec("iperf3", tool_probe("iperf3"), "link goodput can be cross-checked with iperf3",
-                       "no iperf3 cross-checks of link goodput (the testbed's own transfers still measure it)"))
-SPECS.append(ProbeSpec("ethtool", tool_probe("ethtool"), "the ethtool command Mininet expects is present",
-                       "Mininet setups expect the ethtool command (install ethtool); the testbed itself switches "
-                       "offloads through pyroute2.ethtool and does not need it"))
+register_probe(ProbeSpec("iperf3", tool_probe("iperf3"), "link goodput can be cross-checked with iperf3",
+                         "no iperf3 cross-checks of link goodput (the testbed's own transfers still measure it)"))
+register_probe(ProbeSpec("ethtool", tool_probe("ethtool"), "the ethtool command Mininet expects is present",
+                         "Mininet setups expect the ethtool command (install ethtool); the testbed itself switches "
+                         "offloads through pyroute2.ethtool and does not need it"))

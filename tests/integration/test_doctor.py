@@ -12,11 +12,12 @@ import pytest
 
 import testbed.cli
 from testbed import doctor
-from testbed.doctor import probes, scratch
+from testbed.doctor import context, scratch
 from testbed.doctor.context import ProbeContext, ProbeSpec, read_kconfig
 from testbed.doctor.probes_host import cgroup_mounts
 from testbed.doctor.report import render, summarize
 from testbed.netem.naming import new_run_id, run_of_ns
+from testbed.registry import Registry
 
 pytestmark = [
     pytest.mark.root,
@@ -80,7 +81,11 @@ def test_a_probe_cut_short_by_its_deadline_leaves_nothing(monkeypatch):
         return True, "", {}
 
     spec = ProbeSpec("stuck", stuck, "yes", "no", needs_root=True, timeout_s=0.5)
-    monkeypatch.setattr(probes, "SPECS", [*probes.SPECS, spec])
+    probes_with_stuck: Registry[ProbeSpec] = Registry("doctor probe")
+    for name, known in context.PROBES.items():
+        probes_with_stuck.add(name, known)
+    probes_with_stuck.add(spec.name, spec)
+    monkeypatch.setattr(context, "PROBES", probes_with_stuck)
     run_id = new_run_id()
     cap = doctor.capabilities(only=["stuck"], run_id=run_id)["stuck"]
     assert cap.detail == "probe timed out after 0.5 s"

@@ -15,10 +15,11 @@ import pytest
 
 import testbed.cli
 from testbed import doctor
-from testbed.doctor import probes, probes_host, scratch
+from testbed.doctor import context, probes_host, scratch
 from testbed.doctor.context import ProbeContext, ProbeSpec, read_kconfig
 from testbed.doctor.report import render, to_json
 from testbed.doctor.report import summarize as summarize_caps
+from testbed.registry import Registry
 from testbed.substrate.registry import doctor_checks
 
 
@@ -44,13 +45,16 @@ def _forbid_kernel_resources(monkeypatch):
         monkeypatch.setattr(scratch, name, refuse)
 
 
-def _stub(results: dict[str, bool]):
+def _stub(results: dict[str, bool]) -> Registry[ProbeSpec]:
     """Every real spec (names and consequence texts), with its probe replaced by a constant result."""
     def fake(spec: ProbeSpec) -> ProbeSpec:
         ok = results.get(spec.name, True)
         return dataclasses.replace(spec, fn=lambda ctx: (ok, f"stub {'yes' if ok else 'no'}", {}))
 
-    return [fake(s) for s in probes.SPECS], [fake(s) for s in probes_host.SPECS]
+    stubs: Registry[ProbeSpec] = Registry("doctor probe")
+    for name, spec in context.PROBES.items():
+        stubs.add(name, fake(spec))
+    return stubs
 
 
 @pytest.fixture
@@ -61,11 +65,26 @@ def stubbed(monkeypatch):
     monkeypatch.setattr(scratch, "sweep", lambda run_id, hierarchies=(): [])  # stubs make nothing
 
     def apply(results: dict[str, bool]) -> None:
-        net, host = _stub(results)
-        monkeypatch.setattr(probes, "SPECS", net)
-        monkeypatch.setattr(probes_host, "SPECS", host)
+        monkeypatch.setattr(context, "PROBES", _stub(results))
 
     return apply
+
+
+def test_a_probe_is_one_entry_of_one_registry_and_a_plugin_probe_is_listed_last(monkeypatch):
+    copy: Registry[ProbeSpec] = Registry("doctor probe")
+    for name, spec in context.PROBES.items():
+        copy.add(name, spec)
+    monkeypatch.setattr(context, "PROBES", copy)
+
+    @context.probe("lab_sensor", yes="the lab's sensor can be read", no="no lab sensor")
+    def lab_sensor(ctx: ProbeContext):
+        return True, "read 1 value", {"values": 1}
+
+    assert tuple(doctor.all_specs()) == (*NAMES, "lab_sensor")
+    cap = doctor.capabilities(only=["lab_sensor"])["lab_sensor"]
+    assert (cap.available, cap.detail, cap.consequence) == (True, "read 1 value", "the lab's sensor can be read")
+    with pytest.raises(ValueError, match="registered twice"):
+        context.register_probe(ProbeSpec("root", lab_sensor, "y", "n"))
 
 
 def test_probe_names_are_stable_and_unique():
