@@ -127,15 +127,21 @@ def comm_gap_summary(sites: pd.DataFrame) -> dict:
 
 def transfer_summary(transfers: pd.DataFrame) -> dict:
     """The real transfers of a run (netns; ``transfers.parquet``): how their data phase compares with
-    the shaped rate (bytes x 8 / the rate the link was set to), and what connecting and verifying
-    add, in wall seconds. Empty where nothing was sent."""
+    the shaped link (bytes x 8 / the rate the link was set to, plus one round trip), per transfer and
+    per round (summed over the round's transfers), and what connecting and verifying add, in wall
+    seconds. Empty where nothing was sent."""
     if not len(transfers) or "shaped_transfer_s" not in transfers:
         return {}
     shaped = transfers["shaped_transfer_s"]
     ratio = (transfers["transfer_s"] / shaped)[shaped > 0]
+    per_round = transfers.groupby("round")[["transfer_s", "shaped_transfer_s"]].sum()
+    rounds = (per_round["transfer_s"] / per_round["shaped_transfer_s"])[per_round["shaped_transfer_s"] > 0]
     return {"transfers": int(len(transfers)),
             "transfer_over_shaped_median": float(ratio.median()) if len(ratio) else math.nan,
             "transfer_over_shaped_p90": float(ratio.quantile(0.9)) if len(ratio) else math.nan,
+            "transfer_round_over_shaped_median": float(rounds.median()) if len(rounds) else math.nan,
+            "transfer_rounds_within_10pct": float(((rounds - 1.0).abs() <= COMM_TOLERANCE).mean())
+            if len(rounds) else math.nan,
             "transfer_connect_s_median": float(transfers["connect_s"].median()),
             "transfer_verify_s_median": float(transfers["verify_s"].median())}
 
