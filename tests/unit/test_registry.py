@@ -1,5 +1,6 @@
-"""Registries: a policy, a selection policy, a trace kind and a substrate each join the testbed from
-one file (tests/fixtures/throwaway_*.py), and are refused with a clear message when not imported."""
+"""Registries: a policy, a selection policy, a trace kind, a grid signal and a substrate each join the
+testbed from one file (tests/fixtures/throwaway_*.py), and are refused with a clear message when not
+imported. Each kind is one registry whose entries hold the model and the builder."""
 
 from __future__ import annotations
 
@@ -207,6 +208,30 @@ def test_schema_lists_registered_plugins(capsys):
     text = json.dumps(schema)
     for name in ("static", "feasibility_aware", "powertrip", "throwaway", "solar", "csv", "constant_kw"):
         assert f'"const": "{name}"' in text or f'"enum": ["{name}"]' in text, name
+
+
+def test_throwaway_grid_signal_kind_builds_its_traces():
+    sig = _plugin("throwaway_signal")
+    from testbed.spec.load import scenario_from_dict
+    from testbed.traces.grid_signals import build_grid_signals
+
+    d = small_scenario_dict(policies=["static"])
+    d["traces"]["carbon"] = {"sites": {"default": {"kind": sig.KIND, "value": 123.0}}}
+    sc = scenario_from_dict(d)
+    signals = build_grid_signals(sc, seed=1, horizon_s=sc.duration_s)
+    assert {tr.at(0.0) for tr in signals.carbon_g_per_kwh.values()} == {123.0}
+    assert {tr.unit for tr in signals.carbon_g_per_kwh.values()} == {"gCO2/kWh"}
+
+
+def test_a_plugin_cannot_take_a_builtin_name():
+    from testbed.spec.trace_sources import TRACE_KINDS
+
+    class MySolar(Strict):
+        kind: Literal["solar"]
+
+    with pytest.raises(DuplicateNameError, match="trace kind 'solar' is registered twice"):
+        TRACE_KINDS.add_kind(MySolar, lambda src, ctx: None)
+    assert TRACE_KINDS.model("solar").__name__ == "Solar"
 
 
 def test_throwaway_substrate_equals_sim(tmp_path, capsys):
