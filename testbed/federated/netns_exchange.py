@@ -19,21 +19,26 @@ The averaging itself uses the in-process copies of the same bytes.
 from __future__ import annotations
 
 import secrets
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 
 from testbed.federated.exchange import Exchange
 from testbed.federated.roundtime import SiteTime
 from testbed.inputs import Inputs
+from testbed.errors import TestbedWarning
 from testbed.netem.fabric import Fabric
 from testbed.netem.naming import new_run_id
 from testbed.netem.nsexec import socket_factory
+from testbed.netem.qdisc import MAX_RATE_MBIT, tbf_params
+from testbed.netguard.gate import MAX_PENDING
 from testbed.seeding import derive_seed
 from testbed.substrate.emulated.wan import default_capacity_mbit, plan_wan, resolve_impairment
 from testbed.transfer.client import send
-from testbed.transfer.server import TransferServer
+from testbed.transfer.server import MAX_CONNECTIONS, TransferServer
 from testbed.transfer.source import BallastSource, ConcatSource, Source
 
 PORT = 7100
+MIN_BURSTS = 20  # an update's bytes on the wire >= 20 shaper bursts: at most 5 % of it passes unshaped
 
 
 class BytesSource(Source):
@@ -73,6 +78,7 @@ class NetnsExchange(Exchange):
         self.fabric: Fabric | None = None
         self.scaling = None
         self.transfers: list[dict] = []
+        self.burst_share: float | None = None  # the shaper's burst / an update's bytes on the wire
 
     def open(self) -> None:
         impairment = resolve_impairment(self._impairment)
@@ -83,13 +89,38 @@ class NetnsExchange(Exchange):
         self.scaling, plan = plan_wan(self.inp, self.run_id, impairment=impairment, capacity_mbit=capacity)
         for li in plan.links:
             self._rates[(li.a, li.b)], self._rates[(li.b, li.a)] = li.rate_ab_mbit, li.rate_ba_mbit
+        self._check_burst(plan)
         self.fabric = Fabric(plan, purpose="federated")
         self.fabric.up()
+        n_sites = len(plan.sites)
         for s in plan.sites:
+            # the aggregator takes every selected site's update at once (100 on us-100): room for all of
+            # them, authenticated and still authenticating, rather than refusing them as busy to retry
+            room = ({"max_connections": max(MAX_CONNECTIONS, n_sites), "max_pending": max(MAX_PENDING, 2 * n_sites)}
+                    if s.name == self.agg else {})
             srv = TransferServer(s.addr, PORT, token=self._token, require_announced=True,
-                                 socket_factory=socket_factory(self.fabric.site_ns(s.name)))
+                                 socket_factory=socket_factory(self.fabric.site_ns(s.name)), **room)
             srv.start()
             self._servers[s.name] = srv
+
+    def _check_burst(self, plan) -> None:
+        """Each link's shaper lets its burst through at line rate: a transfer not much larger than the
+        burst is not held to the link's rate. Say so when the update's bytes on the wire are under
+        :data:`MIN_BURSTS` bursts of the fastest link's shaper (its share of such a transfer is then
+        over 1 / MIN_BURSTS): the measured exchanges would be shorter than the links allow."""
+        update_gb = self.sc.federated.update_gb
+        if not update_gb:
+            return
+        wire = self.scaling.bytes_sent(update_gb)
+        burst = max(tbf_params(min(rate, MAX_RATE_MBIT)).burst_bytes
+                    for li in plan.links for rate in (li.rate_ab_mbit, li.rate_ba_mbit))
+        self.burst_share = burst / wire if wire else 1.0
+        if self.burst_share > 1.0 / MIN_BURSTS:
+            warnings.warn(f"federated update transfers are {wire / 1e6:.2f} MB on the wire (update_gb x byte_scale "
+                          f"{self.scaling.byte_scale:g}) against the link shaper's burst of {burst / 1024:.0f} KiB: "
+                          f"up to {min(self.burst_share, 1.0):.0%} of each passes unshaped, so measured exchanges run "
+                          "faster than the links; lower emulation.time_scale so that byte_scale can grow "
+                          f"(summary.json: transfer_over_shaped_median shows the effect)", TestbedWarning, stacklevel=3)
 
     def close(self) -> None:
         for srv in self._servers.values():
@@ -168,6 +199,7 @@ class NetnsExchange(Exchange):
         return {"substrate": "netns", "run_id": self.run_id,
                 "impairment": self.fabric.plan.impairment if self.fabric else None,
                 **(s.to_dict() if s else {}), "fabric_up_s": self.fabric.up_s if self.fabric else None,
+                "burst_share": self.burst_share,
                 "comm": "measured: serialized global model / site update + ballast to update_gb x byte_scale, "
                         "sent over the shaped links (down, then up), SHA-256 verified; x time_scale",
                 "compute": "modelled: power trace -> effective capacity -> samples / throughput"}
