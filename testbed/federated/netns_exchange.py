@@ -38,7 +38,7 @@ from testbed.transfer.server import MAX_CONNECTIONS, TransferServer
 from testbed.transfer.source import BallastSource, ConcatSource, Source
 
 PORT = 7100
-MIN_BURSTS = 20  # an update's bytes on the wire >= 20 shaper bursts: at most 5 % of it passes unshaped
+MIN_BURSTS = 10  # an update's bytes on the wire >= 10 shaper bursts: at most 10 % of it passes unshaped
 
 
 class BytesSource(Source):
