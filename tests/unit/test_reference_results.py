@@ -15,7 +15,8 @@ from tests.conftest import ROOT
 
 REF = ROOT / "results" / "reference"
 SIM_SWEEPS = ("paper-degradation-sim", "sweep-degradation-sim", "sweep-forecast-sim", "sweep-alpha-sim",
-              "sweep-alpha-holdout-sim", "sweep-renewables-sim", "sweep-class-rule-sim", "paper-emulated-sim")
+              "sweep-alpha-holdout-sim", "sweep-renewables-sim", "sweep-class-rule-sim", "sweep-cross-traffic-sim",
+              "paper-emulated-sim")
 
 
 @pytest.mark.parametrize("name", SIM_SWEEPS)
@@ -127,8 +128,9 @@ def test_every_powertrip_claim_has_ten_seeds_a_ci_and_a_censoring_count():
     md = (REF / "report-powertrip" / "report.md").read_text()
     assert "## The PowerTrip paper's claims, over seeds" in md and "KM median" in md
     netns = REF / "powertrip-emulated-netns" / "table.csv"
-    if netns.exists():
-        assert pd.read_csv(netns)["n"].max() >= 2
+    if netns.exists():  # the 12-site study on netns: 15 seeds (what fits in an hour here), every run counted
+        table = pd.read_csv(netns)
+        assert table[table["metric"] == "rounds"]["n"].min() >= 15
 
 
 @pytest.mark.parametrize("name", ["powertrip-gain-sim", "powertrip-weight-ref-sim", "powertrip-heterogeneity-sim",
