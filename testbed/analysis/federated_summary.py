@@ -31,6 +31,13 @@ PAPER = {
 # wall_s, samples_per_s; k for a static_k run; comm_measured_over_modelled where exchanges were measured).
 # Not: label, policy, round_time (text), reached (boolean), tta_h_at and energy_kwh_by_site (objects).
 # tests/unit/test_summary_metrics.py checks them against docs/outputs.md and a run's summary.json.
+# written only where the exchange was measured (netns): comm_gap_summary and transfer_summary
+MEASURED_EXCHANGE_METRICS: tuple[str, ...] = (
+    "comm_measured_over_modelled", "comm_round_ratio_median", "comm_round_ratio_p10", "comm_round_ratio_p90",
+    "comm_rounds_within_10pct", "comm_rounds_measured", "comm_transfer_ratio_median", "transfers",
+    "transfer_over_shaped_median", "transfer_over_shaped_p90", "transfer_round_over_shaped_median",
+    "transfer_rounds_within_10pct", "transfer_connect_s_median", "transfer_verify_s_median",
+)
 SUMMARY_METRICS: tuple[str, ...] = (
     "target_accuracy", "time_to_accuracy_s", "rounds_to_accuracy",
     "epoch_equivalents_to_accuracy", "energy_to_accuracy_kwh", "accuracy_per_kwh", "rounds", "rounds_trained",
@@ -38,10 +45,8 @@ SUMMARY_METRICS: tuple[str, ...] = (
     "compute_over_comm", "projected_vs_measured_mae",
     "formula_vs_measured_mae", "projected_vs_measured_corr",
     "energy_kwh", "renewable_kwh", "grid_kwh", "compute_kwh", "comm_kwh", "idle_kwh",
-    "wall_s", "samples_per_s", "k", "comm_measured_over_modelled", "comm_round_ratio_median",
-    "comm_round_ratio_p10", "comm_round_ratio_p90", "comm_rounds_within_10pct", "comm_transfer_ratio_median",
-    "transfer_over_shaped_median",
-) + SIGNAL_COLUMNS
+    "wall_s", "samples_per_s", "k",
+) + SIGNAL_COLUMNS + MEASURED_EXCHANGE_METRICS
 COMM_TOLERANCE = 0.10  # a round's measured exchange "matches the shaped links" within this fraction of the model
 
 

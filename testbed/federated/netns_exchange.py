@@ -157,13 +157,13 @@ class NetnsExchange(Exchange):
         wall = rep.t_connect_s + rep.t_transfer_s + rep.t_verify_s
         rate = self._rates[(src, dst)]
         rtt_s = self.scaling.delay_ms(self.inp.latency_ms[(src, dst)] + self.inp.latency_ms[(dst, src)]) / 1000.0
-        self.transfers.append({**record, "transfer_id": tid, "src": src, "dst": dst, "bytes_sent": rep.size_bytes,
-                               "shaped_mbit": rate, "rtt_wall_s": rtt_s, "connect_s": rep.t_connect_s,
+        self.transfers.append({**record, "transfer_id": tid, "src": src, "dst": dst, "sent_bytes": rep.size_bytes,
+                               "shaped_gbps": rate / 1000.0, "rtt_wall_s": rtt_s, "connect_s": rep.t_connect_s,
                                "transfer_s": rep.t_transfer_s, "verify_s": rep.t_verify_s, "wall_s": wall,
                                # what the data phase (first byte sent to last one acknowledged) takes on the
                                # shaped link: the bytes at its rate plus one round trip
                                "shaped_transfer_s": rep.size_bytes * 8 / (rate * 1e6) + rtt_s,
-                               "goodput_mbps": rep.goodput_mbps, "measured_s": self.scaling.scenario_s(wall),
+                               "goodput_gbps": rep.goodput_mbps / 1000.0, "measured_s": self.scaling.scenario_s(wall),
                                "sha256": rep.sha256})
         return self.scaling.scenario_s(wall)
 

@@ -49,7 +49,7 @@ def test_updates_cross_the_shaped_links(tmp_path):
     tr = pd.read_parquet(out / "static_k" / "transfers.parquet")
     assert len(tr) == 16 and summ["transfers"] == 16 and summ["comm_rounds_measured"] == 2
     assert sorted(tr["direction"].unique()) == ["down", "up"] and set(tr["site"]) == set(s["site"])
-    assert (tr["bytes_sent"] > 0).all() and (tr["transfer_s"] > 0).all() and (tr["shaped_mbit"] > 0).all()
+    assert (tr["sent_bytes"] > 0).all() and (tr["transfer_s"] > 0).all() and (tr["shaped_gbps"] > 0).all()
     per = tr.groupby(["round", "site"])["measured_s"].sum().sort_index()  # the round clock uses what was measured
     want = (s.set_index(["round", "site"])["down_s"] + s.set_index(["round", "site"])["up_s"]).sort_index()
     assert per.values == pytest.approx(want.values)
@@ -70,7 +70,7 @@ def test_exchange_sends_real_update_bytes():
         got = ex.exchange(1, 0.0, pred, {"__global__": b"g" * 5000, "near": b"u" * 7000}, 10**9)
         assert got["near"][0] > 0 and got["near"][1] > 0
         sent = ex.take_transfers()
-        sizes = {t["direction"]: t["bytes_sent"] for t in sent}
+        sizes = {t["direction"]: t["sent_bytes"] for t in sent}
         assert sizes["down"] == sizes["up"] == ex.scaling.bytes_sent(1.0)
         assert {t["transfer_id"].rsplit(".", 1)[-1] for t in sent} == {"down", "up"}
         assert ex.take_transfers() == []  # taken once

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 import testbed
-from testbed.analysis.federated_summary import energy_summary
+from testbed.analysis.federated_summary import MEASURED_EXCHANGE_METRICS, energy_summary
 from testbed.analysis.summary import BATTERY_COLUMNS, SIGNAL_COLUMNS, grid_signal_metrics
 from testbed.studies import FederatedStudy, MigrationStudy
 from tests.conftest import ROOT
@@ -197,7 +197,7 @@ def test_a_runs_numeric_summary_keys_are_its_studys_metrics(migration_run, feder
     any_, every = _numeric_keys(federated_run)
     declared = set(FederatedStudy.summary_metrics())
     assert any_ <= declared and "k" in any_
-    assert every == declared - {"k", "comm_measured_over_modelled", *SIGNAL_COLUMNS}
+    assert every == declared - {"k", *MEASURED_EXCHANGE_METRICS, *SIGNAL_COLUMNS}
 
 
 def test_signal_and_battery_columns_are_declared():
