@@ -107,6 +107,17 @@ def energy_summary(sites: pd.DataFrame) -> dict:
                                                "grid": float(r["grid_kwh"])} for site, r in per.iterrows()}}
 
 
+def _round_ratios(rows: pd.DataFrame, measured: str, modelled: str) -> pd.Series:
+    """Per round, ``measured`` summed over its rows over ``modelled`` summed (rounds whose model is 0 left out)."""
+    per_round = rows.groupby("round", sort=True)[[measured, modelled]].sum()
+    return (per_round[measured] / per_round[modelled])[per_round[modelled] > 0]
+
+
+def _share_within(ratio: pd.Series) -> float:
+    """The share of ratios within :data:`COMM_TOLERANCE` of 1."""
+    return float(((ratio - 1.0).abs() <= COMM_TOLERANCE).mean())
+
+
 def comm_gap_summary(sites: pd.DataFrame) -> dict:
     """Measured against modelled exchange times, where the exchange was measured (netns): per round,
     the round's measured down + up seconds over its modelled ones (the link model: latency +
@@ -114,18 +125,17 @@ def comm_gap_summary(sites: pd.DataFrame) -> dict:
     its sites; per transfer, each direction's own ratio. Empty where nothing was measured (sim)."""
     if not len(sites) or "comm_measured" not in sites or not sites["comm_measured"].astype(bool).any():
         return {}
-    m = sites[sites["comm_measured"].astype(bool)]
-    per_round = m.groupby("round", sort=True)[["down_s", "up_s", "predicted_down_s", "predicted_up_s"]].sum()
-    modelled = per_round["predicted_down_s"] + per_round["predicted_up_s"]
-    ratio = ((per_round["down_s"] + per_round["up_s"]) / modelled)[modelled > 0]
+    m = sites[sites["comm_measured"].astype(bool)].assign(measured_s=lambda d: d["down_s"] + d["up_s"],
+                                                         modelled_s=lambda d: d["predicted_down_s"] + d["predicted_up_s"])
+    ratio = _round_ratios(m, "measured_s", "modelled_s")
     transfers = pd.concat([m["down_s"] / m["predicted_down_s"], m["up_s"] / m["predicted_up_s"]])
     transfers = transfers[np.isfinite(transfers)]
     if not len(ratio):
         return {}
-    return {"comm_measured_over_modelled": float((m["down_s"] + m["up_s"]).sum() / modelled.sum()),
+    return {"comm_measured_over_modelled": float(m["measured_s"].sum() / m["modelled_s"].sum()),
             "comm_round_ratio_median": float(ratio.median()),
             "comm_round_ratio_p10": float(ratio.quantile(0.1)), "comm_round_ratio_p90": float(ratio.quantile(0.9)),
-            "comm_rounds_within_10pct": float(((ratio - 1.0).abs() <= COMM_TOLERANCE).mean()),
+            "comm_rounds_within_10pct": _share_within(ratio),
             "comm_rounds_measured": int(len(ratio)),
             "comm_transfer_ratio_median": float(transfers.median()) if len(transfers) else math.nan}
 
@@ -139,14 +149,12 @@ def transfer_summary(transfers: pd.DataFrame) -> dict:
         return {}
     shaped = transfers["shaped_transfer_s"]
     ratio = (transfers["transfer_s"] / shaped)[shaped > 0]
-    per_round = transfers.groupby("round")[["transfer_s", "shaped_transfer_s"]].sum()
-    rounds = (per_round["transfer_s"] / per_round["shaped_transfer_s"])[per_round["shaped_transfer_s"] > 0]
+    rounds = _round_ratios(transfers, "transfer_s", "shaped_transfer_s")
     return {"transfers": int(len(transfers)),
             "transfer_over_shaped_median": float(ratio.median()) if len(ratio) else math.nan,
             "transfer_over_shaped_p90": float(ratio.quantile(0.9)) if len(ratio) else math.nan,
             "transfer_round_over_shaped_median": float(rounds.median()) if len(rounds) else math.nan,
-            "transfer_rounds_within_10pct": float(((rounds - 1.0).abs() <= COMM_TOLERANCE).mean())
-            if len(rounds) else math.nan,
+            "transfer_rounds_within_10pct": _share_within(rounds) if len(rounds) else math.nan,
             "transfer_connect_s_median": float(transfers["connect_s"].median()),
             "transfer_verify_s_median": float(transfers["verify_s"].median())}
 

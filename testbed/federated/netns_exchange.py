@@ -22,14 +22,14 @@ import secrets
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 
+from testbed.errors import TestbedWarning
 from testbed.federated.exchange import Exchange
 from testbed.federated.roundtime import SiteTime
 from testbed.inputs import Inputs
-from testbed.errors import TestbedWarning
 from testbed.netem.fabric import Fabric
 from testbed.netem.naming import new_run_id
 from testbed.netem.nsexec import socket_factory
-from testbed.netem.qdisc import MAX_RATE_MBIT, tbf_params
+from testbed.netem.qdisc import tbf_params
 from testbed.netguard.gate import MAX_PENDING
 from testbed.seeding import derive_seed
 from testbed.substrate.emulated.wan import default_capacity_mbit, plan_wan, resolve_impairment
@@ -112,8 +112,7 @@ class NetnsExchange(Exchange):
         if not update_gb:
             return
         wire = self.scaling.bytes_sent(update_gb)
-        burst = max(tbf_params(min(rate, MAX_RATE_MBIT)).burst_bytes
-                    for li in plan.links for rate in (li.rate_ab_mbit, li.rate_ba_mbit))
+        burst = max(tbf_params(rate).burst_bytes for li in plan.links for rate in (li.rate_ab_mbit, li.rate_ba_mbit))
         self.burst_share = burst / wire if wire else 1.0
         if self.burst_share > 1.0 / MIN_BURSTS:
             warnings.warn(f"federated update transfers are {wire / 1e6:.2f} MB on the wire (update_gb x byte_scale "
@@ -180,6 +179,7 @@ class NetnsExchange(Exchange):
         tag = f"fl{self._seq}.r{round_}"
         down_src = {s: self._source(payloads["__global__"], update_bytes, derive_seed(0, tag, s, "down")) for s in sites}
         up_src = {s: self._source(payloads[s], update_bytes, derive_seed(0, tag, s, "up")) for s in sites}
+
         def record(s: str, direction: str) -> dict:
             p = predicted[s]
             return {"round": round_, "site": s, "direction": direction,
