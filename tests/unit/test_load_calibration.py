@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import statistics
 
 import numpy as np
 import pytest
@@ -30,8 +31,8 @@ def test_fit_refuses_too_little(x):
 
 
 def test_measure_reads_back_every_byte_and_bigger_takes_longer(tmp_path):
-    cal = measure([4, 96], repeats=2, directory=tmp_path)
-    assert {p["op"] for p in cal.points} == set(OPS) and len(cal.points) == 3 * 2 * 2
+    cal = measure([4, 96], repeats=3, directory=tmp_path)
+    assert {p["op"] for p in cal.points} == set(OPS) and len(cal.points) == 3 * 2 * 3
     assert not list(tmp_path.iterdir())  # its files are gone
     small = [p["size_bytes"] for p in cal.points if p["op"] == "save" and p["size_bytes"] < 10 << 20]
     assert small and all(s >= 4 << 20 for s in small)  # the file holds at least the tensors' bytes
@@ -41,7 +42,9 @@ def test_measure_reads_back_every_byte_and_bigger_takes_longer(tmp_path):
             if p["op"] == op:
                 pts[p["size_bytes"]].append(p["seconds"])
         lo, hi = min(pts), max(pts)
-        assert min(pts[hi]) > max(pts[lo])  # 24x the bytes: always slower
+        # 24x the bytes: slower. Medians of three, since one small load can stall ~10 ms on a busy
+        # machine (seen in CI: 0.7 ms and 10.1 ms for the same 4 MB)
+        assert statistics.median(pts[hi]) > statistics.median(pts[lo]), pts
         assert cal.fits[op].s_per_gb > 0
     assert cal.t_load_s(100.0) > cal.t_load_s(1.0)
     assert json.loads(json.dumps(cal.to_dict()))["format"] == "testbed-load-calibration/1"
