@@ -88,7 +88,7 @@ def test_a_fourth_flow_gets_a_quarter_of_the_link_and_all_of_it_alone():
     assert shares[0][0] >= 0.94
 
 
-def _scenario(tmp_path: Path, basis: str = "probe") -> Path:
+def _scenario(tmp_path: Path, basis: str = "probe", checkpoint_gb: float = 4) -> Path:
     tmp_path.mkdir(parents=True, exist_ok=True)
     d = small_scenario_dict(duration_h=3)
     d["emulation"] = {"time_scale": 100, "byte_scale": 0.004}  # 1 Gbit/s -> 400 Mbit/s wall; 4 GB -> 16 MB
@@ -96,10 +96,10 @@ def _scenario(tmp_path: Path, basis: str = "probe") -> Path:
     d["traces"] = {"renewable": {"a": {"kind": "curtailment_windows", "capacity_kw": 0.1, "windows_per_day": 0.001},
                                  "b": {"kind": "csv", "file": str(tmp_path / "b.csv")}}}
     (tmp_path / "b.csv").write_text("timestamp,value\n0,0\n1800,2.0\n10800,0\n14400,0\n")
-    d["workloads"] = {"jobs": [{"id": "j1", "checkpoint_gb": 4, "work_gpu_h": 6, "origin": "a"}]}
+    d["workloads"] = {"jobs": [{"id": "j1", "checkpoint_gb": checkpoint_gb, "work_gpu_h": 6, "origin": "a"}]}
     d["cross_traffic"] = [{"src": "a", "dst": "b", "tcp": {"flows": 3}}]
     d["policies"] = [{"name": "energy_only", "label": basis}]
-    d["feasibility"] = {"bandwidth_basis": basis}
+    d["feasibility"] = {"bandwidth_basis": basis, "alpha": 0.5}
     f = tmp_path / "s.yaml"
     f.write_text(yaml.safe_dump(d))
     return f
@@ -114,6 +114,9 @@ def test_a_run_generates_records_and_removes_its_cross_traffic(tmp_path):
     man = json.loads((out / "manifest.json").read_text())
     sub = man["substrate"]
     assert [x["what"] for x in sub["cross_traffic"]] == ["3 TCP flow(s)"] and sub["cross_traffic"][0]["tcp_bytes"] > 0
+    # 4 GB at 400 Mbit/s on the wire, fair share 1/4: 1.3 s, still joining (testbed.crosstraffic.fidelity)
+    (caution,) = sub["cross_traffic_cautions"]
+    assert caution.startswith("cross_traffic a -> b: a 4 GB move lasts 1.3 s on the wire")
     xt = pd.read_parquet(out / "probe" / "cross_traffic.parquet")
     assert set(xt.src) == {"a"} and set(xt.dst) == {"b"} and (xt.flows <= 3).all()
     assert xt.tcp_bytes.is_monotonic_increasing and xt.tcp_bytes.iloc[-1] > 0
@@ -201,26 +204,28 @@ def test_net_up_brings_the_cross_traffic_and_net_down_ends_it(tmp_path):
     _nothing_left(run_id)
 
 
-SIM_GAP_TOLERANCE = (0.9, 1.5)
+SIM_GAP_TOLERANCE = (0.9, 1.3)
 """The reference case's netns transfer time / the sim's, the median of three netns runs: the tolerance
-docs/how-to/cross-traffic.md states (measured: single runs 1.01-2.01 x the model, median 1.23, the
-emulation slower: the model leaves out cubic's convergence beside flows that hold the queue, and the
-host's CPU on 2 shared cores; one run in eleven went past 1.5 under load 8, hence the median)."""
+docs/how-to/cross-traffic.md states. The reference move is 40 GB, 12.8 s on the wire at its fair share,
+past the seconds a joining cubic flow needs to reach it (testbed.crosstraffic.fidelity; measured here:
+1.03-1.16 x the model). A 4 GB move (1.3 s on the wire) is still joining and took 1.2-1.5 x."""
 
 
 def _transfer_s(tmp_path: Path, sub: str) -> float:
     from testbed.cli import main
 
     out = tmp_path / "r"
-    assert main(["run", str(_scenario(tmp_path, "fair_share")), "--substrate", sub, "--out", str(out),
-                 "--no-progress", "--no-plots"]) == 0
+    assert main(["run", str(_scenario(tmp_path, "fair_share", checkpoint_gb=40)), "--substrate", sub, "--out",
+                 str(out), "--no-progress", "--no-plots"]) == 0
     m = pd.read_parquet(out / "fair_share" / "migrations.parquet")
     assert len(m) == 1 and m.status.iloc[0] == "completed"
+    if sub != "sim":
+        assert json.loads((out / "manifest.json").read_text())["substrate"]["cross_traffic_cautions"] == []
     return float(m.outcome_transfer_s.iloc[0])
 
 
 def test_the_sim_model_is_within_its_stated_tolerance_of_netns_under_cross_traffic(tmp_path):
-    """The small reference case (the how-to's): one 4 GB move a -> b on a 1 Gbit/s, 20 ms link beside 3
+    """The small reference case (the how-to's): one 40 GB move a -> b on a 1 Gbit/s, 20 ms link beside 3
     cubic flows, 400 Mbit/s on the wire; the transfer time on netns against the sim's fair-share model."""
     import statistics
 

@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import dataclasses
 import secrets
+import sys
 import threading
 
 from testbed import step_profile
+from testbed.crosstraffic.fidelity import cautions
 from testbed.errors import SpecError, TestbedError
 from testbed.inputs import Inputs
 from testbed.lifecycle import critical
@@ -64,6 +66,7 @@ class EmulatedSubstrate(Substrate):
         self.clock: EmulationClock | None = None
         self._replayer: LinkReplayer | None = None
         self._xt_rows: list[dict] = []  # the cross-traffic generators' counters, sampled at every poll
+        self._cautions: list[str] = []  # where the fabric cannot reproduce the cross-traffic (crosstraffic.fidelity)
 
     @staticmethod
     def _mover_for(inputs: Inputs) -> Mover:
@@ -78,6 +81,9 @@ class EmulatedSubstrate(Substrate):
         sc = self._in.scenario
         impairment = resolve_impairment(self._impairment_req)
         self.scaling, plan = plan_wan(self._in, self.run_id, impairment=impairment, capacity_mbit=self._capacity)
+        self._cautions = cautions(sc, self.scaling, [j.checkpoint_gb for j in self._in.jobs])
+        for line in self._cautions:
+            print(f"caution: {line}", file=sys.stderr)
         self.fabric = self.make_fabric(plan)
         self.fabric.up()
         clock = EmulationClock(self.scaling.time_scale, skip_idle=self._skip_idle)
@@ -223,6 +229,7 @@ class EmulatedSubstrate(Substrate):
             **(self.fabric.describe() if self.fabric else {}),
             "skipped_scenario_s": self.clock.skipped_s if self.clock else None,
             "cross_traffic": self._cross_traffic_summary(),
+            "cross_traffic_cautions": self._cautions,
             "rate_changes": len(applied),
             "rate_change_max_lag_wall_ms": max((a["lag_wall_ms"] for a in live), default=None),
             "rate_change_max_call_ms": max((a["call_ms"] for a in applied), default=None),
