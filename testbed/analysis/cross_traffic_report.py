@@ -3,7 +3,8 @@ whose migrations were predicted on more than one bandwidth basis (``predicted_ba
 nominal, fair_share, probe) or that swept the cross-traffic load (``cross_traffic``), per substrate,
 load and predictor: each run's median |transfer-time prediction error| and its overruns, then the
 median over seeds and the mean's 95 % Student-t interval over seeds (:func:`testbed.stats.t_interval`),
-and whether ``probe`` beats ``nominal`` under heavy load, paired per seed (:func:`testbed.stats.paired_test`).
+and whether ``probe`` beats ``nominal`` under heavy load, paired per seed (:func:`testbed.stats.paired_test`),
+judged as every claim is: over at least ``compare.MIN_SEEDS`` paired seeds, by the paired t-test.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from testbed.analysis.compare import MIN_SEEDS, SIGNIFICANCE, not_enough_seeds
 from testbed.analysis.markdown import md_table, p_text
 from testbed.analysis.names import param_column
 from testbed.analysis.outcomes import outcome_s
@@ -108,12 +110,25 @@ def heavy_verdicts(runs: pd.DataFrame) -> list[str]:
         test = paired_test(pro[common].to_numpy(), nom[common].to_numpy()) if len(common) else None
         tested = ("" if test is None else f"; paired over {test.n} seed{'s' if test.n != 1 else ''}, mean difference {test.mean_diff:+.3g}, "
                   f"Wilcoxon p = {p_text(test.wilcoxon_p)}, t-test p = {p_text(test.t_p)}")
-        if a < b:
-            lines.append(f"- {where}: **yes, `probe` beats `nominal` under heavy load**: median |error| over seeds "
-                         f"{a:.3g} against {b:.3g}{tested}.")
-        else:
-            lines.append(f"- {where}: **no, `probe` does not beat `nominal` under heavy load**: median |error| over "
-                         f"seeds {a:.3g} against {b:.3g}{tested}.")
+        said = f"median |error| over seeds {a:.3g} (`probe`) against {b:.3g} (`nominal`){tested}"
+        lines.append(f"- {where}: {heavy_verdict(test)}: {said}.")
+    return lines
+
+
+def heavy_verdict(test) -> str:
+    """The verdict on "``probe`` beats ``nominal`` under heavy load" from the paired test of the per-seed
+    median |errors| (probe - nominal), by the rule every claim here follows (:mod:`testbed.analysis.compare`):
+    at least ``MIN_SEEDS`` paired seeds, and a difference only where the paired t-test finds one."""
+    n = 0 if test is None else test.n
+    if n < MIN_SEEDS:
+        return f"**not judged**, {not_enough_seeds(n)} paired"
+    if not test.t_p < SIGNIFICANCE:
+        return "**no, `probe` does not beat `nominal` under heavy load** (no significant difference)"
+    if test.mean_diff < 0:
+        return "**yes, `probe` beats `nominal` under heavy load**"
+    return "**no, `probe` does not beat `nominal` under heavy load** (`probe` is worse)"
+
+
     return lines
 
 

@@ -47,18 +47,34 @@ def test_the_table_has_medians_over_seeds_and_the_means_ci():
     assert row["median_overruns"] == 1 and row["overrun_share"] == pytest.approx(3 / 9)
 
 
-def test_the_verdict_says_yes_when_probe_beats_nominal_under_heavy_load():
-    lines = xr.markdown(migrations(ERR))
+TEN = {("none", "nominal"): [0.05 + 0.01 * i for i in range(10)], ("none", "probe"): [0.06] * 10,
+       ("heavy", "nominal"): [0.7 + 0.02 * i for i in range(10)], ("heavy", "probe"): [0.05 + 0.03 * i for i in range(10)]}
+
+
+def test_the_verdict_says_yes_when_probe_beats_nominal_under_heavy_load_over_ten_seeds():
+    lines = xr.markdown(migrations(TEN))
     assert lines[0] == "## Prediction error and overruns by predictor and load"
     text = "\n".join(lines)
-    assert "**yes, `probe` beats `nominal` under heavy load**" in text and "0.1 against 0.8" in text
+    assert "**yes, `probe` beats `nominal` under heavy load**" in text and "0.185 (`probe`) against 0.79" in text
+    assert "paired over 10 seeds" in text
 
 
 def test_the_verdict_says_plainly_when_probe_does_not_beat_nominal():
-    worse = dict(ERR)
-    worse[("heavy", "probe")] = [0.9, 0.95, 0.85]
+    worse = {**TEN, ("heavy", "probe"): [0.9 + 0.01 * i for i in range(10)]}
     text = "\n".join(xr.markdown(migrations(worse)))
-    assert "**no, `probe` does not beat `nominal` under heavy load**" in text and "yes," not in text
+    assert "**no, `probe` does not beat `nominal` under heavy load** (`probe` is worse)" in text and "yes," not in text
+    # lower median but no significant paired difference: not a yes
+    noisy = {**TEN, ("heavy", "probe"): [0.1, 1.5, 0.2, 1.4, 0.3, 1.6, 0.25, 1.3, 0.15, 0.2]}
+    text = "\n".join(xr.markdown(migrations(noisy)))
+    assert "**no, `probe` does not beat `nominal` under heavy load** (no significant difference)" in text
+    assert "yes," not in text
+
+
+def test_fewer_than_ten_paired_seeds_get_numbers_but_no_verdict():
+    """Three seeds (the netns sweep's), however clear the gap: the numbers, and no yes or no."""
+    text = "\n".join(xr.markdown(migrations(ERR)))
+    assert "**not judged**, not enough seeds (n=3<10) paired" in text and "0.1 (`probe`) against 0.8" in text
+    assert "yes," not in text and "**no," not in text
 
 
 def test_no_section_without_bases_or_loads_and_no_verdict_without_heavy_load():
@@ -79,4 +95,5 @@ def test_other_runs_are_left_out_and_scenarios_pool_apart():
     t = xr.table(xr.per_run(m, scen))
     assert dict(zip(zip(t["scenario"], t["load"], t["predictor"]), t["seeds"]))[("b", "heavy", "probe")] == 2
     text = "\n".join(xr.markdown(m, scen))
-    assert "- a on sim: **yes" in text and "- b on sim: **yes" in text
+    assert "- a on sim: **not judged**, not enough seeds (n=1<10)" in text
+    assert "- b on sim: **not judged**, not enough seeds (n=2<10)" in text
