@@ -26,7 +26,7 @@ from testbed.errors import TestbedWarning
 from testbed.federated.exchange import Exchange
 from testbed.federated.roundtime import SiteTime
 from testbed.inputs import Inputs
-from testbed.netem.fabric import Fabric
+from testbed.netem.fabric import Fabric, mtu_frames
 from testbed.netem.naming import new_run_id
 from testbed.netem.nsexec import socket_factory
 from testbed.netem.qdisc import tbf_params
@@ -112,7 +112,8 @@ class NetnsExchange(Exchange):
         if not update_gb:
             return
         wire = self.scaling.bytes_sent(update_gb)
-        burst = max(tbf_params(rate).burst_bytes for li in plan.links for rate in (li.rate_ab_mbit, li.rate_ba_mbit))
+        burst = max(tbf_params(rate, mtu_frames=mtu_frames(li)).burst_bytes
+                    for li in plan.links for rate in (li.rate_ab_mbit, li.rate_ba_mbit))
         self.burst_share = burst / wire if wire else 1.0
         if self.burst_share > 1.0 / MIN_BURSTS:
             warnings.warn(f"federated update transfers are {wire / 1e6:.2f} MB on the wire (update_gb x byte_scale "

@@ -54,6 +54,13 @@ def relay_gso(link: LinkPlan) -> bool:
     return link.loss_pct == 0 or fastrelay.available()
 
 
+def mtu_frames(link: LinkPlan) -> bool:
+    """No frame above the MTU leaves the link's site interfaces: a frame-mode relay's link, whose
+    offloads are switched off (:meth:`Fabric._prepare_relay_links`); its tbf may take a small burst
+    (:func:`testbed.netem.qdisc.tbf_params`)."""
+    return link.relay_ns is not None and not relay_gso(link)
+
+
 def require_root(what: str) -> None:
     if os.geteuid() != 0:
         raise FabricError(f"{what} needs root (network namespaces, veth, tc); run it as root or with sudo")
@@ -242,7 +249,7 @@ class Fabric:
     def _shape(self, n, index: int, link: LinkPlan, side: str) -> None:
         """Install the sender-side shaping of one WAN interface."""
         rate = link.rate_ab_mbit if side == "a" else link.rate_ba_mbit
-        add_shaping(n, index, tbf_params(rate, link.rtt_ms), self._netem(link))
+        add_shaping(n, index, tbf_params(rate, link.rtt_ms, mtu_frames=mtu_frames(link)), self._netem(link))
 
     def _configure_namespaces(self) -> None:
 
@@ -534,7 +541,8 @@ class Fabric:
             if ipr is None:
                 with in_netns(self._ns(ns)):
                     ipr = self._iprs[ns] = IPRoute()
-            return change_rate(ipr, idx, tbf_params(rate_mbit, self._rtt_ms[link.key]), handle=handle, parent=parent)
+            return change_rate(ipr, idx, tbf_params(rate_mbit, self._rtt_ms[link.key], mtu_frames=mtu_frames(link)),
+                               handle=handle, parent=parent)
 
     def release_netlink(self) -> None:
         """Close the sockets :meth:`set_rate` keeps open. pyroute2 binds each to the thread that

@@ -148,6 +148,8 @@ def locked() -> Iterator[None]:
 
 def live_info(fab) -> dict:
     """What a held network needs to change its links later (recorded under ``live`` at `net up`)."""
+    from testbed.netem.fabric import mtu_frames
+
     plan = fab.plan
     pids = fab.relay_pids()
     links = {}
@@ -156,6 +158,7 @@ def live_info(fab) -> dict:
         handle, parent = fab._tbf_handle(lk)
         links[lk.key] = {"ns_a": fab.site_ns(lk.a), "ns_b": fab.site_ns(lk.b), "if_a": lk.if_a, "if_b": lk.if_b,
                          "tbf_handle": handle, "tbf_parent": parent, "netem": under_netem,
+                         "tbf_mtu_frames": mtu_frames(lk),
                          "relay_pid": pids.get(lk.key), "relay_gso": bool(lk.relay_ns) and _gso(lk),
                          # the compiled relay drops single segments of a super-frame
                          "relay_gso_loss": bool(lk.relay_ns) and _gso(lk) and _compiled(),
@@ -260,7 +263,8 @@ class LiveNet:
                                      max(new[field("rate", x)] for x in DIRS))
                     ipr.tc("change", "netem", index=idx[0], handle="1:", **p.kwargs())
                 if rate_changed:
-                    change_rate(ipr, idx[0], tbf_params(new[field("rate", d)], rtt),
+                    change_rate(ipr, idx[0], tbf_params(new[field("rate", d)], rtt,
+                                                        mtu_frames=bool(live.get("tbf_mtu_frames"))),
                                 handle=live["tbf_handle"], parent=live["tbf_parent"])
         if live.get("relay_pid") and any(old[field(k, d)] != new[field(k, d)]
                                          for k in ("delay", "jitter", "loss") for d in DIRS):

@@ -2,9 +2,12 @@
 
 Bandwidth: a tbf at the root of the sender-side WAN interface, changed *in place* (``tc change``)
 when a trace step or a degradation event says so — never deleted and re-added.
-Burst is never below 256 KiB: on this kernel a tbf burst below ~128 KB can stall a flow forever
-after a change (a queued GSO packet larger than the burst). The queue limit holds at least the
-path's bandwidth-delay product so TCP can fill the link.
+Burst is never below 256 KiB where the interface can send GSO super-frames: on this kernel a tbf
+burst below ~128 KB can stall a flow forever after a change (a queued GSO packet larger than the
+burst). Where no frame exceeds the MTU (offloads off: the links of a frame-mode relay), the floor is
+:data:`MIN_BURST_FRAME_BYTES`, so a transfer of a few hundred kB is shaped rather than sent at line
+rate out of a full bucket. The queue limit holds at least the path's bandwidth-delay product so TCP
+can fill the link.
 
 Where the kernel has netem, delay/jitter/loss go in a root netem qdisc with the tbf as its child
 (handle ``2:``); elsewhere they come from the userspace relay and the tbf is the root (``1:``).
@@ -18,6 +21,7 @@ from dataclasses import dataclass
 from testbed.link import rtt_ms
 
 MIN_BURST_BYTES = 256 * 1024
+MIN_BURST_FRAME_BYTES = 16 * 1514  # 16 full Ethernet frames: the floor where no frame exceeds the MTU
 BURST_S = 0.004  # burst covers 4 ms at line rate (hrtimer-friendly at 10 Gbit/s)
 MIN_QUEUE_S = 0.05
 MAX_RATE_MBIT = 34_000  # tbf's 32-bit rate field (bytes/s) without TCA_TBF_RATE64
@@ -35,14 +39,16 @@ class TbfParams:
         return self.rate_bytes_s * 8 / 1e6
 
 
-def tbf_params(rate_mbit: float, rtt_ms: float = 0.0) -> TbfParams:
-    """tbf for ``rate_mbit``; queue >= max(2 x RTT, 50 ms) of traffic so TCP can fill the pipe."""
+def tbf_params(rate_mbit: float, rtt_ms: float = 0.0, *, mtu_frames: bool = False) -> TbfParams:
+    """tbf for ``rate_mbit``; queue >= max(2 x RTT, 50 ms) of traffic so TCP can fill the pipe.
+    ``mtu_frames``: the interface sends no frame above the MTU (offloads off), so the burst may be
+    as small as :data:`MIN_BURST_FRAME_BYTES` (module doc)."""
     if not MIN_RATE_MBIT <= rate_mbit <= MAX_RATE_MBIT:
         raise ValueError(f"rate {rate_mbit} Mbit/s outside [{MIN_RATE_MBIT}, {MAX_RATE_MBIT}]")
     if rtt_ms < 0:
         raise ValueError("rtt_ms must be >= 0")
     rate = int(round(rate_mbit * 1e6 / 8))
-    burst = max(MIN_BURST_BYTES, int(rate * BURST_S))
+    burst = max(MIN_BURST_FRAME_BYTES if mtu_frames else MIN_BURST_BYTES, int(rate * BURST_S))
     queue_s = max(MIN_QUEUE_S, 2 * rtt_ms / 1000.0)
     return TbfParams(rate_bytes_s=rate, burst_bytes=burst, limit_bytes=burst + max(MIN_BURST_BYTES, int(rate * queue_s)))
 

@@ -10,7 +10,7 @@ import pytest
 from testbed.errors import SpecError
 from testbed.netem.naming import if_name, new_run_id, ns_name, run_of_ns
 from testbed.netem.plan import LinkInput, plan_fabric, unreachable
-from testbed.netem.qdisc import MIN_BURST_BYTES, netem_params, tbf_params
+from testbed.netem.qdisc import MIN_BURST_BYTES, MIN_BURST_FRAME_BYTES, netem_params, tbf_params
 from testbed.spec import scenario_from_dict
 from testbed.substrate.emulated.clock import EmulationClock
 from testbed.substrate.emulated.replay import change_points
@@ -56,6 +56,11 @@ def test_tbf_params_keep_burst_and_queue_large_enough():
     assert p.rate_bytes_s == 12_500_000 and p.burst_bytes >= MIN_BURST_BYTES
     assert p.limit_bytes - p.burst_bytes >= 12_500_000 * 0.08  # 2 x RTT of queue
     assert tbf_params(10_000).burst_bytes == int(1.25e9 * 0.004)
+    # where no frame exceeds the MTU the burst floor is 16 frames, not 256 KiB: a 200 kB transfer is shaped
+    assert tbf_params(10, mtu_frames=True).burst_bytes == MIN_BURST_FRAME_BYTES < 200_000 < MIN_BURST_BYTES
+    assert tbf_params(10).burst_bytes == MIN_BURST_BYTES
+    assert tbf_params(10_000, mtu_frames=True).burst_bytes == int(1.25e9 * 0.004)  # the rate's 4 ms rules
+    assert tbf_params(10, mtu_frames=True).limit_bytes - MIN_BURST_FRAME_BYTES == tbf_params(10).limit_bytes - MIN_BURST_BYTES
     for bad in (0, -1, 1e6):
         with pytest.raises(ValueError):
             tbf_params(bad)
