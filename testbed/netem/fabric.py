@@ -55,9 +55,9 @@ def relay_gso(link: LinkPlan) -> bool:
 
 
 def mtu_frames(link: LinkPlan) -> bool:
-    """No frame above the MTU leaves the link's site interfaces: a frame-mode relay's link, whose
-    offloads are switched off (:meth:`Fabric._prepare_relay_links`); its tbf may take a small burst
-    (:func:`testbed.netem.qdisc.tbf_params`)."""
+    """Every frame on the link is MTU-sized: a frame-mode relay's link, whose offloads are switched
+    off (:meth:`Fabric._prepare_relay_links`); its tbf may take a small burst and cut GSO packets into
+    frames as it queues them (:func:`testbed.netem.qdisc.tbf_params`)."""
     return link.relay_ns is not None and not relay_gso(link)
 
 

@@ -2,11 +2,13 @@
 
 Bandwidth: a tbf at the root of the sender-side WAN interface, changed *in place* (``tc change``)
 when a trace step or a degradation event says so — never deleted and re-added.
-Burst is never below 256 KiB where the interface can send GSO super-frames: on this kernel a tbf
-burst below ~128 KB can stall a flow forever after a change (a queued GSO packet larger than the
-burst). Where no frame exceeds the MTU (offloads off: the links of a frame-mode relay), the floor is
-:data:`MIN_BURST_FRAME_BYTES`, so a transfer of a few hundred kB is shaped rather than sent at line
-rate out of a full bucket. The queue limit holds at least the path's bandwidth-delay product so TCP
+Burst is never below 256 KiB where the link carries GSO super-frames (offloads on): TCP hands the
+qdisc GSO packets of up to 64 KiB (more with BIG TCP), which the tbf must hold whole or cut up.
+On the links of a frame-mode relay, whose offloads are off so that every frame on the wire is
+MTU-sized anyway, the floor is :data:`MIN_BURST_FRAME_BYTES`: the tbf cuts a larger GSO packet into
+frames as it queues it, and a transfer of a few hundred kB is shaped rather than sent at line rate
+out of a full bucket. A packet queued under a larger burst never fits a smaller one (the flow would
+stall for good), so :func:`change_rate` never shrinks a small burst below the one the kernel holds. The queue limit holds at least the path's bandwidth-delay product so TCP
 can fill the link.
 
 Where the kernel has netem, delay/jitter/loss go in a root netem qdisc with the tbf as its child
@@ -41,8 +43,8 @@ class TbfParams:
 
 def tbf_params(rate_mbit: float, rtt_ms: float = 0.0, *, mtu_frames: bool = False) -> TbfParams:
     """tbf for ``rate_mbit``; queue >= max(2 x RTT, 50 ms) of traffic so TCP can fill the pipe.
-    ``mtu_frames``: the interface sends no frame above the MTU (offloads off), so the burst may be
-    as small as :data:`MIN_BURST_FRAME_BYTES` (module doc)."""
+    ``mtu_frames``: every frame on the link is MTU-sized (offloads off), so the burst may be as
+    small as :data:`MIN_BURST_FRAME_BYTES` (module doc)."""
     if not MIN_RATE_MBIT <= rate_mbit <= MAX_RATE_MBIT:
         raise ValueError(f"rate {rate_mbit} Mbit/s outside [{MIN_RATE_MBIT}, {MAX_RATE_MBIT}]")
     if rtt_ms < 0:
@@ -96,11 +98,37 @@ def tbf_handle(under_netem: bool) -> tuple[str, str | None]:
 
 
 def change_rate(ipr, index: int, tbf: TbfParams, *, handle: str = "1:", parent: str | None = None) -> float:
-    """``tc change`` the tbf in place; returns the seconds the netlink call took."""
+    """``tc change`` the tbf in place; returns the seconds it took.
+
+    A burst under :data:`MIN_BURST_BYTES` never shrinks below the one the kernel holds: TCP hands the
+    qdisc GSO packets whatever the device's offloads (the device segments them after it), the tbf
+    admits each up to its burst, and a packet queued under a larger burst would never fit a smaller
+    one: the queue would stall for good (measured: 100 -> 40 Mbit/s with the burst going 50 -> 24 KB)."""
     t0 = time.perf_counter()
+    if tbf.burst_bytes < MIN_BURST_BYTES:
+        held = read_tbf_burst_bytes(ipr, index)
+        if held is not None and held > tbf.burst_bytes:
+            tbf = TbfParams(tbf.rate_bytes_s, held, tbf.limit_bytes - tbf.burst_bytes + held)
     kw = {"parent": parent} if parent else {}
     ipr.tc("change", "tbf", index=index, handle=handle, **kw, **_tbf_kwargs(tbf))
     return time.perf_counter() - t0
+
+
+def burst_bytes_of(rate_bytes_s: int, buffer_ticks: int) -> int:
+    """A tbf's burst in bytes from what the kernel reports (its rate and its buffer in psched ticks,
+    as pyroute2 and tc encode it: ``ticks = burst / rate x 1e6 x tick_in_usec``)."""
+    from pyroute2.netlink.rtnl.tcmsg.common import tick_in_usec
+
+    return int(round(buffer_ticks / tick_in_usec / 1e6 * rate_bytes_s))
+
+
+def read_tbf_burst_bytes(ipr, index: int) -> int | None:
+    """The burst the kernel holds for the tbf on ``index`` (None: no tbf there)."""
+    for q in ipr.get_qdiscs(index=index):
+        if q.get_attr("TCA_KIND") == "tbf":
+            parms = q.get_attr("TCA_OPTIONS").get_attr("TCA_TBF_PARMS")
+            return burst_bytes_of(parms["rate"], parms["buffer"])
+    return None
 
 
 def read_tbf_rate_mbit(ipr, index: int) -> float | None:

@@ -112,3 +112,53 @@ def test_clock_remembers_what_it_skipped():
     clock.start(0.0)
     clock.jump_to(1000.0)
     assert clock.skipped_over(500.0) and not clock.skipped_over(1500.0)
+
+
+def test_a_tbf_burst_reads_back_from_the_kernels_ticks():
+    """What change_rate compares against: the burst the kernel holds, from its rate and buffer ticks
+    (encoded as pyroute2 encodes them)."""
+    from pyroute2.netlink.rtnl.tcmsg.common import calc_xmittime
+
+    from testbed.netem.qdisc import burst_bytes_of
+
+    for rate_mbit, burst in ((40, 24_224), (100, 50_000), (2000, MIN_BURST_BYTES), (10_000, 5_000_000)):
+        rate = int(rate_mbit * 1e6 / 8)
+        # tc (and pyroute2) truncate the burst's time to whole microseconds before converting to ticks
+        assert 0 <= burst - burst_bytes_of(rate, calc_xmittime(rate, burst)) <= rate * 1e-6 + 1
+
+
+class _Ipr:
+    """The netlink calls change_rate makes, recorded; the kernel holding a tbf of ``held`` bytes."""
+
+    def __init__(self, held: int | None):
+        self.held, self.calls = held, []
+
+    def get_qdiscs(self, index):
+        from pyroute2.netlink.rtnl.tcmsg.common import calc_xmittime
+
+        if self.held is None:
+            return []
+        rate = 12_500_000
+        parms = {"rate": rate, "buffer": calc_xmittime(rate, self.held)}
+
+        class Q:
+            def get_attr(self, name):
+                return "tbf" if name == "TCA_KIND" else type("O", (), {"get_attr": lambda _s, _n: parms})()
+        return [Q()]
+
+    def tc(self, *args, **kw):
+        self.calls.append(kw)
+
+
+@pytest.mark.parametrize("held,want", [(50_000, 50_000), (10_000, MIN_BURST_FRAME_BYTES), (None, MIN_BURST_FRAME_BYTES)])
+def test_a_small_burst_never_shrinks_below_the_one_the_kernel_holds(held, want):
+    from testbed.netem.qdisc import change_rate
+
+    new = tbf_params(40, mtu_frames=True)  # 24 KiB: the floor
+    ipr = _Ipr(held)
+    change_rate(ipr, 3, new)
+    (call,) = ipr.calls
+    assert call["burst"] == want and call["limit"] == new.limit_bytes - new.burst_bytes + want
+    big = _Ipr(10_000_000)  # bursts of 256 KiB and more (GSO links) are set as asked
+    change_rate(big, 3, tbf_params(40))
+    assert big.calls[0]["burst"] == MIN_BURST_BYTES
