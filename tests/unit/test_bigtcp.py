@@ -2,11 +2,11 @@
 
 import re
 import struct
-from pathlib import Path
 
 import pytest
 
 from testbed.netem import bigtcp
+from testbed.netem.relay.fastrelay import SOURCE as FASTRELAY_C
 
 
 def _reply(attrs: dict[int, int], kind: int = bigtcp.RTM_NEWLINK) -> bytes:
@@ -41,7 +41,7 @@ def test_set_sizes_refuses_a_size_out_of_range_naming_the_interface():
 
 
 def test_relay_frame_buffer_holds_a_big_tcp_frame():
-    src = (Path(bigtcp.__file__).parent / "fastrelay" / "fastrelay.c").read_text()
+    src = FASTRELAY_C.read_text()
     m = re.search(r"#define GSO_FRAME_BYTES \((\d+) \* (\d+)\)", src)
     assert m, "GSO_FRAME_BYTES not found in fastrelay.c"
     frame = int(m.group(1)) * int(m.group(2))

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from testbed.netem import dataplane_capacity as dc
-from testbed.netem import fastrelay
+from testbed.netem.relay import fastrelay
 from testbed.netem.scaling import CAPACITY_MBIT_RELAY
 
 

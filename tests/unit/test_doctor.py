@@ -154,7 +154,7 @@ def test_no_netem_means_the_delay_relay(stubbed):
     summary = summarize(caps)
     assert summary["latency"] == "relay" and summary["bandwidth_shaping"] == "tbf"
     text = render(caps, summary)
-    assert ("qdisc_netem: absent -> latency/jitter/loss use the userspace delay relay (testbed/netem/relay.py); "
+    assert ("qdisc_netem: absent -> latency/jitter/loss use the userspace delay relay (testbed/netem/relay/relay.py); "
             "Mininet's `delay=` would be silently dropped, so the mininet substrate routes delay through the "
             "relay or refuses") in text
     assert "ovs_kernel_datapath: absent -> OVS only with its userspace datapath (slow, ~1.2 Gbit/s" in text

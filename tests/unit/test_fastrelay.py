@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from testbed.netem import fastrelay
-from testbed.netem.fastrelay import FastRelayBuildError, LinkArg, available, build, fastrelay_argv
+from testbed.netem.relay import fastrelay
+from testbed.netem.relay.fastrelay import FastRelayBuildError, LinkArg, available, build, fastrelay_argv
 
 needs_cc = pytest.mark.skipif(fastrelay.compiler() is None, reason="no C compiler")
 
@@ -130,7 +130,7 @@ def test_argv_ring_size_is_validated():
 
 
 def test_argv_asks_for_real_time_priority_unless_told_not_to(monkeypatch):
-    from testbed.netem.relaypool import RELAY_RT_PRIO_ENV
+    from testbed.netem.relay.relaypool import RELAY_RT_PRIO_ENV
 
     monkeypatch.delenv(RELAY_RT_PRIO_ENV, raising=False)
     argv = fastrelay_argv([_link()], binary=Path("/b"))

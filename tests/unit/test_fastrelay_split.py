@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from testbed.netem import fastrelay
+from testbed.netem.relay import fastrelay
 
 pytestmark = pytest.mark.skipif(fastrelay.compiler() is None, reason="no C compiler")
 

@@ -9,7 +9,7 @@ import pytest
 
 from testbed.errors import SpecError
 from testbed.netem.live import LinkChange, check_change, current, directions, impairment_problem, resolve_link, updated
-from testbed.netem.relay import DirectionSchedule, PathImpairment, read_control, relay_argv
+from testbed.netem.relay.relay import DirectionSchedule, PathImpairment, read_control, relay_argv
 
 LINK = {"key": "rome-milan", "a": "rome", "b": "milan", "rate_ab_mbit": 100.0, "rate_ba_mbit": 80.0,
         "delay_ms": 15.0, "jitter_ms": 0.0, "loss_pct": 0.0}

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from testbed.netem.offload import is_relay_offload
-from testbed.netem.relay import (
+from testbed.netem.relay.relay import (
     DirectionSchedule,
     PathImpairment,
     RelayStats,
@@ -115,7 +115,7 @@ def test_total_and_zero_loss():
 def test_argv_round_trips_through_the_parser():
     argv = relay_argv("ra", "rb", PathImpairment(20, 1.5, 0.1), PathImpairment(25, 0, 2), seed=9,
                       stats_path="/tmp/s.json", ready_file="/tmp/r")
-    assert argv[:3] == [sys.executable, "-m", "testbed.netem.relay"]
+    assert argv[:3] == [sys.executable, "-m", "testbed.netem.relay.relay"]
     a = _parser().parse_args(argv[3:])
     assert (a.if_a, a.if_b, a.seed, a.stats, a.ready_file) == ("ra", "rb", 9, "/tmp/s.json", "/tmp/r")
     assert (a.delay_ab_ms, a.jitter_ab_ms, a.loss_ab_pct) == (20, 1.5, 0.1)

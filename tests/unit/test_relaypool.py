@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from testbed.netem.relaypool import (
+from testbed.netem.relay.relaypool import (
     DEFAULT_RT_PRIO,
     RELAY_PROCS_ENV,
     RELAY_RT_PRIO_ENV,

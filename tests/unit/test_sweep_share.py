@@ -18,7 +18,7 @@ from testbed.errors import SpecError
 from testbed.netem import clean, state
 from testbed.netem.fabric import Fabric
 from testbed.netem.plan import LinkInput, plan_fabric
-from testbed.netem.relaypool import RELAY_PROCS_ENV
+from testbed.netem.relay.relaypool import RELAY_PROCS_ENV
 from testbed.studies import pace
 from testbed.substrate import SUBSTRATES
 from testbed.sweep import load_sweep_file, plan_sweep

@@ -1,7 +1,7 @@
 """The compiled delay relay (``fastrelay.c``): same semantics and control interface as
-:mod:`testbed.netem.relay`, in C, one process for any number of links.
+:mod:`testbed.netem.relay.relay`, in C, one process for any number of links.
 
-Built by ``scripts/setup.sh`` (``python -m testbed.netem.fastrelay build``) with the system C
+Built by ``scripts/setup.sh`` (``python -m testbed.netem.relay.fastrelay build``) with the system C
 compiler into ``build/fastrelay`` next to its source; nothing is downloaded. The fabric prefers it
 whenever the built binary is present and not older than its source (:func:`available`); otherwise
 it uses the Python relay. ``TESTBED_RELAY=python`` forces the Python relay.
@@ -103,8 +103,8 @@ def fastrelay_argv(links: list[LinkArg], *, netns: str | None = None, ready_file
     ``/proc/PID/ns/net`` path, entered by the relay itself). ``ring_mb``: bytes held per direction
     (default 256 MB of address space, touched only as far as frames are held; beyond it frames are
     counted ``dropped_overflow``). ``rt_prio``: SCHED_FIFO priority (0: normal scheduling; default
-    :func:`testbed.netem.relaypool.rt_priority`, from ``TESTBED_RELAY_RT_PRIO``)."""
-    from testbed.netem.relaypool import rt_priority
+    :func:`testbed.netem.relay.relaypool.rt_priority`, from ``TESTBED_RELAY_RT_PRIO``)."""
+    from testbed.netem.relay.relaypool import rt_priority
 
     if not links:
         raise ValueError("fastrelay_argv: no links")
@@ -141,7 +141,7 @@ def spawn(argv: list[str], log_path: str) -> int:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv != ["build"]:
-        print("usage: python -m testbed.netem.fastrelay build", file=sys.stderr)
+        print("usage: python -m testbed.netem.relay.fastrelay build", file=sys.stderr)
         return 2
     try:
         path = build()

@@ -1,6 +1,6 @@
 """How many compiled relay processes serve a fabric's relayed links, and which links each serves (pure).
 
-One compiled relay (:mod:`testbed.netem.fastrelay`) serves any number of links from one epoll loop,
+One compiled relay (:mod:`testbed.netem.relay.fastrelay`) serves any number of links from one epoll loop,
 so a fabric needs no more relay processes than it has cores: by default one per CPU this process
 may run on (``os.sched_getaffinity``), never more than there are links. ``TESTBED_RELAY_PROCS=N``
 sets the number (``1``: every link in one process).

@@ -393,10 +393,10 @@ def set_offloads(ifname: str, *, enabled: bool) -> dict[str, bool]:
 def relay_argv(if_a: str, if_b: str, a_to_b: PathImpairment, b_to_a: PathImpairment, *, seed: int,
                stats_path: str | None = None, ready_file: str | None = None, gso: bool = False,
                python: str | None = None, netns: str | None = None, control_path: str | None = None) -> list[str]:
-    """argv of ``python -m testbed.netem.relay`` for these settings. Spawn it inside R, or pass
+    """argv of ``python -m testbed.netem.relay.relay`` for these settings. Spawn it inside R, or pass
     ``netns`` (a name or a ``/proc/PID/ns/net`` path): the relay enters R itself before anything
     else, so the spawner needs no ``preexec_fn`` (a plain, fast vfork+exec)."""
-    argv = [python or sys.executable, "-m", "testbed.netem.relay", "--if-a", if_a, "--if-b", if_b,
+    argv = [python or sys.executable, "-m", "testbed.netem.relay.relay", "--if-a", if_a, "--if-b", if_b,
             "--seed", str(int(seed))]
     if netns:
         argv += ["--netns", netns]
@@ -415,7 +415,7 @@ def relay_argv(if_a: str, if_b: str, a_to_b: PathImpairment, b_to_a: PathImpairm
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m testbed.netem.relay", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m testbed.netem.relay.relay", description=__doc__.split("\n\n")[0])
     p.add_argument("--if-a", required=True)
     p.add_argument("--if-b", required=True)
     p.add_argument("--netns", help="network namespace (name or /proc/PID/ns/net path) to run in")

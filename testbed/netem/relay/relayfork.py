@@ -1,13 +1,13 @@
 """Start many delay relays fast: one Python process imports the relay once and forks a child per relay.
 
-Starting ``python -m testbed.netem.relay`` costs ~40 ms of CPU (interpreter, site, imports); for
+Starting ``python -m testbed.netem.relay.relay`` costs ~40 ms of CPU (interpreter, site, imports); for
 the 100 relays of ``topologies/us-100.yaml`` that is 4 s of CPU, the largest part of bringing the
 network up. A fork of a small process that has already imported the relay costs ~1 ms.
 
 How (:func:`start_relays`): the caller becomes a *child subreaper* (``PR_SET_CHILD_SUBREAPER``)
-for the moment it takes; it starts ``python -m testbed.netem.relayfork TAG`` and writes the relays'
+for the moment it takes; it starts ``python -m testbed.netem.relay.relayfork TAG`` and writes the relays'
 argument lists to its stdin; the host forks one child per relay (own session, stdin from
-/dev/null, stdout+stderr to the relay's log, then :func:`testbed.netem.relay.main`, which enters the
+/dev/null, stdout+stderr to the relay's log, then :func:`testbed.netem.relay.relay.main`, which enters the
 namespace given by ``--netns``), prints each child's PID, and exits. Its children are re-parented
 to the caller, which is then their parent exactly as if it had spawned them itself: it reaps them,
 gets their exit codes, ends them by PID (:mod:`testbed.processes`). The subreaper flag is
@@ -35,7 +35,7 @@ class RelayStartError(RuntimeError):
 
 @dataclass(frozen=True)
 class RelaySpec:
-    args: list[str]  # testbed.netem.relay arguments (relay_argv()[3:]: after "python -m testbed.netem.relay")
+    args: list[str]  # testbed.netem.relay.relay arguments (relay_argv()[3:]: after "python -m testbed.netem.relay.relay")
     log_path: str  # the relay's stdout and stderr
 
 
@@ -66,7 +66,7 @@ def start_relays(specs: list[RelaySpec], tag: str, *, python: str | None = None,
         _prctl(PR_SET_CHILD_SUBREAPER, 1)
     pids: list[int] = []
     try:
-        host = subprocess.Popen([python or sys.executable, "-m", "testbed.netem.relayfork", tag],
+        host = subprocess.Popen([python or sys.executable, "-m", "testbed.netem.relay.relayfork", tag],
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 start_new_session=True)
         try:
@@ -102,7 +102,7 @@ def _child(args: list[str], log_path: str) -> int:
     os.dup2(fd, 2)
     os.close(fd)
     os.close(null)
-    from testbed.netem.relay import main as relay_main
+    from testbed.netem.relay.relay import main as relay_main
 
     try:
         return relay_main(args)
@@ -113,9 +113,9 @@ def _child(args: list[str], log_path: str) -> int:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1:
-        print("usage: python -m testbed.netem.relayfork TAG < relays.json", file=sys.stderr)
+        print("usage: python -m testbed.netem.relay.relayfork TAG < relays.json", file=sys.stderr)
         return 2
-    import testbed.netem.relay  # noqa: F401 (imported once here, shared by every fork)
+    import testbed.netem.relay.relay  # noqa: F401 (imported once here, shared by every fork)
     import testbed.netem.nsexec  # noqa: F401
 
     specs = json.loads(sys.stdin.buffer.read() or b"[]")

@@ -1,6 +1,6 @@
 /* fastrelay: compiled delay/jitter/loss data plane for kernels without sch_netem.
  *
- * Same semantics as testbed/netem/relay.py (see its module doc): each link is two interfaces
+ * Same semantics as testbed/netem/relay/relay.py (see its module doc): each link is two interfaces
  * (a, b) in the current network namespace; every Ethernet frame read from one is held for the
  * one-way delay (+ normal jitter, clamped at 0, never reordered: release = max(previous release,
  * arrival + d)), dropped with independent probability loss_pct/100, then written to the other.
