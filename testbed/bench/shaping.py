@@ -32,7 +32,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from testbed.netem.fabric import Fabric
-from testbed.netem.naming import new_run_id
+from testbed.netem.owned.naming import new_run_id
 from testbed.netem.nsexec import in_netns, socket_factory, spawn
 from testbed.netem.links import fabric_links
 from testbed.netem.plan import plan_fabric

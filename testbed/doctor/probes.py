@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 from testbed.doctor import scratch
 from testbed.doctor.context import ProbeContext, ProbeSpec, Result, kconfig_text, probe, register_probe, tool_probe
-from testbed.netem.naming import if_name
+from testbed.netem.owned.naming import if_name
 
 
 # -- privileges and namespaces -------------------------------------------------------------------

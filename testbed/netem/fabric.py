@@ -20,7 +20,8 @@ from pathlib import Path
 
 from testbed.errors import TestbedError
 from testbed.lifecycle import critical
-from testbed.netem import state, tcp_cc
+from testbed.netem import tcp_cc
+from testbed.netem.owned import state
 from testbed.netem.nsmake import create_netns, remove_netns
 from testbed.netem.nsexec import in_netns, ipr_in, terminate
 from testbed.netem.plan import MGMT_PREFIX, FabricPlan, LinkPlan

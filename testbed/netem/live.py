@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Iterator
 
 from testbed.errors import SpecError
-from testbed.netem import state
+from testbed.netem.owned import state
 from testbed.netem.qdisc import MAX_RATE_MBIT, MIN_RATE_MBIT
 
 DIRS = ("ab", "ba")

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Iterator
 
 from testbed.lifecycle import critical
-from testbed.netem import state
+from testbed.netem.owned import state
 
 TAG = "trial"
 V1_SHARES = 1024  # the kernel's default weights: every trial the same

@@ -205,7 +205,7 @@ def test_a_fabric_serves_many_links_from_few_processes(binary, monkeypatch):
 
     from testbed.bench.shaping import handshake_rtt_ms
     from testbed.netem.fabric import Fabric, FabricError
-    from testbed.netem.naming import new_run_id
+    from testbed.netem.owned.naming import new_run_id
     from testbed.netem.plan import LinkInput, plan_fabric
     from testbed.netem.relay.relaypool import DEFAULT_RT_PRIO, RELAY_PROCS_ENV, RELAY_RT_PRIO_ENV
     from tests.integration.conftest import our_namespaces
@@ -263,7 +263,7 @@ def test_a_lossy_jittered_fast_link_carries_super_frames_and_draws_single_segmen
 
     from testbed.bench.relay_dataplane import _iperf3
     from testbed.netem.fabric import Fabric, relay_gso
-    from testbed.netem.naming import new_run_id
+    from testbed.netem.owned.naming import new_run_id
     from testbed.netem.plan import LinkInput, plan_fabric
 
     monkeypatch.setattr(fastrelay, "BINARY", binary)

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from testbed.errors import SpecError
-from testbed.netem.naming import if_name, new_run_id, ns_name, run_of_ns
+from testbed.netem.owned.naming import if_name, new_run_id, ns_name, run_of_ns
 from testbed.netem.plan import LinkInput, plan_fabric, unreachable
 from testbed.netem.qdisc import MIN_BURST_BYTES, MIN_BURST_FRAME_BYTES, netem_params, tbf_params
 from testbed.spec import scenario_from_dict

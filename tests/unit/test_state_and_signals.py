@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from testbed import lifecycle
-from testbed.netem import clean, state
+from testbed.netem.owned import clean, state
 
 RUN = "abc123"
 

@@ -15,7 +15,7 @@ import pytest
 
 from testbed.cli import main
 from testbed.errors import SpecError
-from testbed.netem import clean, state
+from testbed.netem.owned import clean, state
 from testbed.netem.fabric import Fabric
 from testbed.netem.plan import LinkInput, plan_fabric
 from testbed.netem.relay.relaypool import RELAY_PROCS_ENV

@@ -8,7 +8,8 @@ import json
 import pytest
 
 from testbed.errors import SpecError
-from testbed.netem import state, tcp_cc
+from testbed.netem import tcp_cc
+from testbed.netem.owned import state
 from testbed.netem.plan import LinkInput, plan_fabric
 
 

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Iterator
 
 from testbed.errors import TestbedError
-from testbed.netem.naming import RUN_ID_RE
+from testbed.netem.owned.naming import RUN_ID_RE
 
 STATE_DIR = Path(os.environ.get("TESTBED_STATE_DIR", "/run/testbed"))
 FORMAT = "testbed-state/1"

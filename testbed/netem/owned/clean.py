@@ -1,6 +1,6 @@
 """Remove what our runs left behind — and nothing else.
 
-Only what a valid state file lists is touched (:mod:`testbed.netem.state`: the testbed marker,
+Only what a valid state file lists is touched (:mod:`testbed.netem.owned.state`: the testbed marker,
 the run id matching the file name), and each listed name must also carry the run's prefix:
 
 - processes: a listed PID still running (a zombie counts as gone) whose command line names the run,
@@ -37,8 +37,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from testbed.netem import state
-from testbed.netem.naming import if_prefix, ns_prefix
+from testbed.netem.owned import state
+from testbed.netem.owned.naming import if_prefix, ns_prefix
 
 PARTIAL_NAME_RE = re.compile(r"^\..+\.(partial|old)-[0-9]+$")
 STOP_TIMEOUT_S = 3.0
@@ -262,7 +262,7 @@ def _remove_partial_dirs(paths: list[str], rep: CleanReport) -> None:
 
 
 def _engine_dir(run_id: str) -> str:
-    from testbed.netem.hostdirs import DEFAULT_BASE_DIR, engine_dir
+    from testbed.netem.owned.hostdirs import DEFAULT_BASE_DIR, engine_dir
 
     return str(engine_dir(run_id, os.path.realpath(DEFAULT_BASE_DIR)))
 
@@ -283,7 +283,7 @@ def _resolved(path: str) -> str:
 
 
 def _remove_engine_dirs(paths: list[str], run_id: str, rep: CleanReport) -> None:
-    from testbed.netem.hostdirs import unmount_under
+    from testbed.netem.owned.hostdirs import unmount_under
 
     want = _engine_dir(run_id)
     for path in paths:
