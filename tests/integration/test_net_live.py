@@ -17,7 +17,7 @@ import time
 import pytest
 
 from tests.integration.conftest import our_namespaces
-from tests.unit.test_net_live import REPLAY_SCENARIO
+from tests.unit.net.test_net_live import REPLAY_SCENARIO
 
 pytestmark = pytest.mark.root
 TB = [sys.executable, "-m", "testbed"]
