@@ -76,33 +76,10 @@ def _files(d) -> list[str]:
 
 
 @pytest.fixture
-def store(tmp_path):
-    d = tmp_path / "store"
-    d.mkdir()
-    return d
-
-
-@pytest.fixture
 def ckpt(tmp_path):
     p = tmp_path / "model.pt"
     p.write_bytes(os.urandom(3 * CHUNK + 123))
     return p
-
-
-@pytest.fixture
-def server(store):
-    made = []
-
-    def make(**kw) -> TransferServer:
-        kw.setdefault("storage_dir", store)
-        srv = TransferServer("127.0.0.1", token=TOKEN, fsync=False, **kw).start()
-        made.append(srv)
-        return srv
-
-    yield make
-    for srv in made:
-        srv.stop()
-        assert srv.errors() == []
 
 
 def _legit(srv: TransferServer, ckpt, tid: str, **kw):
@@ -116,11 +93,11 @@ def _legit(srv: TransferServer, ckpt, tid: str, **kw):
 
 
 # -- floods and idle peers ---------------------------------------------------------------------------------
-def test_flood_of_idle_connections_then_a_transfer_verifies(server, ckpt):
+def test_flood_of_idle_connections_then_a_transfer_verifies(start_server, ckpt):
     """2,000 idle connections that never answer the challenge: the server accepts them all, holds no
     more than its cap, allocates nothing for them, and a real transfer still completes and verifies."""
     _raise_own_fd_limit(FLOOD + 256)
-    srv = server()
+    srv = start_server()
     flood = Flood(("127.0.0.1", srv.port), FLOOD, challenge=CHALLENGE)
     try:
         assert flood.seen["challenged"] + flood.seen["closed_unchallenged"] == FLOOD
@@ -135,9 +112,9 @@ def test_flood_of_idle_connections_then_a_transfer_verifies(server, ckpt):
     assert _files(srv.storage_dir) == ["after-flood"]
 
 
-def test_sustained_flood_from_another_address_during_transfers(server, ckpt):
+def test_sustained_flood_from_another_address_during_transfers(start_server, ckpt):
     _raise_own_fd_limit(FLOOD + 256)
-    srv = server(max_pending=32)
+    srv = start_server(max_pending=32)
     flood = Flood(("127.0.0.1", srv.port), FLOOD, source="127.0.0.2", challenge=CHALLENGE)
     with sustained(flood):
         for i in range(3):
@@ -146,8 +123,8 @@ def test_sustained_flood_from_another_address_during_transfers(server, ckpt):
     assert st["evicted"] >= 2 * FLOOD - 64 and st["pending"] <= 32 and st["authenticated"] >= 3
 
 
-def test_idle_and_slow_unauthenticated_peers_are_closed_after_the_timeout(server, ckpt):
-    srv = server(auth_timeout_s=0.5, io_timeout_s=5.0)
+def test_idle_and_slow_unauthenticated_peers_are_closed_after_the_timeout(start_server, ckpt):
+    srv = start_server(auth_timeout_s=0.5, io_timeout_s=5.0)
     idle = Flood(("127.0.0.1", srv.port), 10, challenge=CHALLENGE)
     slow = socket.create_connection(("127.0.0.1", srv.port), timeout=10)  # answers 31 of 32 bytes, then stalls
     nonce = CHALLENGE.nonce_of(recv_exact(slow, CHALLENGE.size))
@@ -166,8 +143,8 @@ def test_idle_and_slow_unauthenticated_peers_are_closed_after_the_timeout(server
 
 
 # -- what a peer sends before it authenticates --------------------------------------------------------------
-def test_wrong_token_is_refused_before_anything_is_parsed(server, ckpt):
-    srv = server()
+def test_wrong_token_is_refused_before_anything_is_parsed(start_server, ckpt):
+    srv = start_server()
     r = send("127.0.0.1", srv.port, FileSource(ckpt), transfer_id="intruder", token="wrong", chunk_bytes=CHUNK)
     assert r.status == "failed" and "unauthenticated: bad token" in r.error and "Refused" in r.error
     assert r.reconnects == 0 and r.bytes_sent_total == 0
@@ -188,8 +165,8 @@ def test_wrong_token_is_refused_before_anything_is_parsed(server, ckpt):
     _legit(srv, ckpt, "after-wrong-token")
 
 
-def test_garbage_before_and_after_authentication(server, ckpt, store):
-    srv = server()
+def test_garbage_before_and_after_authentication(start_server, ckpt, store):
+    srv = start_server()
     for garbage in (os.urandom(7), os.urandom(MAC_BYTES), os.urandom(10 << 20)):
         s = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
         recv_exact(s, CHALLENGE.size)
@@ -223,8 +200,8 @@ def test_garbage_before_and_after_authentication(server, ckpt, store):
 
 
 # -- what an authenticated peer can make the server take ---------------------------------------------------
-def test_oversized_and_nested_hellos_are_refused_unread(server, ckpt):
-    srv = server()
+def test_oversized_and_nested_hellos_are_refused_unread(start_server, ckpt):
+    srv = start_server()
     s = _authenticated(srv.port)
     s.sendall(MAGIC + LEN.pack(0xFFFFFFFF))  # announces 4 GiB of HELLO, sends none of it
     assert _read_msg(s)["error"] == f"hello: JSON of {0xFFFFFFFF} bytes exceeds {MAX_HELLO_BYTES}"
@@ -259,12 +236,12 @@ def _vm_rss_bytes() -> int:
     raise AssertionError("no VmRSS")
 
 
-def test_a_huge_declared_size_allocates_nothing(server, store, ckpt):
+def test_a_huge_declared_size_allocates_nothing(start_server, store, ckpt):
     """A HELLO claiming 10**18 bytes: refused when it would be stored (more than the free disk) or when
     the server bounds objects or the controller announced less; when accepted (ballast, no limit), the
     server takes it chunk by chunk: no set, buffer or file sized by the declaration."""
     huge = 10**18
-    srv = server()
+    srv = start_server()
     s = _authenticated(srv.port)
     s.sendall(_hello("huge", huge, chunk=256 << 20, store=huge).encode())
     assert _read_msg(s)["error"].startswith(f"hello.store_bytes: {huge} exceeds the free space of storage_dir")
@@ -275,7 +252,7 @@ def test_a_huge_declared_size_allocates_nothing(server, store, ckpt):
     assert _read_msg(s)["error"] == f"hello.size_bytes: {huge} exceeds the 1000 bytes announced for transfer announced"
     s.close()
     assert _files(store) == []
-    bounded = server(max_object_bytes=1 << 30)
+    bounded = start_server(max_object_bytes=1 << 30)
     s = _authenticated(bounded.port)
     s.sendall(_hello("huge", huge).encode())
     assert _read_msg(s)["error"] == f"hello.size_bytes: {huge} exceeds this server's limit of {1 << 30} bytes"
@@ -296,8 +273,8 @@ def test_a_huge_declared_size_allocates_nothing(server, store, ckpt):
     _legit(srv, ckpt, "after-huge")
 
 
-def test_a_peer_cannot_make_the_server_take_more_than_declared(server, store, ckpt):
-    srv = server()
+def test_a_peer_cannot_make_the_server_take_more_than_declared(start_server, store, ckpt):
+    srv = start_server()
     data = os.urandom(CHUNK)
     digest = hashlib.sha256(data).digest()
     s = _authenticated(srv.port)
@@ -327,8 +304,8 @@ def test_a_peer_cannot_make_the_server_take_more_than_declared(server, store, ck
     _legit(srv, ckpt, "after-more")
 
 
-def test_announced_transfers_only(server, ckpt):
-    srv = server(require_announced=True)
+def test_announced_transfers_only(start_server, ckpt):
+    srv = start_server(require_announced=True)
     r = send("127.0.0.1", srv.port, FileSource(ckpt), transfer_id="stranger", token=TOKEN, chunk_bytes=CHUNK)
     assert r.status == "failed" and "transfer stranger was not announced" in r.error
     srv.announce("small", ckpt.stat().st_size - 1)
@@ -339,8 +316,8 @@ def test_announced_transfers_only(server, ckpt):
     assert _files(srv.storage_dir) == ["exact"]
 
 
-def test_authenticated_connections_are_capped_and_busy_is_retried(server, ckpt):
-    srv = server(max_connections=1)
+def test_authenticated_connections_are_capped_and_busy_is_retried(start_server, ckpt):
+    srv = start_server(max_connections=1)
     held = _authenticated(srv.port)
     r = send("127.0.0.1", srv.port, BallastSource(1000), transfer_id="busy", token=TOKEN, max_retries=2,
              backoff_s=0.01)
@@ -352,12 +329,12 @@ def test_authenticated_connections_are_capped_and_busy_is_retried(server, ckpt):
 
 
 # -- the accept loop ---------------------------------------------------------------------------------------
-def test_accept_loop_survives_errors(server, ckpt):
+def test_accept_loop_survives_errors(start_server, ckpt):
     FlakyListener.failures = [OSError(errno.EMFILE, "Too many open files")] * 4 + [
         OSError(errno.ENFILE, "Too many open files in system"), OSError(errno.ECONNABORTED, "aborted"),
         RuntimeError("anything else"),
     ]
-    srv = server(socket_factory=FlakyListener)
+    srv = start_server(socket_factory=FlakyListener)
     _legit(srv, ckpt, "flaky", connect_timeout_s=20)
     st = srv.stats()
     assert st["out_of_fds"] == 5 and st["accept_errors"] == 1 and st["loop_errors"] == 1

@@ -130,19 +130,6 @@ def _shutdown(s: socket.socket) -> None:
         pass
 
 
-@pytest.fixture
-def store(tmp_path):
-    d = tmp_path / "store"
-    d.mkdir()
-    return d
-
-
-@pytest.fixture
-def server(store):
-    with TransferServer("127.0.0.1", token=TOKEN, storage_dir=store, fsync=False) as srv:
-        yield srv
-
-
 def _send(port, source, tid, **kw):
     kw.setdefault("chunk_bytes", CHUNK)
     kw.setdefault("backoff_s", 0.05)

@@ -15,14 +15,6 @@ CHUNK = 256 * 1024
 
 
 @pytest.fixture
-def server(tmp_path):
-    store = tmp_path / "store"
-    store.mkdir()
-    with TransferServer("127.0.0.1", token=TOKEN, storage_dir=store, fsync=False) as srv:
-        yield srv
-
-
-@pytest.fixture
 def ckpt(tmp_path):
     p = tmp_path / "model.pt"
     p.write_bytes(os.urandom(3 * CHUNK + 12_345))
