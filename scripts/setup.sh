@@ -61,10 +61,10 @@ fi
 .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev,emulation,xlsx,train,gpu,sweep]' 2>&1 | grep -v "^WARNING: Location" || true
 .venv/bin/python -c "import testbed, pandas, pvlib, pydantic, pyroute2, openpyxl, torch" || { echo "installation failed" >&2; exit 1; }
 
-# The compiled delay relay (testbed/netem/fastrelay): built here with the system C compiler; without
+# The compiled delay relay (testbed/netem/relay/fastrelay): built here with the system C compiler; without
 # it, delayed links fall back to the Python relay.
-if .venv/bin/python -m testbed.netem.fastrelay build >/dev/null; then
-  echo "== built the compiled delay relay (testbed/netem/fastrelay/build/fastrelay)"
+if .venv/bin/python -m testbed.netem.relay.fastrelay build >/dev/null; then
+  echo "== built the compiled delay relay (testbed/netem/relay/fastrelay/build/fastrelay)"
 else
   echo "== compiled delay relay not built: delayed links use the Python relay"
 fi

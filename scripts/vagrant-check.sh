@@ -195,8 +195,8 @@ vagrant ssh -c "set -e; cd /vagrant; uname -r > /vagrant-results/guest-kernel.tx
 step_done quickstart
 step tests
 vagrant ssh -c 'set -e; cd /vagrant
-  sudo .venv/bin/python -m pytest -q -p no:cacheprovider tests/unit/test_feasibility.py tests/unit/test_links.py \
-    tests/unit/test_spec.py --junitxml=/vagrant-results/junit.xml' 2>&1 | stamped
+  sudo .venv/bin/python -m pytest -q -p no:cacheprovider tests/unit/test_feasibility.py tests/unit/netem/test_links.py \
+    tests/unit/spec/test_spec.py --junitxml=/vagrant-results/junit.xml' 2>&1 | stamped
 step_done tests
 [ -f "$RESULTS/quickstart/manifest.json" ] || { echo "error: the quick start's results did not come back" >&2; exit 1; }
 "$PY" - "$RESULTS/junit.xml" <<'EOF'

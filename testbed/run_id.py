@@ -1,6 +1,6 @@
 """Run ids: six random lower-case alphanumerics naming every live resource of one run.
 
-A leaf (imports nothing of testbed): names of namespaces and interfaces (``testbed.netem.naming``),
+A leaf (imports nothing of testbed): names of namespaces and interfaces (``testbed.netem.owned.naming``),
 cgroups (``testbed.power.throttle.cgroups``) and engine directories are all built from a run id.
 """
 

@@ -20,8 +20,8 @@ from testbed.html import INDEX
 from testbed.html.live import live_page
 from testbed.html.writer import write_run_page
 from testbed.inputs import build_inputs
-from testbed.netem import state
-from testbed.netem.naming import check_run_id, new_run_id
+from testbed.netem.owned import state
+from testbed.netem.owned.naming import check_run_id, new_run_id
 from testbed.recorder.manifest import ORIGINAL_COPY, build_manifest
 from testbed.recorder.out_dir import default_out_dir
 from testbed.recorder.tables import tidy_traces

@@ -64,7 +64,7 @@ CONVERTED_COLUMNS: dict[str, dict[str, tuple[str, float]]] = {
 RENAMED_STATUS: dict[str, dict[str, str]] = {"jobs": {"done": "completed"}}
 
 # Per-policy table -> the dtype today's recorder writes for each column an older one left untyped when
-# it held no value (``object``, every value None); tests/unit/test_output_tables.py checks them
+# it held no value (``object``, every value None); tests/unit/recorder/test_output_tables.py checks them
 # against the recorder's dtypes (testbed/controller/records.py).
 _F, _I, _B = "float64", "Int64", "boolean"
 UNTYPED_BEFORE: dict[str, dict[str, str]] = {

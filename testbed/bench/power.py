@@ -161,7 +161,7 @@ def _listed_cgroups(run_id: str, tags: list[str]):
     `testbed clean` removes them if a worker is killed (not root: no cgroup, no state file)."""
     if os.geteuid() != 0:
         return contextlib.nullcontext()
-    from testbed.netem import state
+    from testbed.netem.owned import state
     from testbed.power.throttle.cgroups import cgroup_name
 
     return state.listed(run_id, cgroups=[cgroup_name(run_id, t) for t in tags])
@@ -209,7 +209,7 @@ def run(out_dir: Path, *, profile: str | Path = "rtx4090", caps_w: list[float] |
         n_caps: int = 5, family: str = DEFAULT_FAMILY, quick: bool = False,
         prefer: str | None = None, run_id: str | None = None, repeat: int = 1,
         background: int = 0) -> dict:
-    from testbed.netem.naming import new_run_id
+    from testbed.netem.owned.naming import new_run_id
 
     prof = load_profile(profile)
     caps = sorted(caps_w) if caps_w else default_caps(prof, 3 if quick else n_caps)

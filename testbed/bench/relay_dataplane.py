@@ -1,5 +1,5 @@
-"""Delay data planes side by side: the compiled relay (:mod:`testbed.netem.fastrelay`), the Python
-relay (:mod:`testbed.netem.relay`) and an unshaped veth (the ceiling, measured again right before
+"""Delay data planes side by side: the compiled relay (:mod:`testbed.netem.relay.fastrelay`), the Python
+relay (:mod:`testbed.netem.relay.relay`) and an unshaped veth (the ceiling, measured again right before
 each case: on a shared machine the ratio to it is what compares), measured with iperf3.
 
 Per (rate, one-way delay): iperf3 TCP goodput through the link and its ratio to the configured rate,
@@ -27,8 +27,8 @@ from collections.abc import Iterator
 
 from testbed.bench.shaping import UNSHAPED_MBIT, _pair, handshake_rtt_ms
 from testbed.link import rtt_ms
-from testbed.netem.fastrelay import RELAY_ENV
-from testbed.netem.fastrelay import available as fast_available
+from testbed.netem.relay.fastrelay import RELAY_ENV
+from testbed.netem.relay.fastrelay import available as fast_available
 from testbed.netem import tcp_cc
 from testbed.netem.nsexec import in_netns, spawn
 from testbed.netem.tcp_cc import DEFAULT as DEFAULT_TCP_CC

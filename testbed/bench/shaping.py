@@ -32,7 +32,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from testbed.netem.fabric import Fabric
-from testbed.netem.naming import new_run_id
+from testbed.netem.owned.naming import new_run_id
 from testbed.netem.nsexec import in_netns, socket_factory, spawn
 from testbed.netem.links import fabric_links
 from testbed.netem.plan import plan_fabric
@@ -265,7 +265,7 @@ def topology_row(path: Path, impairment: str, *, relay_procs: int | None = None,
     from pyroute2 import netns
 
     from testbed.netem.links import file_links
-    from testbed.netem.relaypool import RELAY_PROCS_ENV
+    from testbed.netem.relay.relaypool import RELAY_PROCS_ENV
 
     sites, links = file_links(path)
     plan = plan_fabric(new_run_id(), sites, links, impairment)  # type: ignore[arg-type]
@@ -393,7 +393,7 @@ def us100_comparison(impairment: str, repeat: int = 1) -> dict:
     """us-100 up/down (in-process Fabric and the `testbed net` CLI) next to Mininet's 100 hosts with tc
     links, measured alternately on this machine; the kernel finishes destroying namespaces between
     measurements. Keeps the fastest of ``repeat`` rounds of each."""
-    from testbed.netem.fastrelay import available as fast_available
+    from testbed.netem.relay.fastrelay import available as fast_available
     from testbed.netem.links import file_links
 
     path = _ROOT / "topologies" / "us-100.yaml"

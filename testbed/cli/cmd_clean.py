@@ -15,9 +15,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _clean(args: argparse.Namespace) -> int:
     from testbed.errors import SpecError
-    from testbed.netem.clean import clean, strays
+    from testbed.netem.owned.clean import clean, strays
     from testbed.netem.fabric import require_root
-    from testbed.netem.naming import RUN_ID_RE
+    from testbed.netem.owned.naming import RUN_ID_RE
 
     if args.run is not None and not RUN_ID_RE.match(args.run):
         raise SpecError([("--run", f"not a run id (6 characters [a-z0-9]): {args.run!r}")])

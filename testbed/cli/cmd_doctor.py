@@ -20,7 +20,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _doctor(args: argparse.Namespace) -> int:
     from testbed.doctor import capabilities
     from testbed.doctor.report import render, summarize, to_json
-    from testbed.netem.naming import new_run_id
+    from testbed.netem.owned.naming import new_run_id
     from testbed.substrate.registry import doctor_checks
 
     run_id = new_run_id()

@@ -54,7 +54,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _pick_run(run: str | None) -> str:
     from testbed.errors import SpecError
-    from testbed.netem import state
+    from testbed.netem.owned import state
 
     ups = [r for r in state.all_runs() if (state.read(r) or {}).get("purpose") == "net"]
     if run:
@@ -72,7 +72,7 @@ def _up(args: argparse.Namespace) -> int:
     from testbed.errors import SpecError
     from testbed.net.held import make_live, plan_held, resolve
     from testbed.netem.fabric import Fabric, require_root
-    from testbed.netem.naming import new_run_id
+    from testbed.netem.owned.naming import new_run_id
     from testbed.netem.plan import unreachable
     from testbed.netem.tcp_cc import effective
 
@@ -115,7 +115,7 @@ def _up(args: argparse.Namespace) -> int:
 
 def _exec(args: argparse.Namespace) -> int:
     from testbed.errors import SpecError
-    from testbed.netem import state
+    from testbed.netem.owned import state
 
     cmd = list(args.cmd)
     while cmd[:1] and cmd[0].startswith("--run"):  # `exec SITE --run ID -- CMD`: REMAINDER took it
@@ -175,7 +175,7 @@ def _asymmetric(lk: dict) -> bool:
 def _status(args: argparse.Namespace) -> int:
     import json
 
-    from testbed.netem import state
+    from testbed.netem.owned import state
 
     out = []
     for run in state.all_runs():
@@ -252,7 +252,7 @@ def status_lines(states: list[dict]) -> list[str]:
 
 
 def _down(args: argparse.Namespace) -> int:
-    from testbed.netem.clean import clean_run
+    from testbed.netem.owned.clean import clean_run
     from testbed.netem.fabric import require_root
 
     require_root("testbed net down")

@@ -21,7 +21,7 @@ import os
 from testbed.doctor import context, probes, probes_host, scratch  # noqa: F401  (probes*: the built-in probes register)
 from testbed.doctor.capability import Capability, ProbeTimeout, deadline
 from testbed.doctor.context import ProbeContext, ProbeSpec
-from testbed.netem.naming import check_run_id, new_run_id
+from testbed.netem.owned.naming import check_run_id, new_run_id
 
 __all__ = ["Capability", "ProbeSpec", "all_specs", "capabilities", "has_netem", "probe", "run_probe"]
 

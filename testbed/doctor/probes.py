@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 from testbed.doctor import scratch
 from testbed.doctor.context import ProbeContext, ProbeSpec, Result, kconfig_text, probe, register_probe, tool_probe
-from testbed.netem.naming import if_name
+from testbed.netem.owned.naming import if_name
 
 
 # -- privileges and namespaces -------------------------------------------------------------------
@@ -93,7 +93,7 @@ _QDISCS = (
     ("htb", "htb", {"default": 0x10}, "htb shaping (what Mininet's TCLink bw= uses)",
      "Mininet's TCLink bw= fails (it shapes with htb); the netns substrate needs tbf instead"),
     ("netem", "ntm", {"delay": 10000}, "latency, jitter and loss with netem on each link; Mininet's delay=/loss= work",
-     "latency/jitter/loss use the userspace delay relay (testbed/netem/relay.py); Mininet's `delay=` would be "
+     "latency/jitter/loss use the userspace delay relay (testbed/netem/relay/relay.py); Mininet's `delay=` would be "
      "silently dropped, so the mininet substrate routes delay through the relay or refuses"),
     ("fq", "fq", {}, "EDT pacing: an eBPF program could set per-packet departure times",
      "eBPF EDT delays are ignored without fq, so latency cannot come from eBPF (netem or the relay instead)"),

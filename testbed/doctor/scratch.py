@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from testbed.netem import state
-from testbed.netem.naming import if_name, ns_name
+from testbed.netem.owned import state
+from testbed.netem.owned.naming import if_name, ns_name
 from testbed.netem.nsexec import in_netns
 
 NETNS_DIR = Path("/var/run/netns")

@@ -27,7 +27,7 @@ from testbed.federated.exchange import Exchange
 from testbed.federated.roundtime import SiteTime
 from testbed.inputs import Inputs
 from testbed.netem.fabric import Fabric, mtu_frames
-from testbed.netem.naming import new_run_id
+from testbed.netem.owned.naming import new_run_id
 from testbed.netem.nsexec import socket_factory
 from testbed.netem.qdisc import tbf_params
 from testbed.netguard.gate import MAX_PENDING

@@ -44,7 +44,7 @@ class Wan:
     def open(self) -> None:
         from testbed.netem.fabric import Fabric, require_root
         from testbed.net.held import make_live, plan_held, resolve
-        from testbed.netem.naming import new_run_id
+        from testbed.netem.owned.naming import new_run_id
 
         require_root("testbed.net.up")
         held = plan_held(self.path, new_run_id(), resolve(self._impairment), replay=self._replay,
@@ -127,7 +127,7 @@ class Wan:
 
     def status(self) -> dict:
         """The network's state: sites, links with their current values per direction, the replay's progress."""
-        from testbed.netem import state
+        from testbed.netem.owned import state
 
         self._held()
         return state.read(self.run_id) or {}

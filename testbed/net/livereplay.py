@@ -24,7 +24,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from testbed.netem import state
+from testbed.netem.owned import state
 from testbed.netem.live import LiveNet, locked
 from testbed.substrate.emulated.clock import EmulationClock
 from testbed.substrate.emulated.replay import LinkReplayer, RateChange, change_points

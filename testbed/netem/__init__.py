@@ -1,5 +1,8 @@
-"""Network-emulation primitives: names, namespaces, qdiscs, the delay relay, capability probes.
+"""Network emulation: the primitives (namespaces and entering them, qdiscs, routes, offloads, BIG TCP,
+congestion control, a path probe) and the fabric built from them (plan, links, scaling, live
+changes, cross-traffic and its generator).
 
-Every live resource is named from a run id (``tb-<run>-...`` for namespaces, ``tb<run>...`` for
-interfaces) so that cleanup finds exactly what one run created, and nothing else.
+Two subpackages: :mod:`testbed.netem.relay`, the userspace delay relay that stands in for
+``sch_netem``, and :mod:`testbed.netem.owned`, what a run owns on the host (names from its run id,
+its state file) and ``testbed clean``, which removes exactly that.
 """

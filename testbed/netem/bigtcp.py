@@ -1,6 +1,6 @@
 """IPv4 BIG TCP on an interface: GSO/GRO super-packets larger than 64 KiB.
 
-A GSO-mode delay relay (:mod:`testbed.netem.fastrelay`) costs a fixed amount per super-frame on
+A GSO-mode delay relay (:mod:`testbed.netem.relay.fastrelay`) costs a fixed amount per super-frame on
 top of its per-byte copies; BIG TCP lets the sites' stacks hand it fewer, larger ones. Linux
 (6.3+) sets it per device with the rtnetlink attributes ``IFLA_GSO_IPV4_MAX_SIZE`` and
 ``IFLA_GRO_IPV4_MAX_SIZE``; Debian's iproute2 6.1 and pyroute2 0.9.7 do not know them, so this

@@ -49,7 +49,7 @@ def machine() -> dict:
 
 def relay_identity() -> dict:
     """The relay the fabric would run now: the compiled relay (its source's SHA-256) or the Python relay."""
-    from testbed.netem import fastrelay
+    from testbed.netem.relay import fastrelay
 
     if fastrelay.available():
         return {"implementation": "fast", "source_sha256": hashlib.sha256(fastrelay.SOURCE.read_bytes()).hexdigest()}

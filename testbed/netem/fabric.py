@@ -20,7 +20,8 @@ from pathlib import Path
 
 from testbed.errors import TestbedError
 from testbed.lifecycle import critical
-from testbed.netem import state, tcp_cc
+from testbed.netem import tcp_cc
+from testbed.netem.owned import state
 from testbed.netem.nsmake import create_netns, remove_netns
 from testbed.netem.nsexec import in_netns, ipr_in, terminate
 from testbed.netem.plan import MGMT_PREFIX, FabricPlan, LinkPlan
@@ -47,7 +48,7 @@ def relay_gso(link: LinkPlan) -> bool:
     cannot keep up (> 400 Mbit/s). With loss or jitter only for the compiled relay, which cuts a
     TCP or UDP super-frame (IPv4 or IPv6) into its segments and draws loss and delay for each (the
     Python relay cannot: it would drop or delay whole super-frames)."""
-    from testbed.netem import fastrelay
+    from testbed.netem.relay import fastrelay
 
     if max(link.rate_ab_mbit, link.rate_ba_mbit) <= RELAY_GSO_ABOVE_MBIT:
         return False
@@ -320,7 +321,8 @@ class Fabric:
         """Relay interfaces up. Frame-mode relays (links with loss) also need offloads off on all
         four interfaces: frames must be MTU-sized with full checksums (testbed/netem/offload.py).
         GSO-mode relays carry offload metadata (PACKET_VNET_HDR) and leave offloads on."""
-        from testbed.netem import bigtcp, fastrelay
+        from testbed.netem import bigtcp
+        from testbed.netem.relay import fastrelay
         from testbed.netem.offload import set_offloads
 
         p = self.plan
@@ -358,17 +360,17 @@ class Fabric:
 
     def _start_relays(self) -> None:
         """Start one delay relay per relayed link, all at once (forked from one process that imported
-        the relay once: :mod:`testbed.netem.relayfork`), then wait until every one is ready."""
+        the relay once: :mod:`testbed.netem.relay.relayfork`), then wait until every one is ready."""
         links = [link for link in self.plan.links if link.relay_ns]
         if not links:
             return
         import psutil
 
-        from testbed.netem.relay import PathImpairment, relay_argv
-        from testbed.netem.relayfork import RelaySpec, RelayStartError, start_relays
+        from testbed.netem.relay.relay import PathImpairment, relay_argv
+        from testbed.netem.relay.relayfork import RelaySpec, RelayStartError, start_relays
 
         tmp = Path(self._tmp)
-        from testbed.netem import fastrelay
+        from testbed.netem.relay import fastrelay
 
         if fastrelay.available():
             return self._start_fast_relays(links)
@@ -399,14 +401,14 @@ class Fabric:
         self._wait_relays_ready(links)
 
     def _start_fast_relays(self, links: list) -> None:
-        """The compiled relay (:mod:`testbed.netem.fastrelay`): a few processes (one per CPU by
-        default, :mod:`testbed.netem.relaypool`), each serving its share of the links in their own
+        """The compiled relay (:mod:`testbed.netem.relay.fastrelay`): a few processes (one per CPU by
+        default, :mod:`testbed.netem.relay.relaypool`), each serving its share of the links in their own
         namespaces from one event loop. Each link keeps its own stats and control file; a live change
         signals the link's process, which re-reads the control files that changed."""
         import psutil
 
-        from testbed.netem import fastrelay
-        from testbed.netem.relaypool import group_links
+        from testbed.netem.relay import fastrelay
+        from testbed.netem.relay.relaypool import group_links
 
         tmp = Path(self._tmp)
         n_procs = self._relay_processes()
@@ -439,8 +441,8 @@ class Fabric:
                           for g, members in enumerate(groups)])
 
     def _relay_processes(self) -> int:
-        """How many compiled relay processes serve the plan's relayed links (:mod:`testbed.netem.relaypool`)."""
-        from testbed.netem.relaypool import RelayPoolError, process_count, rt_priority
+        """How many compiled relay processes serve the plan's relayed links (:mod:`testbed.netem.relay.relaypool`)."""
+        from testbed.netem.relay.relaypool import RelayPoolError, process_count, rt_priority
 
         try:
             rt_priority()  # a bad TESTBED_RELAY_RT_PRIO is refused here too, before anything is made
@@ -480,7 +482,7 @@ class Fabric:
         import psutil
 
         from testbed.netem.crosstraffic import gen_argv, sender_spec
-        from testbed.netem.fastrelay import spawn
+        from testbed.netem.relay.fastrelay import spawn
 
         tmp = Path(self._tmp)
 

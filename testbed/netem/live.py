@@ -3,7 +3,7 @@
 Every change is made in place, so flows carry on: bandwidth with ``tc change`` of the sender-side
 tbf; delay, jitter and loss with ``tc change`` of the root netem qdisc where the kernel has netem,
 else by the link's userspace delay relay, which re-reads its control file on SIGUSR1
-(:mod:`testbed.netem.relay`). The current values of every link, per direction, are kept in the
+(:mod:`testbed.netem.relay.relay`). The current values of every link, per direction, are kept in the
 run's state file (``/run/testbed/<run>.json``: ``links`` for the values, ``live`` for what is needed
 to change them), which ``testbed net status`` shows.
 
@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Iterator
 
 from testbed.errors import SpecError
-from testbed.netem import state
+from testbed.netem.owned import state
 from testbed.netem.qdisc import MAX_RATE_MBIT, MIN_RATE_MBIT
 
 DIRS = ("ab", "ba")
@@ -167,7 +167,7 @@ def live_info(fab) -> dict:
 
 
 def _compiled() -> bool:
-    from testbed.netem import fastrelay
+    from testbed.netem.relay import fastrelay
 
     return fastrelay.available()
 

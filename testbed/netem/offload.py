@@ -1,6 +1,6 @@
 """Interface offloads that a userspace frame relay cannot carry, and how to switch them.
 
-In frame mode (:mod:`testbed.netem.relay`, the default) a frame read by ``AF_PACKET`` loses the
+In frame mode (:mod:`testbed.netem.relay.relay`, the default) a frame read by ``AF_PACKET`` loses the
 skb metadata that offloads rely on, and a frame written back is a plain, fully formed frame of at
 most MTU bytes. Measured on veth pairs here (kernel 6.18; ``tests/integration/test_relay.py``):
 

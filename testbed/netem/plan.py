@@ -15,7 +15,7 @@ import ipaddress
 from dataclasses import dataclass, field
 from typing import Literal
 
-from testbed.netem.naming import check_run_id, if_name, ns_name
+from testbed.netem.owned.naming import check_run_id, if_name, ns_name
 from testbed.netem.tcp_cc import DEFAULT as DEFAULT_TCP_CC, NAME_RE
 from testbed.link import rtt_ms
 

@@ -81,7 +81,7 @@ def check(name: str, field: str) -> str:
 
 
 def ledger_path() -> Path:
-    from testbed.netem import state
+    from testbed.netem.owned import state
 
     return state.STATE_DIR / state.TCP_ALLOWED_LEDGER
 
@@ -149,7 +149,7 @@ def release(run_id: str | None) -> list[str]:
     """Run ``run_id`` is gone (None: none is, notes of runs without a state file are dropped): take
     off the allowed list each name testbed added that no run with a state file still needs (the
     machine's default is never taken off); returns the names taken off."""
-    from testbed.netem import state
+    from testbed.netem.owned import state
 
     if not ledger_path().exists():
         return []

@@ -33,9 +33,9 @@ import subprocess
 import time
 from pathlib import Path
 
-from testbed.netem.hostdirs import DEFAULT_BASE_DIR, engine_dir, unmount_under
-from testbed.netem.naming import check_run_id
-from testbed.netem.state import pid_cmdline
+from testbed.netem.owned.hostdirs import DEFAULT_BASE_DIR, engine_dir, unmount_under
+from testbed.netem.owned.naming import check_run_id
+from testbed.netem.owned.state import pid_cmdline
 from testbed.runtime.errors import DockerCommandError, RuntimeUnavailable
 
 INSTALL_HINT = "install Debian's docker.io (`apt-get install -y docker.io`; scripts/setup.sh does it as root)"

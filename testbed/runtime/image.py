@@ -227,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     ``<tarball> <tag>``, for ``docker import <tarball> <tag>`` into any engine (see containers/README.md)."""
     import argparse
 
-    from testbed.netem.naming import new_run_id
+    from testbed.netem.owned.naming import new_run_id
 
     p = argparse.ArgumentParser(prog="python -m testbed.runtime.image", description=main.__doc__)
     p.add_argument("--mirror", help="Debian mirror (default: the one apt uses)")

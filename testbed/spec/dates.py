@@ -19,7 +19,7 @@ PAD_S = 86400.0
 MARGIN_S = 86400.0
 """Kept clear at each end of pandas' range (local times, alignments to a day)."""
 
-# pandas.Timestamp.min / .max (UTC), as epoch seconds; tests/unit/test_spec_dates.py checks them
+# pandas.Timestamp.min / .max (UTC), as epoch seconds; tests/unit/spec/test_spec_dates.py checks them
 # against pandas (importing pandas here would slow down every command that only reads a scenario)
 _PANDAS_MIN_S = -9223372036.854775
 _PANDAS_MAX_S = 9223372036.854775

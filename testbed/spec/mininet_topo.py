@@ -13,7 +13,7 @@ the netns substrate). Link parameters follow Mininet's ``TCLink``, one dict per 
 
 Interface names are given explicitly (Mininet's ``<node>-eth<N>`` exceeds 15 characters for long
 site names): ``<prefix>w<k>a`` / ``<prefix>w<k>b`` for link ``k``; a runtime passes its run's
-prefix (``testbed.netem.naming.if_prefix(run_id)``, i.e. ``tb<run>``) so that its interfaces are
+prefix (``testbed.netem.owned.naming.if_prefix(run_id)``, i.e. ``tb<run>``) so that its interfaces are
 labelled; this layer does not import it (spec imports nothing live). :func:`link_plan` is the translation itself and needs no Mininet;
 :func:`to_mininet_topo` imports Mininet lazily and replays the plan into a ``Topo``.
 """

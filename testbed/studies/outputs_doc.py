@@ -9,7 +9,7 @@ taken from the code, not from the YAML; :func:`problems` names a declared column
 and, for a table the recorder declares whole, a documented column the recorder does not write.
 
 ``python -m testbed.studies.outputs_doc`` writes the document (``--check``: exits 1 when the file
-differs from what the code gives); ``tests/unit/test_outputs_doc.py`` fails when it differs.
+differs from what the code gives); ``tests/unit/studies/test_outputs_doc.py`` fails when it differs.
 """
 
 from __future__ import annotations

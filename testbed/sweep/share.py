@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Iterator
 
 from testbed.lifecycle import critical
-from testbed.netem import state
+from testbed.netem.owned import state
 
 TAG = "trial"
 V1_SHARES = 1024  # the kernel's default weights: every trial the same
@@ -116,7 +116,7 @@ def trial_share(run_id: str, parallel: int, *, mounts: dict[str, Path] | None = 
     """For the block, this process (and what it starts) in its own cgroup ``tb-<run>-trial`` with an
     equal CPU share, listed in run ``run_id``'s state file first; see the module doc. Never raises for
     a share it cannot have: the trial runs without one and the returned :class:`TrialShare` says why."""
-    from testbed.netem.relaypool import RELAY_PROCS_ENV
+    from testbed.netem.relay.relaypool import RELAY_PROCS_ENV
     from testbed.studies.pace import NO_RECORD_ENV
 
     env = os.environ if env is None else env

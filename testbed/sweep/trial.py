@@ -79,7 +79,7 @@ def _share(job: TrialTask, result: dict) -> Iterator[str | None]:
     if job.share <= 1:
         yield None
         return
-    from testbed.netem.naming import new_run_id
+    from testbed.netem.owned.naming import new_run_id
     from testbed.sweep.share import trial_share
 
     run_id = new_run_id()

@@ -4,7 +4,7 @@ they were made, kept so that a change of the base scenario can be applied to all
     .venv/bin/python tests/corpus/make_corpus.py .     # from the repository root; rewrites the three folders
 
 Each file starts with ``# corpus: WHAT``, ``# expect: EXIT``, optionally ``# expect-in-output: TEXT``
-and ``# run: sim`` (tests/unit/test_validate_corpus.py reads them). ``@SECRETS@`` and ``@DATA@`` are
+and ``# run: sim`` (tests/unit/spec/test_validate_corpus.py reads them). ``@SECRETS@`` and ``@DATA@`` are
 replaced by the test with folders it fills at test time (secret, huge, special and generated files).
 """
 import copy, os, shutil, sys

@@ -10,7 +10,7 @@ import pytest
 
 from testbed.agent.client import AgentError
 from testbed.netem.fabric import Fabric
-from testbed.netem.naming import new_run_id
+from testbed.netem.owned.naming import new_run_id
 from testbed.netem.nsexec import in_netns
 from testbed.netem.plan import LinkInput, plan_fabric
 from testbed.power.throttle.cgroups import cgroup_mounts, find_run_cgroups

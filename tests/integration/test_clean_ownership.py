@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from testbed.netem import state
-from testbed.netem.naming import new_run_id
+from testbed.netem.owned import state
+from testbed.netem.owned.naming import new_run_id
 from testbed.netem.nsmake import create_netns, remove_netns
 
 pytestmark = pytest.mark.root

@@ -31,7 +31,7 @@ ONE_WAY_MS = 10.0  # RTT 20 ms
 def _fabric(flows: int):
     from testbed.netem.crosstraffic import plan_cross_traffic
     from testbed.netem.fabric import Fabric
-    from testbed.netem.naming import new_run_id
+    from testbed.netem.owned.naming import new_run_id
     from testbed.netem.plan import LinkInput, plan_fabric
     from testbed.spec.cross_traffic import CrossTraffic
 
@@ -134,7 +134,7 @@ def _run_until_generators(tmp_path: Path) -> tuple[subprocess.Popen, str]:
     proc = subprocess.Popen([sys.executable, "-m", "testbed", "run", str(_scenario(tmp_path, "nominal")),
                              "--substrate", "netns", "--out", str(tmp_path / "r"), "--no-progress", "--no-plots"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    from testbed.netem import state
+    from testbed.netem.owned import state
 
     deadline = time.monotonic() + 45
     while time.monotonic() < deadline:
@@ -155,7 +155,7 @@ def _run_until_generators(tmp_path: Path) -> tuple[subprocess.Popen, str]:
 
 
 def _nothing_left(run_id: str) -> None:
-    from testbed.netem import state
+    from testbed.netem.owned import state
 
     assert our_namespaces(run_id) == []
     assert _processes_of(run_id) == []

@@ -13,9 +13,9 @@ from contextlib import contextmanager
 
 import pytest
 
-from testbed.netem.naming import if_name, new_run_id, ns_name
+from testbed.netem.owned.naming import if_name, new_run_id, ns_name
 from testbed.netem.nsexec import in_netns, ipr_in, ns_path
-from testbed.netem.state import pid_alive
+from testbed.netem.owned.state import pid_alive
 from testbed.runtime import (BaseImageRecipe, ContainerNode, DockerEngine, RuntimeUnavailable, ensure_base_image,
                              host_python)
 from testbed.runtime.dockerd import cgroup_roots, find_tools
@@ -33,7 +33,7 @@ pytestmark = [
 SITE_ADDR, PEER_ADDR, PORT = "10.231.0.1", "10.231.0.2", 7000
 SERVER = """
 import socket, sys
-from testbed.netem.naming import check_run_id   # the host's testbed package, through the read-only mounts
+from testbed.netem.owned.naming import check_run_id   # the host's testbed package, through the read-only mounts
 s = socket.socket()
 s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 s.bind((sys.argv[1], int(sys.argv[2])))

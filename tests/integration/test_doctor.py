@@ -16,7 +16,7 @@ from testbed.doctor import context, scratch
 from testbed.doctor.context import ProbeContext, ProbeSpec, read_kconfig
 from testbed.doctor.probes_host import cgroup_mounts
 from testbed.doctor.report import render, summarize
-from testbed.netem.naming import new_run_id, run_of_ns
+from testbed.netem.owned.naming import new_run_id, run_of_ns
 from testbed.registry import Registry
 
 pytestmark = [

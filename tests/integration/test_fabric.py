@@ -8,10 +8,10 @@ import time
 import pytest
 
 from testbed.bench.shaping import handshake_rtt_ms
-from testbed.netem import state
-from testbed.netem.clean import clean_run
+from testbed.netem.owned import state
+from testbed.netem.owned.clean import clean_run
 from testbed.netem.fabric import Fabric
-from testbed.netem.naming import new_run_id
+from testbed.netem.owned.naming import new_run_id
 from testbed.netem.plan import LinkInput, plan_fabric
 from testbed.netem.qdisc import read_tbf_rate_mbit
 from tests.integration.conftest import goodput_mbit, our_namespaces

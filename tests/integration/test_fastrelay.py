@@ -24,7 +24,7 @@ pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="needs root: network namespaces, veth and AF_PACKET sockets"),
 ]
 
-from testbed.netem import fastrelay  # noqa: E402
+from testbed.netem.relay import fastrelay  # noqa: E402
 from testbed.netem.nsexec import spawn  # noqa: E402
 
 from tests.integration.test_relay import ADDR_B, relayed_link, udp_echo, udp_probe  # noqa: E402
@@ -205,9 +205,9 @@ def test_a_fabric_serves_many_links_from_few_processes(binary, monkeypatch):
 
     from testbed.bench.shaping import handshake_rtt_ms
     from testbed.netem.fabric import Fabric, FabricError
-    from testbed.netem.naming import new_run_id
+    from testbed.netem.owned.naming import new_run_id
     from testbed.netem.plan import LinkInput, plan_fabric
-    from testbed.netem.relaypool import DEFAULT_RT_PRIO, RELAY_PROCS_ENV, RELAY_RT_PRIO_ENV
+    from testbed.netem.relay.relaypool import DEFAULT_RT_PRIO, RELAY_PROCS_ENV, RELAY_RT_PRIO_ENV
     from tests.integration.conftest import our_namespaces
 
     monkeypatch.setattr(fastrelay, "BINARY", binary)
@@ -263,7 +263,7 @@ def test_a_lossy_jittered_fast_link_carries_super_frames_and_draws_single_segmen
 
     from testbed.bench.relay_dataplane import _iperf3
     from testbed.netem.fabric import Fabric, relay_gso
-    from testbed.netem.naming import new_run_id
+    from testbed.netem.owned.naming import new_run_id
     from testbed.netem.plan import LinkInput, plan_fabric
 
     monkeypatch.setattr(fastrelay, "BINARY", binary)

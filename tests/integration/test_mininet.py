@@ -6,7 +6,7 @@ import psutil
 import pytest
 
 from testbed.netem.fabric import FabricError
-from testbed.netem.naming import new_run_id
+from testbed.netem.owned.naming import new_run_id
 from testbed.netem.nsexec import ipr_in
 from testbed.netem.plan import LinkInput, plan_fabric
 from tests.integration.conftest import goodput_mbit
@@ -60,7 +60,7 @@ def test_ovs_switch_in_process_carries_tcp_and_leaves_nothing():
 
     from mininet.log import setLogLevel
 
-    from testbed.netem import state
+    from testbed.netem.owned import state
     from testbed.substrate.mininet.fabric import MininetFabric
     from testbed.substrate.mininet.ovs import which
     from testbed.substrate.mininet.switches import switch_unavailable
@@ -161,7 +161,7 @@ def test_net_up_with_a_switch_holds_a_mininet_network_with_its_cli(switch, tmp_p
     assert _root_links_of(run_id) == []
     if daemons:  # the private Open vSwitch ended, and its userspace datapath's device with it
         assert not [p for p in daemons if p.is_running()] and "ovs-netdev" not in _root_links_of("")
-    from testbed.netem import state
+    from testbed.netem.owned import state
 
     assert state.read(run_id) is None
     assert not [p for p in psutil.process_iter(["cmdline"]) if run_id in " ".join(p.info["cmdline"] or [])]

@@ -17,7 +17,7 @@ import time
 import pytest
 
 from tests.integration.conftest import our_namespaces
-from tests.unit.test_net_live import REPLAY_SCENARIO
+from tests.unit.net.test_net_live import REPLAY_SCENARIO
 
 pytestmark = pytest.mark.root
 TB = [sys.executable, "-m", "testbed"]
@@ -44,7 +44,7 @@ def _up(path, *extra) -> str:
 
 
 def _state(run: str) -> dict:
-    from testbed.netem import state
+    from testbed.netem.owned import state
 
     return state.read(run)
 
@@ -237,7 +237,7 @@ def test_python_handle_runs_a_users_torch_distributed_all_reduce_across_the_wan(
             rtt = statistics.median(float(t) for t in re.findall(r"time=([\d.]+) ms", ping.stdout))
             assert abs(rtt - 50.0) <= 1.0 + 0.05 * 50.0  # the live delay: 25 ms each way
     assert our_namespaces(run) == []
-    from testbed.netem import state
+    from testbed.netem.owned import state
 
     assert state.read(run) is None
 

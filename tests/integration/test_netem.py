@@ -21,7 +21,7 @@ import time
 import pytest
 
 from testbed.netem.fabric import Fabric
-from testbed.netem.naming import new_run_id
+from testbed.netem.owned.naming import new_run_id
 from testbed.netem.nsexec import in_netns, ipr_in, spawn
 from testbed.netem.plan import LinkInput, plan_fabric
 from testbed.netem.qdisc import MIN_BURST_BYTES, read_tbf_rate_mbit

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from testbed.netem.naming import if_name, new_run_id, ns_name
+from testbed.netem.owned.naming import if_name, new_run_id, ns_name
 from testbed.netem.nsexec import ipr_in, spawn, terminate
 from tests.integration.guest_support import netem_available, record
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from testbed.netem.naming import new_run_id
+from testbed.netem.owned.naming import new_run_id
 from testbed.power.throttle.throttle import KIND_V1, CgroupV1Throttle, cgroup_mounts, find_run_cgroups, make_throttle
 
 pytestmark = pytest.mark.root
@@ -81,8 +81,8 @@ def test_a_single_thread_can_be_throttled():
 
 @needs_v1
 def test_clean_removes_a_runs_leftover_cgroups(spinner):
-    from testbed.netem import state
-    from testbed.netem.clean import clean_run, runs_present
+    from testbed.netem.owned import state
+    from testbed.netem.owned.clean import clean_run, runs_present
 
     run_id = new_run_id()
     th = CgroupV1Throttle(run_id, "leak", parent=V1)

@@ -32,10 +32,10 @@ pytestmark = [
 
 from pyroute2 import IPRoute, netns  # noqa: E402
 
-from testbed.netem.naming import if_name, new_run_id, ns_name  # noqa: E402
+from testbed.netem.owned.naming import if_name, new_run_id, ns_name  # noqa: E402
 from testbed.netem.nsexec import in_netns, spawn  # noqa: E402
 from testbed.netem.offload import get_offloads, set_offloads  # noqa: E402
-from testbed.netem.relay import PathImpairment, relay_argv, run_relay  # noqa: E402
+from testbed.netem.relay.relay import PathImpairment, relay_argv, run_relay  # noqa: E402
 
 ADDR_A, ADDR_B, PREFIX = "10.250.0.1", "10.250.0.2", 30
 PROBE = struct.Struct("!IQ")  # sequence number, send time (ns)

@@ -1,4 +1,4 @@
-"""Relays forked from one host process (testbed.netem.relayfork): they end up as *our* children
+"""Relays forked from one host process (testbed.netem.relay.relayfork): they end up as *our* children
 (reaped by us, exit codes known), each in its own namespace, and a relay that cannot start says why."""
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ pytestmark = [
 
 from testbed.netem.nsexec import in_netns, terminate  # noqa: E402
 from testbed.processes import ended  # noqa: E402
-from testbed.netem.relay import PathImpairment, relay_argv  # noqa: E402
-from testbed.netem.relayfork import RelaySpec, _is_subreaper, start_relays  # noqa: E402
+from testbed.netem.relay.relay import PathImpairment, relay_argv  # noqa: E402
+from testbed.netem.relay.relayfork import RelaySpec, _is_subreaper, start_relays  # noqa: E402
 from tests.integration.test_relay import ADDR_B, relayed_link  # noqa: E402
 
 

@@ -97,9 +97,9 @@ def _leftovers(run_id: str) -> list[str]:
     relays, dockerd, containerd shims), its engine directory, mounts, cgroups, state file."""
     from pyroute2 import IPRoute
 
-    from testbed.netem import state
-    from testbed.netem.hostdirs import engine_dir
-    from testbed.netem.naming import if_prefix
+    from testbed.netem.owned import state
+    from testbed.netem.owned.hostdirs import engine_dir
+    from testbed.netem.owned.naming import if_prefix
     from testbed.power.throttle.cgroups import find_cgroups_named
 
     left = [f"namespace {n}" for n in our_namespaces(run_id)]

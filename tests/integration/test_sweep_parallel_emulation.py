@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from testbed.cli import main
-from testbed.netem import state
+from testbed.netem.owned import state
 from testbed.sweep.share import TAG, V1_SHARES, V2_WEIGHT, _cgroups
 from tests.conftest import ROOT
 from tests.integration.conftest import our_namespaces

@@ -14,7 +14,7 @@ from testbed.cli import main
 from testbed.sweep.ray_backend import RayUnavailable, import_ray
 from tests.conftest import small_scenario_dict
 from tests.integration.conftest import our_namespaces
-from tests.unit.ray_cluster_support import RayCluster
+from tests.unit.sweep.ray_cluster_support import RayCluster
 from tests.unit.sweep_support import write_sweep
 
 try:

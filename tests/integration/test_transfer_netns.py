@@ -19,7 +19,7 @@ from typing import NamedTuple
 
 import pytest
 
-from testbed.netem.naming import if_name, new_run_id, ns_name
+from testbed.netem.owned.naming import if_name, new_run_id, ns_name
 from testbed.netem.nsexec import in_netns, spawn
 from testbed.transfer import BallastSource, TransferServer, send
 

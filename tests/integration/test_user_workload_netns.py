@@ -13,7 +13,7 @@ import pytest
 
 from testbed.cli import main
 from testbed.netem.fabric import Fabric
-from testbed.netem.naming import new_run_id
+from testbed.netem.owned.naming import new_run_id
 from testbed.netem.plan import LinkInput, plan_fabric
 from testbed.substrate.emulated.agents import TRANSFER_PORT, AgentPool
 from tests.conftest import ROOT

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import pytest
 
 from testbed.netem.fabric import Fabric
-from testbed.netem.naming import new_run_id
+from testbed.netem.owned.naming import new_run_id
 from testbed.netem.plan import LinkInput, plan_fabric
 from testbed.power.throttle.agent_throttle import AgentThrottleCaps
 from testbed.power.caps import POWER_DERIVED, JobCap

@@ -176,7 +176,7 @@ def test_cli_set_changes_the_run_and_the_saved_scenario(tmp_path, capsys):
     ("duration_h=-1", "error: --set duration_h: must be > 0"),
     ("policies[nope].alpha=1", "error: --set policies[nope].alpha: policies: no entry with label or name 'nope'"),
     ("duration_h", "error: --set: expected PATH=VALUE"),
-])  # a shorter duration_h drops what begins after the run: tests/unit/test_spec_trim.py
+])  # a shorter duration_h drops what begins after the run: tests/unit/spec/test_spec_trim.py
 def test_cli_bad_override_exits_2_naming_the_path(tmp_path, capsys, setting, named):
     assert main(["run", str(QUICKSTART), "--set", setting, "--out", str(tmp_path / "r")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -206,7 +206,7 @@ def test_unknown_policy_names_are_answered_per_study():
         testbed.load(QUICKSTART, overrides={"policies[0]": "powertrp"})
     [(where, msg)] = e.value.problems
     assert "migration study has: static, energy_only, feasibility_aware" in msg and "random" not in msg
-    from federated_support import tiny
+    from tests.unit.federated_support import tiny
 
     from testbed.spec import scenario_from_dict
 
@@ -219,7 +219,7 @@ def test_unknown_policy_names_are_answered_per_study():
 
 
 def test_the_federated_study_through_the_api(tmp_path):
-    from federated_support import tiny_scenario
+    from tests.unit.federated_support import tiny_scenario
 
     res = testbed.run(tiny_scenario(), out=tmp_path / "fl", plots=False)
     assert set(res.tables) == {"rounds", "sites", "candidates"}

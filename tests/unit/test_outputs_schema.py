@@ -37,7 +37,7 @@ def migration_run(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def federated_run(tmp_path_factory):
-    from federated_support import tiny
+    from tests.unit.federated_support import tiny
 
     d = tiny()
     d["policies"] = [{"name": "random", "k": 2}, {"name": "static_k", "k": [1, 2]},

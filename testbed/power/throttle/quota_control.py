@@ -34,7 +34,7 @@ quota in force before the probe comes back, and the schedule pays the probe's ex
 program was stopped for a checkpoint (:meth:`hold` .. :meth:`release`) left out.
 
 Pure arithmetic over the times and step numbers passed in (no clock, no sleeping), so a simulated
-plant tests it in simulated time (``tests/unit/test_quota_control.py``).
+plant tests it in simulated time (``tests/unit/power/test_quota_control.py``).
 """
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ steps the achieved rate is the target, as long as the job can run faster than th
 it keeps up. Unlimited (None) when unthrottled or probing.
 
 Pure arithmetic over the times the loop passes in (no clock, no sleeping), so a simulated plant
-tests it in simulated time (``tests/unit/test_rate_control.py``).
+tests it in simulated time (``tests/unit/power/test_rate_control.py``).
 """
 
 from __future__ import annotations

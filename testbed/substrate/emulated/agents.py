@@ -20,7 +20,7 @@ from pathlib import Path
 
 from testbed.agent.client import AgentClient, AgentError
 from testbed.lifecycle import critical
-from testbed.netem import state
+from testbed.netem.owned import state
 from testbed.node_kinds import DEFAULT_RUNTIME, NODE_RUNTIMES
 from testbed.netem.fabric import Fabric, FabricError
 from testbed.netem.nsexec import socket_factory, spawn, terminate

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from testbed.lifecycle import critical
-from testbed.netem import state
+from testbed.netem.owned import state
 from testbed.netem.nsexec import socket_factory
 from testbed.seeding import derive_seed
 from testbed.substrate.base import MigrationOrder, MigrationOutcome

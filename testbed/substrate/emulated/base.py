@@ -26,7 +26,7 @@ from testbed.inputs import Inputs
 from testbed.lifecycle import critical
 from testbed.netem import tcp_cc
 from testbed.netem.fabric import Fabric
-from testbed.netem.naming import new_run_id
+from testbed.netem.owned.naming import new_run_id
 from testbed.netem.plan import FabricPlan
 from testbed.netem.scaling import Scaling
 from testbed.power.caps import CapTarget

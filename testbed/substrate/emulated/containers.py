@@ -10,7 +10,7 @@ import os
 import shutil
 from pathlib import Path
 
-from testbed.netem import state
+from testbed.netem.owned import state
 from testbed.substrate.emulated.agents import AgentPool, SiteLauncher
 
 DOCKER_DATA_ROOT = Path("/var/lib/testbed/docker-data")  # image cache kept between runs (locked while in use)

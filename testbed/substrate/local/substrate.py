@@ -11,7 +11,7 @@ import shutil
 import tempfile
 
 from testbed.lifecycle import critical
-from testbed.netem import state
+from testbed.netem.owned import state
 from testbed.netem.fabric import Fabric, FabricError
 from testbed.netem.nsexec import HOST
 from testbed.netem.plan import FabricPlan

@@ -146,7 +146,7 @@ class MininetFabric(Fabric):
         if switch.inNamespace:
             self._paths[p.mgmt_ns] = f"/proc/{switch.pid}/ns/net"
             self._host_pids.append(switch.pid)
-        from testbed.netem import state
+        from testbed.netem.owned import state
 
         # Mininet starts them itself: listed right after (with the hosts' namespace paths)
         state.add(p.run_id, pids=self._host_pids, info=self._info())
@@ -158,7 +158,7 @@ class MininetFabric(Fabric):
     def _open_vswitch(self) -> str:
         """The system's Open vSwitch where it answers, else a private one in this fabric's temporary
         folder (each daemon listed in the state file as it starts); returns Mininet's datapath."""
-        from testbed.netem import state
+        from testbed.netem.owned import state
         from testbed.substrate.mininet import ovs
 
         if not ovs.system_ovs_answers():

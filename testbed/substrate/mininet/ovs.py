@@ -20,7 +20,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from testbed.netem.clean import OVS_NETDEV_IF as NETDEV_IF  # the userspace datapath's own device (made by ovs-vswitchd)
+from testbed.netem.owned.clean import OVS_NETDEV_IF as NETDEV_IF  # the userspace datapath's own device (made by ovs-vswitchd)
 
 SCHEMA = Path("/usr/share/openvswitch/vswitch.ovsschema")
 TUN = Path("/dev/net/tun")  # the userspace datapath's bridge port is a tap device

@@ -1,5 +1,0 @@
-import sys
-
-from testbed.netem.fastrelay import main
-
-sys.exit(main())

@@ -1,0 +1,5 @@
+import sys
+
+from testbed.netem.relay.fastrelay import main
+
+sys.exit(main())
