@@ -719,7 +719,7 @@ def render_contention(r: dict) -> list[str]:
     lines += [""]
     if r["impairment"] != "netem":
         lines += ["netem: not measured here (this kernel has no netem qdisc; the rows above are the delay relay's). "
-                  "Run `testbed bench shaping --only contention` in the qemu guest for netem's.", ""]
+                  "netem against the relay: `testbed vm test` records them in the qemu guest, at 20 Mbit/s.", ""]
     if "contention_wall_s" in r:
         lines += [f"These rows took {r['contention_wall_s']:.0f} s.", ""]
     return lines

@@ -31,7 +31,7 @@ KERNEL_CMDLINE = ("console=ttyS0 rdinit=/init panic=-1 quiet loglevel=4 random.t
                   "8250.nr_uarts=1 mitigations=off nokaslr")
 KILL_WAIT_S = 5.0
 # Loaded before the tests: a first netns/veth/qdisc would otherwise wait for them under emulation.
-PRELOAD_MODULES = ("veth", "bridge", "sch_netem", "sch_tbf", "openvswitch")
+PRELOAD_MODULES = ("veth", "bridge", "sch_netem", "sch_tbf", "openvswitch", "tcp_diag")
 
 
 @dataclass(frozen=True)

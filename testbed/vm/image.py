@@ -33,7 +33,8 @@ DEFAULT_MIRROR = "http://deb.debian.org/debian"
 GUEST_PACKAGES = ("python3", "iproute2", "iputils-ping", "kmod", "openvswitch-switch")
 # Kernel modules copied into the root filesystem (with their dependencies); the kernel loads
 # them on demand (a netem qdisc loads sch_netem). Every qdisc, classifier and action, too.
-GUEST_MODULES = ("veth", "dummy", "ifb", "bridge", "openvswitch", "tun", "8021q")
+# tcp_diag: ``ss -i`` reads TCP's counters (bytes_acked) through it, else only /proc/net/tcp's few.
+GUEST_MODULES = ("veth", "dummy", "ifb", "bridge", "openvswitch", "tun", "8021q", "inet_diag", "tcp_diag")
 GUEST_MODULE_DIRS = ("kernel/net/sched",)
 ARTIFACTS = ("vmlinuz", "initramfs.cpio", "root.ext4", "manifest.json")
 

@@ -17,7 +17,7 @@ from pathlib import Path
 # The distributions the guest's tests import; their requirements are added (markers evaluated).
 # Compiled extensions (psutil, PyYAML's libyaml binding, pydantic-core) work there too: the guest
 # runs Debian's Python of the host's own release, the same minor version as the venv's.
-GUEST_DISTRIBUTIONS = ("pytest", "pyroute2", "psutil", "PyYAML", "pydantic")
+GUEST_DISTRIBUTIONS = ("pytest", "pyroute2", "psutil", "PyYAML", "pydantic", "numpy")
 REPO_PATHS = ("pyproject.toml", "testbed", "tests")
 _SKIP_DIRS = {".pytest_cache", ".hypothesis"}
 

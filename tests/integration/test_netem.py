@@ -215,3 +215,22 @@ def test_netem_goodput_under_delay():
     record("goodput", configured_mbit=rate, delay_ms=delay_ms, goodput_mbit=g)
     # the tbf's burst leaves before the receiver's clock starts: allow it on top of the line rate
     assert 0.85 * rate <= g <= 1.01 * rate * (1 + MIN_BURST_BYTES / n_bytes)
+
+
+GUEST_CONTENTION_MBIT = 20.0  # what the guest carries under software emulation (see test_netem_goodput_under_delay)
+
+
+@pytest.mark.parametrize("n_flows", [1, 4])
+def test_a_transfer_beside_competing_flows_netem_against_the_relay(n_flows):
+    """`testbed bench shaping --only contention`'s row, netem and the delay relay side by side in the
+    same guest: one transfer beside ``n_flows`` generated cubic flows on a 20 Mbit/s, 20 ms RTT link.
+    Neither may starve the transfer or leave the link idle; the shares and Jain's index are recorded
+    (docs/measured/benchmarks.md)."""
+    from testbed.bench.shaping import contention_row
+
+    for shaper in ("netem", "relay"):
+        r = contention_row(GUEST_CONTENTION_MBIT, n_flows, shaper)
+        record("contention", **r)
+        assert r["finished"] and r["transfer_mbit"] is not None, (shaper, r)
+        assert r["share_of_configured"] >= 0.3, (shaper, r)  # not starved
+        assert r["total_mbit"] >= 0.7 * GUEST_CONTENTION_MBIT, (shaper, r)  # the link is used

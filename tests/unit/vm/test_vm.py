@@ -149,7 +149,7 @@ def test_pytest_job_reports_through_the_share():
 def test_payload_holds_the_repo_and_the_guests_python_packages(tmp_path, root):
     dists = {d.metadata["Name"].lower() for d in payload.distributions()}
     assert {"pytest", "pluggy", "iniconfig", "packaging", "pyroute2"} <= dists
-    assert "numpy" not in dists  # only what the guest's tests import (the netem fabric: spec, psutil, yaml)
+    assert "numpy" in dists  # the transfer service of the contention rows (tests/integration/test_netem.py)
     assert {"psutil", "pyyaml", "pydantic"} <= dists
     info = payload.write(tmp_path / "p.tar", root)
     with tarfile.open(tmp_path / "p.tar") as tar:
