@@ -33,12 +33,13 @@ from testbed.netem.qdisc import tbf_params
 from testbed.netguard.gate import MAX_PENDING
 from testbed.seeding import derive_seed
 from testbed.substrate.emulated.wan import default_capacity_mbit, plan_wan, resolve_impairment
-from testbed.transfer.client import send
+from testbed.transfer.client import Channel, send
 from testbed.transfer.server import MAX_CONNECTIONS, TransferServer
 from testbed.transfer.source import BallastSource, ConcatSource, Source
 
 PORT = 7100
 MIN_BURSTS = 10  # an update's bytes on the wire >= 10 shaper bursts: at most 10 % of it passes unshaped
+KEEP_OPEN_S = 3600.0  # a kept connection waits this long for the next round (the exchange closes them all at the end)
 
 
 class BytesSource(Source):
@@ -73,6 +74,9 @@ class NetnsExchange(Exchange):
         self._impairment = impairment
         self._token = secrets.token_hex(16)
         self._servers: dict[str, TransferServer] = {}
+        # one kept connection per direction of each link, as a federated system keeps its sites' sessions
+        # open between rounds: a round's transfers then pay no TCP connect and no challenge
+        self._channels: dict[tuple[str, str], Channel] = {}
         self._rates: dict[tuple[str, str], float] = {}
         self._seq = 0
         self.fabric: Fabric | None = None
@@ -98,7 +102,7 @@ class NetnsExchange(Exchange):
             # them, authenticated and still authenticating, rather than refusing them as busy to retry
             room = ({"max_connections": max(MAX_CONNECTIONS, n_sites), "max_pending": max(MAX_PENDING, 2 * n_sites)}
                     if s.name == self.agg else {})
-            srv = TransferServer(s.addr, PORT, token=self._token, require_announced=True,
+            srv = TransferServer(s.addr, PORT, token=self._token, require_announced=True, keep_open_s=KEEP_OPEN_S,
                                  socket_factory=socket_factory(self.fabric.site_ns(s.name)), **room)
             srv.start()
             self._servers[s.name] = srv
@@ -123,6 +127,9 @@ class NetnsExchange(Exchange):
                           f"(summary.json: transfer_over_shaped_median shows the effect)", TestbedWarning, stacklevel=3)
 
     def close(self) -> None:
+        for ch in self._channels.values():
+            ch.close()
+        self._channels.clear()
         for srv in self._servers.values():
             srv.stop()
         self._servers.clear()
@@ -150,8 +157,10 @@ class NetnsExchange(Exchange):
         chunk = min(1 << 20, max(16 << 10, source.size_bytes // 8))
         source.manifest(chunk)
         self._servers[dst].announce(tid, source.size_bytes)  # the receiver takes no more
+        channel = self._channels.setdefault((src, dst), Channel())
+        reused_before = channel.reused
         rep = send(self.fabric.site_addr(dst), PORT, source, transfer_id=tid, token=self._token, chunk_bytes=chunk,
-                   socket_factory=socket_factory(self.fabric.site_ns(src)))
+                   socket_factory=socket_factory(self.fabric.site_ns(src)), channel=channel)
         if not rep.ok:
             raise RuntimeError(f"update transfer {tid} {src}->{dst} {rep.status}: {rep.error}")
         wall = rep.t_connect_s + rep.t_transfer_s + rep.t_verify_s
@@ -159,6 +168,7 @@ class NetnsExchange(Exchange):
         rtt_s = self.scaling.delay_ms(self.inp.latency_ms[(src, dst)] + self.inp.latency_ms[(dst, src)]) / 1000.0
         self.transfers.append({**record, "transfer_id": tid, "src": src, "dst": dst, "sent_bytes": rep.size_bytes,
                                "shaped_gbps": rate / 1000.0, "rtt_wall_s": rtt_s, "connect_s": rep.t_connect_s,
+                               "kept_connection": channel.reused > reused_before,
                                "transfer_s": rep.t_transfer_s, "verify_s": rep.t_verify_s, "wall_s": wall,
                                # what the data phase (first byte sent to last one acknowledged) takes on the
                                # shaped link: the bytes at its rate plus one round trip

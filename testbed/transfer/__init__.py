@@ -10,7 +10,8 @@ Modules, one concept each:
   or discard); :mod:`~testbed.transfer.state` -- per-transfer resume state;
   :mod:`~testbed.transfer.commit` -- sink write + whole-object hash pipelined in a second thread.
 - :mod:`~testbed.transfer.server` -- ``TransferServer``; :mod:`~testbed.transfer.client` -- ``send``
-  (with :mod:`~testbed.transfer.session`, one connection's streaming).
+  (with :mod:`~testbed.transfer.session`, one connection's streaming) and ``Channel`` (a connection
+  kept between sends, where the server keeps them: ``keep_open_s``).
 - :mod:`~testbed.transfer.report` -- ``TransferReport`` (client) and ``TransferResult`` (server).
 
 Design choices:
@@ -40,13 +41,13 @@ Design choices:
 - Fault injection only through explicit parameters (``send(corrupt_chunks=...)``); no global state.
 """
 
-from testbed.transfer.client import DEFAULT_CHUNK_BYTES, send
+from testbed.transfer.client import DEFAULT_CHUNK_BYTES, Channel, send
 from testbed.transfer.errors import TransferError
 from testbed.transfer.report import TransferReport, TransferResult
 from testbed.transfer.server import TransferServer
 from testbed.transfer.source import BallastSource, ConcatSource, FileSource, Manifest, Source
 
 __all__ = [
-    "DEFAULT_CHUNK_BYTES", "BallastSource", "ConcatSource", "FileSource", "Manifest", "Source", "TransferError",
+    "DEFAULT_CHUNK_BYTES", "BallastSource", "Channel", "ConcatSource", "FileSource", "Manifest", "Source", "TransferError",
     "TransferReport", "TransferResult", "TransferServer", "send",
 ]

@@ -62,6 +62,33 @@ class _Stopper:
         self.check()
 
 
+class Channel:
+    """A client's authenticated connection to one transfer server, kept between :func:`send` calls
+    (``send(..., channel=ch)``) so that a transfer after the first needs no TCP connect and no
+    challenge: only its HELLO. The server must keep connections open (``keep_open_s``); where it
+    has closed this one, the next send connects anew. Not thread-safe: one send at a time.
+    ``with Channel() as ch:`` closes it."""
+
+    def __init__(self) -> None:
+        self.sock: socket.socket | None = None
+        self.reused = 0  # sends that went over the kept connection
+
+    def take(self) -> socket.socket | None:
+        sock, self.sock = self.sock, None
+        return sock
+
+    def close(self) -> None:
+        sock = self.take()
+        if sock is not None:
+            sock.close()
+
+    def __enter__(self) -> "Channel":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
 @dataclass(frozen=True)
 class _Options:
     connect_timeout_s: float
@@ -73,6 +100,7 @@ class _Options:
     max_chunk_resends: int
     factory: SocketFactory
     on_progress: Callable[[int, int], None] | None
+    channel: Channel | None = None
 
 
 def send(host: str, port: int, source: Source, *, transfer_id: str, token: str,
@@ -81,7 +109,7 @@ def send(host: str, port: int, source: Source, *, transfer_id: str, token: str,
          backoff_s: float = 0.25, backoff_max_s: float = 5.0, window_bytes: int = DEFAULT_WINDOW_BYTES,
          max_chunk_resends: int = 3, socket_factory: SocketFactory | None = None,
          on_progress: Callable[[int, int], None] | None = None, cancel: threading.Event | None = None,
-         corrupt_chunks: set[int] | frozenset[int] = frozenset()) -> TransferReport:
+         corrupt_chunks: set[int] | frozenset[int] = frozenset(), channel: Channel | None = None) -> TransferReport:
     """Send ``source`` as ``transfer_id``; never raises for link or verification problems (see the report).
 
     ``store_bytes`` (default ``source.store_bytes``) is how many leading bytes the server keeps on
@@ -89,7 +117,9 @@ def send(host: str, port: int, source: Source, *, transfer_id: str, token: str,
     was sent or received for that long counts as broken. ``max_retries``: reconnection attempts in a
     row without progress. ``on_progress(bytes_verified, size_bytes)`` is called from this thread.
     ``corrupt_chunks`` is a test hook: those chunks get one flipped byte on their first send (the
-    server must NAK them). Raises ``ValueError`` only for invalid arguments.
+    server must NAK them). ``channel``: a :class:`Channel` whose kept connection this send uses (and
+    leaves open for the next) where the server keeps connections. Raises ``ValueError`` only for
+    invalid arguments.
     """
     if not TRANSFER_ID_RE.match(transfer_id):
         raise ValueError(f"transfer_id must match {TRANSFER_ID_RE.pattern}, got {transfer_id!r}")
@@ -104,7 +134,7 @@ def send(host: str, port: int, source: Source, *, transfer_id: str, token: str,
     stopper = _Stopper(cancel, None if deadline_s is None else t0 + deadline_s)
     tally = Tally(corrupt_once=set(corrupt_chunks))
     opts = _Options(connect_timeout_s, io_timeout_s, max_retries, backoff_s, backoff_max_s, window_bytes,
-                    max_chunk_resends, socket_factory or socket.socket, on_progress)
+                    max_chunk_resends, socket_factory or socket.socket, on_progress, channel)
     try:
         stopper.check()
         t = time.monotonic()
@@ -148,12 +178,21 @@ def _retry_loop(host, port, source, manifest, token, hello, report, tally, stopp
 
 def _one_connection(host, port, source, manifest, token, hello, report, tally, stopper, opts: _Options) -> None:
     """Connect, authenticate, HELLO, stream until FINAL OK; record phases. Raises on anything else."""
-    sock = None
+    sock, keep = None, False
     try:
         t_c = time.monotonic()
         try:
-            sock = _connect(host, port, opts.factory, stopper.bound(opts.connect_timeout_s))
-            resume_from = _handshake(sock, token, hello, stopper.bound(opts.io_timeout_s))
+            sock = opts.channel.take() if opts.channel is not None else None
+            if sock is not None:  # a kept connection: HELLO only; closed meanwhile: connect anew
+                try:
+                    resume_from = _send_hello(sock, hello, stopper.bound(opts.io_timeout_s))
+                    opts.channel.reused += 1
+                except OSError:
+                    sock.close()
+                    sock = None
+            if sock is None:
+                sock = _connect(host, port, opts.factory, stopper.bound(opts.connect_timeout_s))
+                resume_from = _handshake(sock, token, hello, stopper.bound(opts.io_timeout_s))
         finally:
             report.phases.append(("connect", t_c, time.monotonic()))
         if report.sessions == 0:
@@ -172,8 +211,10 @@ def _one_connection(host, port, source, manifest, token, hello, report, tally, s
                 report.phases.append(("transfer", session.t_first_byte, end))
         report.phases.append(("verify", session.t_last_ack or t_s, session.t_final))
         report.server_path = final.get("path")
+        if opts.channel is not None:
+            opts.channel.sock, keep = sock, True
     finally:
-        if sock is not None:
+        if sock is not None and not keep:
             sock.close()
 
 
@@ -198,6 +239,12 @@ def _handshake(sock: socket.socket, token: str, hello: Hello, timeout_s: float) 
         raise ProtocolError("the peer is not a testbed transfer server of this version (protocol mismatch)")
     sock.sendall(CHALLENGE.mac(token, nonce))
     _check_answer(recv_json(sock, "auth"), hello)
+    return _send_hello(sock, hello, timeout_s)
+
+
+def _send_hello(sock: socket.socket, hello: Hello, timeout_s: float) -> int:
+    """HELLO on an authenticated connection; the resume point."""
+    sock.settimeout(timeout_s)
     sock.sendall(hello.encode())
     reply = _check_answer(recv_json(sock, "reply"), hello)
     resume_from = reply.get("resume_from")

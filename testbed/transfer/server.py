@@ -25,6 +25,7 @@ import hashlib
 import logging
 import os
 import shutil
+import select
 import socket
 import threading
 import time
@@ -78,6 +79,10 @@ class TransferServer:
     no limit) on any HELLO's ``size_bytes``; :meth:`announce` bounds one transfer id (and with
     ``require_announced`` only announced ids are accepted); a stored object must fit the free space
     of ``storage_dir``.
+
+    ``keep_open_s`` > 0: after a transfer, a connection stays open that long for the next HELLO of the
+    same client (a :class:`testbed.transfer.client.Channel`), which then needs no new connection and
+    no new challenge; 0 (the default): the server closes it after FINAL.
     """
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0, *, token: str,
@@ -86,13 +91,16 @@ class TransferServer:
                  fsync: bool = True, max_held_bytes: int = DEFAULT_MAX_HELD_BYTES, backlog: int = LISTEN_BACKLOG,
                  max_pending: int = MAX_PENDING, auth_timeout_s: float = AUTH_TIMEOUT_S,
                  max_connections: int = MAX_CONNECTIONS, max_object_bytes: int | None = None,
-                 require_announced: bool = False) -> None:
+                 require_announced: bool = False, keep_open_s: float = 0.0) -> None:
         if not token:
             raise ValueError("token must be a non-empty string")
         if max_pending < 1 or max_connections < 1 or auth_timeout_s <= 0:
             raise ValueError("max_pending and max_connections must be >= 1 and auth_timeout_s > 0")
         if max_object_bytes is not None and max_object_bytes < 0:
             raise ValueError(f"max_object_bytes must be >= 0, got {max_object_bytes}")
+        if not keep_open_s >= 0:
+            raise ValueError(f"keep_open_s must be >= 0, got {keep_open_s}")
+        self.keep_open_s = float(keep_open_s)
         self.host = host
         self._port = port
         self._token = token.encode()
@@ -230,8 +238,9 @@ class TransferServer:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             sock.sendall(AUTH_OK)
             hello = self._handshake(sock)
-            if hello is not None:
+            while hello is not None:
                 self._serve_transfer(conn, hello)
+                hello = self._next_hello(sock)
         except (OSError, TransientError, ProtocolError):
             pass  # a cut link, a stale or garbled connection: partial state is kept for a resume
         except Exception as e:  # noqa: BLE001 -- recorded and re-raised by __exit__
@@ -240,6 +249,17 @@ class TransferServer:
             sock.close()
             with self._lock:
                 self._conns.pop(conn, None)
+
+    def _next_hello(self, sock: socket.socket) -> Hello | None:
+        """The next HELLO on a kept connection (``keep_open_s``), or None: the client closed it, said
+        nothing for ``keep_open_s``, or the server is stopping."""
+        if self.keep_open_s <= 0 or self._stopping.is_set():
+            return None
+        readable, _, _ = select.select([sock], [], [], self.keep_open_s)
+        if not readable or self._stopping.is_set() or not sock.recv(1, socket.MSG_PEEK):
+            return None
+        sock.settimeout(self.io_timeout_s)
+        return self._handshake(sock)
 
     def _handshake(self, sock: socket.socket) -> Hello | None:
         try:
