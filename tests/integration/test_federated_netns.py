@@ -54,6 +54,9 @@ def test_updates_cross_the_shaped_links(tmp_path):
     want = (s.set_index(["round", "site"])["down_s"] + s.set_index(["round", "site"])["up_s"]).sort_index()
     assert per.values == pytest.approx(want.values)
     assert 0.5 < summ["transfer_over_shaped_median"] < 2.0
+    # each link direction keeps its connection: the first round opens them, the second reuses every one
+    kept = tr.groupby("round")["kept_connection"].agg(["sum", "size"])
+    assert kept["sum"].iloc[0] == 0 and kept["sum"].iloc[1] == kept["size"].iloc[1] == 8
     from tests.unit import outputs_schema as schema
 
     _, files = schema.load()
