@@ -8,8 +8,8 @@ On the links of a frame-mode relay, whose offloads are off so that every frame o
 MTU-sized anyway, the floor is :data:`MIN_BURST_FRAME_BYTES`: the tbf cuts a larger GSO packet into
 frames as it queues it, and a transfer of a few hundred kB is shaped rather than sent at line rate
 out of a full bucket. A packet queued under a larger burst never fits a smaller one (the flow would
-stall for good), so :func:`change_rate` never shrinks a small burst below the one the kernel holds. The queue limit holds at least the path's bandwidth-delay product so TCP
-can fill the link.
+stall for good), so :func:`change_rate` never shrinks a small burst below the one the kernel holds.
+The queue limit holds at least the path's bandwidth-delay product so TCP can fill the link.
 
 Where the kernel has netem, delay/jitter/loss go in a root netem qdisc with the tbf as its child
 (handle ``2:``); elsewhere they come from the userspace relay and the tbf is the root (``1:``).
@@ -122,19 +122,21 @@ def burst_bytes_of(rate_bytes_s: int, buffer_ticks: int) -> int:
     return int(round(buffer_ticks / tick_in_usec / 1e6 * rate_bytes_s))
 
 
-def read_tbf_burst_bytes(ipr, index: int) -> int | None:
-    """The burst the kernel holds for the tbf on ``index`` (None: no tbf there)."""
+def _tbf_parms(ipr, index: int):
+    """The kernel's TCA_TBF_PARMS of the tbf on ``index`` (None: no tbf there)."""
     for q in ipr.get_qdiscs(index=index):
         if q.get_attr("TCA_KIND") == "tbf":
-            parms = q.get_attr("TCA_OPTIONS").get_attr("TCA_TBF_PARMS")
-            return burst_bytes_of(parms["rate"], parms["buffer"])
+            return q.get_attr("TCA_OPTIONS").get_attr("TCA_TBF_PARMS")
     return None
+
+
+def read_tbf_burst_bytes(ipr, index: int) -> int | None:
+    """The burst the kernel holds for the tbf on ``index`` (None: no tbf there)."""
+    parms = _tbf_parms(ipr, index)
+    return None if parms is None else burst_bytes_of(parms["rate"], parms["buffer"])
 
 
 def read_tbf_rate_mbit(ipr, index: int) -> float | None:
     """The rate the kernel holds for the tbf on ``index`` (read back, not what we asked for)."""
-    for q in ipr.get_qdiscs(index=index):
-        if q.get_attr("TCA_KIND") == "tbf":
-            parms = q.get_attr("TCA_OPTIONS").get_attr("TCA_TBF_PARMS")
-            return parms["rate"] * 8 / 1e6
-    return None
+    parms = _tbf_parms(ipr, index)
+    return None if parms is None else parms["rate"] * 8 / 1e6
