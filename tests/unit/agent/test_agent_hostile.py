@@ -25,20 +25,13 @@ from testbed.agent.wire import (
     read_frame, recv_exact,
 )
 from tests.agent_flood import FlakyListener, Flood, sustained
+from tests.unit.fd_limit import raise_own_fd_limit
 
 TOKEN = "t" * 32
 FLOOD = 2000
 
 
 # -- helpers ------------------------------------------------------------------------------------------
-def _raise_own_fd_limit(need: int) -> None:
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft < need:
-        if hard != resource.RLIM_INFINITY and hard < need:
-            pytest.skip(f"needs {need} open files, the hard limit is {hard}")
-        resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))
-
-
 def _authenticated(port: int, token: str = TOKEN) -> socket.socket:
     """A raw authenticated connection (handshake done by hand)."""
     s = socket.create_connection(("127.0.0.1", port), timeout=10)
@@ -129,7 +122,7 @@ def agent(tmp_path):
 def test_flood_of_idle_connections_leaves_the_agent_serving(agent):
     """2,000 idle unauthenticated connections to a real agent process: it accepts them all, holds no
     more than its cap, and its controller still gets correct answers."""
-    _raise_own_fd_limit(FLOOD + 256)
+    raise_own_fd_limit(FLOOD + 256)
     a = agent()
     baseline = a.open_fds()
     flood = Flood(("127.0.0.1", a.port), FLOOD)
@@ -152,7 +145,7 @@ def test_flood_of_idle_connections_leaves_the_agent_serving(agent):
 def test_flood_while_connected_and_a_sustained_flood_during_reconnects(server):
     """The controller's open connection is untouched by a flood, and fresh connections get through
     while the flood (from another address) keeps re-opening everything the agent closes."""
-    _raise_own_fd_limit(FLOOD + 256)
+    raise_own_fd_limit(FLOOD + 256)
     srv = server(max_pending=32)
     client = AgentClient("127.0.0.1", srv.port, TOKEN)
     assert client.call("ping") == {"pong": True}
@@ -281,7 +274,7 @@ def test_agent_out_of_file_descriptors_keeps_accepting(agent):
     """A real agent whose open-file limit (soft and hard) is a few above what it needs at start:
     a flood makes accept() fail with EMFILE; the agent frees unauthenticated connections, logs it,
     and its controller still gets answers."""
-    _raise_own_fd_limit(1000)
+    raise_own_fd_limit(1000)
     probe = agent()
     need = probe.open_fds()
     probe.stop()

@@ -24,6 +24,7 @@ from testbed.transfer.protocol import (
 )
 from testbed.transfer.server import MAX_NAKS_PER_CHUNK
 from tests.agent_flood import FlakyListener, Flood, sustained
+from tests.unit.fd_limit import raise_own_fd_limit
 
 TOKEN = "transfer-token-" + "x" * 17
 FLOOD = 2000
@@ -31,14 +32,6 @@ CHUNK = 64 * 1024
 
 
 # -- helpers ------------------------------------------------------------------------------------------
-def _raise_own_fd_limit(need: int) -> None:
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft < need:
-        if hard != resource.RLIM_INFINITY and hard < need:
-            pytest.skip(f"needs {need} open files, the hard limit is {hard}")
-        resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))
-
-
 def _read_msg(s: socket.socket) -> dict:
     (n,) = LEN.unpack(recv_exact(s, LEN.size))
     return json.loads(recv_exact(s, n))
@@ -96,7 +89,7 @@ def _legit(srv: TransferServer, ckpt, tid: str, **kw):
 def test_flood_of_idle_connections_then_a_transfer_verifies(start_server, ckpt):
     """2,000 idle connections that never answer the challenge: the server accepts them all, holds no
     more than its cap, allocates nothing for them, and a real transfer still completes and verifies."""
-    _raise_own_fd_limit(FLOOD + 256)
+    raise_own_fd_limit(FLOOD + 256)
     srv = start_server()
     flood = Flood(("127.0.0.1", srv.port), FLOOD, challenge=CHALLENGE)
     try:
@@ -113,7 +106,7 @@ def test_flood_of_idle_connections_then_a_transfer_verifies(start_server, ckpt):
 
 
 def test_sustained_flood_from_another_address_during_transfers(start_server, ckpt):
-    _raise_own_fd_limit(FLOOD + 256)
+    raise_own_fd_limit(FLOOD + 256)
     srv = start_server(max_pending=32)
     flood = Flood(("127.0.0.1", srv.port), FLOOD, source="127.0.0.2", challenge=CHALLENGE)
     with sustained(flood):
@@ -380,7 +373,7 @@ def test_server_process_out_of_file_descriptors_keeps_accepting(tmp_path, store,
     """A real server process whose open-file limit (soft and hard) is a few above what it needs: a
     flood makes accept() fail with EMFILE; it frees unauthenticated connections, logs it, and a
     transfer still completes and verifies."""
-    _raise_own_fd_limit(1000)
+    raise_own_fd_limit(1000)
     probe = _ServeProcess(store, tmp_path / "probe.log")
     need = probe.open_fds()
     probe.stop()
