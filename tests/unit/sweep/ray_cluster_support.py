@@ -20,7 +20,11 @@ from pathlib import Path
 import psutil
 
 RAY = str(Path(sys.executable).with_name("ray"))
-START_TIMEOUT_S = 120
+START_TIMEOUT_S = 240
+# how long `ray start` waits for its raylet to register with the GCS (Ray's default: 30 s). On a busy
+# 2-core machine (the suite runs beside it) a worker's registration took longer than 30 s, and `ray start`
+# gave up although nothing was wrong.
+RAYLET_START_WAIT_S = 150
 
 
 def free_ports(n: int) -> list[int]:
@@ -44,7 +48,8 @@ class RayCluster:
         self.root = Path(tempfile.mkdtemp(prefix="tbray-", dir="/tmp"))
         self.home = self.root / "home"
         self.home.mkdir()
-        self.env = {**os.environ, "HOME": str(self.home), "RAY_USAGE_STATS_ENABLED": "0", **(env or {})}
+        self.env = {**os.environ, "HOME": str(self.home), "RAY_USAGE_STATS_ENABLED": "0",
+                    "RAY_raylet_start_wait_time_s": str(RAYLET_START_WAIT_S), **(env or {})}
         for name in ("RAY_ADDRESS", "RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"):
             self.env.pop(name, None)
         self.address: str | None = None
