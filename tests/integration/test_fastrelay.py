@@ -27,7 +27,7 @@ pytestmark = [
 from testbed.netem.relay import fastrelay  # noqa: E402
 from testbed.netem.nsexec import spawn  # noqa: E402
 
-from tests.integration.test_relay import ADDR_B, relayed_link, udp_echo, udp_probe  # noqa: E402
+from tests.integration.test_relay import ADDR_B, relayed_link, resolve_neighbours, udp_echo, udp_probe  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +80,7 @@ def test_one_process_serves_two_links_with_their_own_delays(binary, tmp_path):
             rtts = []
             for lk in (l1, l2):
                 with udp_echo(lk.ns_b, ADDR_B) as port:
-                    udp_probe(lk, port, n=3, interval_s=0.01)
+                    resolve_neighbours(lk, port)
                     p = udp_probe(lk, port, n=200, interval_s=0.002)
                 assert p.loss == 0 and p.order == sorted(p.order)
                 rtts.append(statistics.median(p.rtt_ms.values()))
@@ -101,7 +101,7 @@ def test_one_process_serves_links_in_several_namespaces(binary, tmp_path):
             rtts = []
             for lk in lks:
                 with udp_echo(lk.ns_b, ADDR_B) as port:
-                    udp_probe(lk, port, n=10, interval_s=0.005)
+                    resolve_neighbours(lk, port)
                     p = udp_probe(lk, port, n=200, interval_s=0.002)
                 assert p.loss == 0
                 rtts.append(statistics.median(p.rtt_ms.values()))
@@ -119,6 +119,7 @@ def test_loss_jitter_and_live_change(binary, tmp_path):
     with relayed_link() as lk, fast(binary, lk.ns_r, [_arg(lk, 2, jitter_ms=1.0, loss_pct=10, seed=3,
                                                             stats=str(stats), control=str(control))], tmp_path) as proc:
         with udp_echo(lk.ns_b, ADDR_B) as port:
+            resolve_neighbours(lk, port)
             lossy = udp_probe(lk, port, n=3000, interval_s=0.0005)
             control.write_text(json.dumps({"a_to_b": {"delay_ms": 15, "jitter_ms": 0, "loss_pct": 0},
                                            "b_to_a": {"delay_ms": 15, "jitter_ms": 0, "loss_pct": 0}}))

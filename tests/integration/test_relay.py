@@ -207,6 +207,19 @@ def udp_probe(link: Link, port: int, n: int, interval_s: float, linger_s: float 
         return Probes(n, rtt, order)
 
 
+def resolve_neighbours(link: Link, port: int, tries: int = 10) -> None:
+    """Probe until one echo comes back, so both ends have resolved each other before a measurement.
+    While a neighbour entry resolves, the kernel queues the packets for it and flushes the queue once
+    the answer comes, dropping its lock per packet: a packet sent on another CPU meanwhile can
+    overtake the queued ones. That reorders the first probes whatever the relay does (echo 11 once
+    came back before echo 2), so order checks start after this. On a lossy link the answer itself
+    can be lost; the kernel asks again each second."""
+    for _ in range(tries):
+        if udp_probe(link, port, n=20, interval_s=0.005).rtt_ms:
+            return
+    raise AssertionError(f"no echo came back in {tries} warm-up probes")
+
+
 def tcp_pair(link: Link) -> tuple[socket.socket, socket.socket]:
     """A TCP socket listening in B, and an unconnected one in A."""
     with in_netns(link.ns_b):
@@ -302,7 +315,7 @@ def test_rtt_matches_configured_delay(tmp_path, rtt_ms, gso):
     with relayed_link(offloads_off=not gso) as lk:
         with relay(lk, tmp_path, PathImpairment(delay_ms=rtt_ms / 2), gso=gso) as r, \
                 udp_echo(lk.ns_b, ADDR_B) as port:
-            udp_probe(lk, port, n=3, interval_s=0.01)  # ARP warm-up
+            resolve_neighbours(lk, port)
             p = udp_probe(lk, port, n=250, interval_s=0.004)
             if gso:  # TCP with every offload on: super-frames cross the relay whole
                 goodput, _ = tcp_goodput_mbit(lk, nbytes=20 << 20, skip_bytes=4 << 20)
@@ -319,7 +332,7 @@ def test_jitter_spread_and_no_reordering(link, tmp_path):
     jitter_ms = 2.0
     with relay(link, tmp_path, PathImpairment(delay_ms=10, jitter_ms=jitter_ms), seed=5), \
             udp_echo(link.ns_b, ADDR_B) as port:
-        udp_probe(link, port, n=3, interval_s=0.01)
+        resolve_neighbours(link, port)
         sparse = udp_probe(link, port, n=400, interval_s=0.012)  # 6 sigma apart: order never binds
         dense = udp_probe(link, port, n=4000, interval_s=0.0002)  # order binds all the time
     sd = statistics.stdev(sparse.rtt_ms.values())
@@ -334,6 +347,7 @@ def test_jitter_spread_and_no_reordering(link, tmp_path):
 def test_loss_each_way(link, tmp_path):
     with relay(link, tmp_path, PathImpairment(delay_ms=1, loss_pct=10), seed=11) as r, \
             udp_echo(link.ns_b, ADDR_B) as port:
+        resolve_neighbours(link, port)
         p = udp_probe(link, port, n=2500, interval_s=0.001)
     st = r.stats()
     print(f"\nloss 10% each way: probe loss {p.loss:.2%} (expected 19.00%); relay drops "
@@ -349,7 +363,7 @@ def test_tcp_goodput_shaped_100mbit_with_40ms_rtt(tmp_path, gso):
     with relayed_link(offloads_off=not gso) as lk:
         _tbf(lk.ns_a, lk.if_a, rate_mbit=100, latency_ms=50)
         with relay(lk, tmp_path, PathImpairment(delay_ms=20), gso=gso) as r, udp_echo(lk.ns_b, ADDR_B) as port:
-            udp_probe(lk, port, n=3, interval_s=0.01)
+            resolve_neighbours(lk, port)
             goodput, cc = tcp_goodput_mbit(lk, nbytes=60 << 20, skip_bytes=12 << 20)
         r.stop()
     st = r.stats()
@@ -362,7 +376,7 @@ def test_tcp_goodput_shaped_100mbit_with_40ms_rtt(tmp_path, gso):
 def test_tcp_goodput_unshaped_is_reported(tmp_path, gso):
     with relayed_link(offloads_off=not gso) as lk:
         with relay(lk, tmp_path, PathImpairment(delay_ms=20), gso=gso) as r, udp_echo(lk.ns_b, ADDR_B) as port:
-            udp_probe(lk, port, n=3, interval_s=0.01)
+            resolve_neighbours(lk, port)
             goodput, cc = tcp_goodput_mbit(lk, nbytes=(600 if gso else 200) << 20, skip_bytes=100 << 20)
         r.stop()
     st = r.stats()
