@@ -30,8 +30,11 @@ SEEDS = [10, 11]
 COUNTS = ("migrations", "jobs_completed")
 ENERGY = ("grid_kwh", "renewable_kwh")
 # measured (docs/measured/benchmarks.md): three sequential runs of these trials differed by up to 0.26 %
-# in grid_kwh, sequential against parallel by up to 0.28 %; 1 % leaves room for a busier machine
-ENERGY_REL = 0.01
+# in grid_kwh, sequential against parallel by up to 0.28 %, on a machine with only emulated runs beside
+# them; inside the full test suite (two test workers beside it) once by 1.2 % (seed 10, energy_only: a
+# moved job resumes at a step boundary that the measured transfer decides). The migrations and completed
+# jobs (COUNTS) must match exactly; 3 % on energy is the spread of a busy machine, not of a wrong result
+ENERGY_REL = 0.03
 
 
 def _sweep(tmp_path: Path) -> Path:
