@@ -60,6 +60,12 @@ netns_ok() {
 }
 if [ "$sim_only" = 0 ] && [ "$(id -u)" = 0 ] && netns_ok; then
   emulate=1
+elif [ "$sim_only" = 0 ] && [ "$report_only" = 0 ]; then
+  # results/reference/ is replaced as a whole: without emulation it would lose the committed emulated runs
+  echo "error: the emulated runs need root and usable network namespaces (testbed doctor says why not);" \
+       "run this as root (sudo bash scripts/reference.sh), or pass --sim-only to regenerate without them" \
+       "(results/reference/ then holds no emulated runs)" >&2
+  exit 2
 fi
 if [ "$report_only" = 0 ] && [ -n "$(git status --porcelain --untracked-files=no -- . ':(exclude)results')" ]; then
   echo "error: the tree has uncommitted changes: reference results are made from a clean tree at one commit (commit first)" >&2

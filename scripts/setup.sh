@@ -33,7 +33,16 @@ if ! "$PY" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; th
 fi
 if [ ! -x .venv/bin/python ]; then
   echo "== creating .venv"
-  "$PY" -m venv .venv
+  if ! "$PY" -m venv .venv >/dev/null 2>&1; then  # Debian/Ubuntu ship venv's pip apart (python3-venv)
+    rm -rf .venv
+    venv_pkgs="python3-venv python$("$PY" -c 'import sys; print("%d.%d" % sys.version_info[:2])')-venv"
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+      echo "== installing system packages: $venv_pkgs ($PY -m venv needs them)"
+      apt-get update -qq
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $venv_pkgs >/dev/null
+    fi
+    "$PY" -m venv .venv || { echo "error: $PY -m venv failed: install $venv_pkgs (as root: apt-get install $venv_pkgs), then run this again" >&2; rm -rf .venv; exit 1; }
+  fi
 fi
 echo "== installing testbed and its dependencies into .venv"
 .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip 2>&1 | grep -v "^WARNING: Location" || true
