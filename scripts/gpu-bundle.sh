@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU check's bundle: here (with the package index), the wheels the lent GPU machine lacks, so that
+# The GPU check's bundle: here (with the package index), the wheels the offline GPU machine lacks, so that
 # scripts/gpu-check.sh can run there bare and offline. The machine's image (docs/how-to/gpu.md) has
 # Python 3.12 with CUDA PyTorch, nvidia-ml-py, numpy, pandas, pyarrow, psutil, PyYAML, scikit-learn,
 # matplotlib, tqdm, pytest; the bundle is every other package testbed needs for the check (its
@@ -76,5 +76,5 @@ echo "$reqs" > "$DIR/requirements.txt"
 size_kib=$(du -sk "$DIR" | cut -f1)
 echo "== $DIR/: $n_got wheels, $((size_kib / 1024)).$(( (size_kib % 1024) * 10 / 1024 )) MiB (limit $MAX_MIB MiB)"
 (( size_kib < MAX_MIB * 1024 )) || { echo "error: the bundle is over $MAX_MIB MiB" >&2; exit 1; }
-echo "== on the lent GPU machine, from the repository root, with '$DIR' carried (it is git-ignored):"
+echo "== on the GPU machine, from the repository root, with '$DIR' copied beside the checkout (it is git-ignored):"
 echo "bash scripts/gpu-check.sh --bundle $DIR"

@@ -5,10 +5,10 @@
 # agent a local process, enforced = requested within 1 W, the original limit back at the end;
 # SIGINT during a calibration puts the limit back; the same run on netns where namespaces can be made).
 #   bash scripts/gpu-check.sh [--bundle DIR] [OUT]
-# Made for the lent GPU machine (docs/how-to/gpu.md): bare, offline, Python 3.12 with CUDA torch and
+# Made for an offline GPU machine (docs/how-to/gpu.md): bare, offline, Python 3.12 with CUDA torch and
 # nvidia-ml-py but not testbed's other dependencies. With --bundle (made here by scripts/gpu-bundle.sh),
 # what this Python lacks is installed from the bundle's wheels into a temporary folder (pip --no-index:
-# nothing is fetched). OUT: $OUT when set (the lent machine's folder that comes back), else
+# nothing is fetched). OUT: $OUT when set (a folder the machine's job scheduler copies back), else
 # results/gpu-check. It gets at most 6 small files: gpu-check.json, gpu-check.md, profile.yaml,
 # logs.txt, environment.txt, compute-profile.json (a `testbed calibrate compute` entry of the GPU, written
 # in the budget the check leaves). Exit 0: every step passed; 3: the only failures are "no GPU"; else 1.
@@ -45,7 +45,7 @@ if ! "$PYTHON" -c "$NEEDED" 2>/dev/null; then
     say "  make a bundle where the package index is reachable (bash scripts/gpu-bundle.sh) and pass --bundle gpu-bundle"
     exit 1
   fi
-  [[ -d "$BUNDLE" ]] || { say "error: no bundle folder $BUNDLE (did it travel? name it in the call's carried paths)"; exit 1; }
+  [[ -d "$BUNDLE" ]] || { say "error: no bundle folder $BUNDLE (copy it beside the checkout: scripts/gpu-bundle.sh makes it)"; exit 1; }
   SITE=$(mktemp -d "${TMPDIR:-/tmp}/tb-gpu-bundle-XXXXXX")
   trap 'rm -rf "$SITE"' EXIT
   # exactly the bundle's wheels (--no-deps: what the image has is not asked for again), from the folder only
@@ -76,7 +76,7 @@ left=$(( BUDGET_S - (SECONDS - T0) ))
 rc=0
 timeout --signal=TERM --kill-after=20 "$left" "$PYTHON" -m testbed.power.gpu.gpu_check --out "$DEST" --gpu "${GPU:-0}" \
   --caps "${CAPS:-4}" --seconds "${SECONDS_PER_CAP:-8}" --family "${FAMILY:-char-transformer}" --netns "${NETNS:-auto}" ${DEVICE:+--device "$DEVICE"} || rc=$?
-# a compute-profile entry of the lent GPU (testbed calibrate compute --device cuda): only in the budget the
+# a compute-profile entry of this GPU (testbed calibrate compute --device cuda): only in the budget the
 # check left (at most 90 s, at least 45), and only where the study's data set loads (scikit-learn's digits);
 # it does not change the check's exit status, environment.txt says what happened
 left=$(( BUDGET_S - (SECONDS - T0) ))

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU machine's image, rebuilt here for the GPU check's rehearsal (tests/integration/
-# test_gpu_check_rehearsal.py): a Python 3.12 virtual environment holding only what the lent GPU
+# test_gpu_check_rehearsal.py): a Python 3.12 virtual environment holding only what the offline GPU
 # machine has (docs/how-to/gpu.md): CUDA PyTorch (the package index's build: no GPU here, so it runs
 # on the CPU), nvidia-ml-py, numpy, pandas, pyarrow, psutil, PyYAML, scikit-learn, matplotlib, tqdm,
 # pytest. Nothing of testbed's own dependencies: the check must bring those itself (scripts/gpu-bundle.sh).

@@ -94,7 +94,7 @@ elif [ "$(id -u)" = 0 ]; then
 fi
 
 # The GPU check's rehearsal (tests/integration/test_gpu_check_rehearsal.py) needs a stand-in of the
-# lent GPU machine's image: a Python 3.12 virtual environment with only that image's packages (CUDA
+# offline GPU machine's image: a Python 3.12 virtual environment with only that image's packages (CUDA
 # torch from the package index, which runs on the CPU). Built once, as root (CI): ~2 minutes and
 # ~5 GB in ~/.cache/testbed/gpu-rehearsal-py312, then reused. TESTBED_GPU_REHEARSAL=0 skips it.
 if [ "$(id -u)" = 0 ] && [ "${TESTBED_GPU_REHEARSAL:-1}" != 0 ]; then

@@ -1,6 +1,6 @@
 """The GPU check rehearsed on the machine it will meet (issue #35), without a GPU.
 
-The lent GPU machine is bare and offline: Python 3.12 with CUDA torch, nvidia-ml-py, numpy, pandas,
+An offline GPU machine (bare): Python 3.12 with CUDA torch, nvidia-ml-py, numpy, pandas,
 pyarrow, psutil, PyYAML, scikit-learn, matplotlib, tqdm, pytest, and none of testbed's other
 dependencies. Here: that image rebuilt as a Python 3.12 virtual environment
 (scripts/gpu-rehearsal-env.sh, built once by scripts/setup.sh, ~2 min and ~5 GB the first time; the
