@@ -11,9 +11,9 @@ run=1
 # System packages for network emulation (namespaces + tc, Mininet, iperf3) and the docker runtime
 # of node agents (a private dockerd, a registry-free base image from debootstrap); qemu and
 # e2fsprogs for `testbed vm test` (a netem/OVS-capable guest); vagrant so CI can check the
-# Vagrantfile (`vagrant validate`). Installed only when running as root with apt and only if
-# something is missing; the simulator needs none of them.
-APT_PKGS="iproute2 iperf3 ethtool gcc libc6-dev mininet openvswitch-switch bridge-utils iputils-ping docker.io debootstrap qemu-system-x86 e2fsprogs vagrant chromium"
+# Vagrantfile (`vagrant validate`); python3-venv for `python3 -m venv` (Debian ships it apart: the one
+# the simulator needs too). Installed only when running as root with apt and only if something is missing.
+APT_PKGS="python3-venv iproute2 iperf3 ethtool gcc libc6-dev mininet openvswitch-switch bridge-utils iputils-ping docker.io debootstrap qemu-system-x86 e2fsprogs vagrant chromium"
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   missing=""
   for p in $APT_PKGS; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
@@ -33,16 +33,7 @@ if ! "$PY" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; th
 fi
 if [ ! -x .venv/bin/python ]; then
   echo "== creating .venv"
-  if ! "$PY" -m venv .venv >/dev/null 2>&1; then  # Debian/Ubuntu ship venv's pip apart (python3-venv)
-    rm -rf .venv
-    venv_pkgs="python3-venv python$("$PY" -c 'import sys; print("%d.%d" % sys.version_info[:2])')-venv"
-    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-      echo "== installing system packages: $venv_pkgs ($PY -m venv needs them)"
-      apt-get update -qq
-      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $venv_pkgs >/dev/null
-    fi
-    "$PY" -m venv .venv || { echo "error: $PY -m venv failed: install $venv_pkgs (as root: apt-get install $venv_pkgs), then run this again" >&2; rm -rf .venv; exit 1; }
-  fi
+  "$PY" -m venv .venv || { echo "error: $PY -m venv failed (Debian/Ubuntu: apt-get install python3-venv, which this script installs when run as root)" >&2; rm -rf .venv; exit 1; }
 fi
 echo "== installing testbed and its dependencies into .venv"
 .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip 2>&1 | grep -v "^WARNING: Location" || true
