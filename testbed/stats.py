@@ -1,10 +1,11 @@
 """Small statistics the testbed's verdicts and calibrations rest on: Student-t intervals, paired
-tests over seeds, and a weighted least-squares line with standard errors (scipy for the
+tests over seeds, a paired bootstrap interval of a ratio of means, and a weighted least-squares line with standard errors (scipy for the
 distributions). It sits at the bottom of the import order: the report and `calibrate load` both use it."""
 
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,6 +38,43 @@ def t_interval(values, level: float = 0.95) -> Interval | None:
         return Interval(mean, mean, mean, 1, level)
     half = float(stats.t.ppf(0.5 + level / 2.0, x.size - 1) * x.std(ddof=1) / np.sqrt(x.size))
     return Interval(mean, mean - half, mean + half, int(x.size), level)
+
+
+RATIO_RESAMPLES = 9999
+RATIO_SEED = 0  # a fixed stream: the same data give the same interval (reports are re-derived and compared)
+
+
+def ratio_change_interval(a, b, level: float = 0.95) -> Interval | None:
+    """The change of ``a``'s mean against ``b``'s over the same seeds, ``100 x (mean a / mean b - 1)``
+    (%), with the ``level`` paired bootstrap (BCa, seeds resampled as pairs) interval: bounded below by
+    -100 % as the quantity is, and defined where single seeds of ``b`` are 0. Over the pairs where both
+    are finite; None where ``b``'s mean is not positive (no relative change) or nothing is left."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    ok = np.isfinite(a) & np.isfinite(b)
+    a, b = a[ok], b[ok]
+    if not a.size or not b.mean() > 0:
+        return None
+
+    def change(x, y, axis=-1):
+        return 100.0 * (np.mean(x, axis=axis) / np.mean(y, axis=axis) - 1.0)
+
+    mean = float(change(a, b))
+    if a.size < 2:
+        return Interval(mean, mean, mean, 1, level)
+    if np.allclose(a * b.sum(), b * a.sum(), rtol=1e-9, atol=0.0):  # a proportional to b: one ratio, no spread
+        return Interval(mean, mean, mean, int(a.size), level)
+    def interval(method: str) -> tuple[float, float]:
+        with warnings.catch_warnings(), np.errstate(divide="ignore", invalid="ignore"):
+            warnings.simplefilter("ignore")  # a resample whose b-mean is 0 gives inf: BCa is then undefined
+            res = stats.bootstrap((a, b), change, paired=True, vectorized=True, confidence_level=level,
+                                  n_resamples=RATIO_RESAMPLES, method=method,
+                                  random_state=np.random.default_rng(RATIO_SEED))
+        return float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+    lo, hi = interval("BCa")
+    if not (math.isfinite(lo) and math.isfinite(hi)):  # BCa undefined: the percentile interval
+        lo, hi = interval("percentile")
+    return Interval(mean, lo, hi, int(a.size), level)
 
 
 def mean_ci95(values) -> tuple[int, float, float, float]:

@@ -37,10 +37,11 @@ from scipy import stats as sps
 from testbed.analysis import compare as cmp
 from testbed.analysis.federated_summary import PAPER
 from testbed.analysis.markdown import ci_cells, md_table, p_text
-from testbed.stats import paired_test, t_interval
+from testbed.stats import paired_test, ratio_change_interval, t_interval
 from testbed.analysis.figures import save as save_figure
 
 PAPER_VS_BEST_STATIC_PCT = 100.0 * (1.0 - PAPER["powertrip_h"] / PAPER["static_best_h"])  # 0.65 h vs 1.16 h: 44 %
+ENERGY_RESOLUTION_KWH = 1e-9  # below it an energy is rounding (a total minus its renewable part), read as 0
 CLAIM_UP_TO = "PowerTrip: up to 50 % lower time-to-accuracy than the baselines (weakest baseline chosen on other seeds)"
 CLAIM_BEST_STATIC = "PowerTrip vs the best static k (chosen on other seeds)"
 CLAIM_K70 = "PowerTrip vs static k = 70 (the paper's best k)"
@@ -107,8 +108,8 @@ def km_median(c: Censored, level: float = 0.95) -> tuple[float, float, float]:
 
 def _policies(runs: list, comps: list) -> dict[tuple, dict]:
     """(scenario, substrate, cell) -> {"max_h", "clocks": {clock: {label: Censored}}, "static": {label: k},
-    "powertrip": {clock: the first PowerTrip label}, "variants": every PowerTrip label}, seeds in ascending
-    order (the same for every label of a group)."""
+    "powertrip": {clock: the first PowerTrip label}, "variants": every PowerTrip label, "untrained": the
+    labels that trained no round on any seed}, seeds in ascending order (the same for every label of a group)."""
     rows: dict[tuple, list[tuple[int, float, dict]]] = {}
     for run, comp in zip(runs, comps):
         if not is_federated(run) or not comp:
@@ -121,7 +122,7 @@ def _policies(runs: list, comps: list) -> dict[tuple, dict]:
         labels = [lb for lb, s in per_seed[0][2].items() if not s.get("best_of")]
         labels = [lb for lb in labels if all(lb in p for _, _, p in per_seed)]  # every seed ran it
         group = {"max_h": min(m for _, m, _ in per_seed), "clocks": {}, "static": {}, "powertrip": {},
-                 "variants": set(), "policy": {}}
+                 "variants": set(), "policy": {}, "untrained": set()}
         seeds = np.array([s for s, _, _ in per_seed], dtype=int)
         for lb in labels:
             first = per_seed[0][2][lb]
@@ -132,6 +133,9 @@ def _policies(runs: list, comps: list) -> dict[tuple, dict]:
             kwh = {k: np.array([_h(p[lb].get(k)) for _, _, p in per_seed]) for k in ("energy_kwh", "grid_kwh")}
             group["clocks"].setdefault(clock, {})[lb] = Censored(seeds, tta, end, kwh["energy_kwh"], kwh["grid_kwh"])
             group["policy"][lb] = str(first.get("policy"))
+            rounds = [p[lb].get("rounds_trained") for _, _, p in per_seed]
+            if all(r is not None and r == 0 for r in rounds):  # e.g. a radius that covers no site
+                group["untrained"].add(lb)
             if first.get("policy") == "static_k" and first.get("k") is not None:
                 group["static"][lb] = int(first["k"])
             if first.get("policy") == "powertrip":
@@ -171,24 +175,26 @@ def _judge(pt: Censored, bases: list[Censored], max_h: float, paper: float) -> d
 
 
 def _energy_effect(pt: Censored, bases: list[Censored], max_h: float, metric: str) -> dict:
-    """PowerTrip's per-seed change (%) of ``metric`` (energy or grid energy of the run: up to the target,
-    or up to max_hours for a run that did not reach it) against the baseline judged at that seed.
+    """PowerTrip's change (%) of ``metric`` (energy or grid energy of the run: up to the target, or up
+    to max_hours for a run that did not reach it) against the baseline judged at each seed: the change
+    of the mean over seeds with its paired bootstrap CI (:func:`testbed.stats.ratio_change_interval`;
+    a t-interval of per-seed changes could fall below -100 %, and a seed whose baseline used none has
+    no per-seed change), and paired tests of the energies.
     Comparable only where every run compared ended at the target or at max_hours (none stopped
     earlier): then each is the energy to min(T, max_hours), a restricted energy-to-accuracy."""
     n = len(pt.seeds)
     base = _judged(bases)
-    a, b = getattr(pt, metric), getattr(base, metric)
+    a, b = (np.where(np.abs(x) < ENERGY_RESOLUTION_KWH, 0.0, x) for x in (getattr(pt, metric), getattr(base, metric)))
     ok = (pt.reached | (pt.end_h >= max_h - 1e-9)) & (base.reached | (base.end_h >= max_h - 1e-9))
     reached = f"{int(pt.reached.sum())}/{n} / {int(base.reached.sum())}/{n}"
     if not ok.all():
         return {"n": n, "reached": reached, "ci": None, "test": None,
                 "verdict": "not comparable (a run stopped before max_hours without reaching the target)"}
-    with np.errstate(divide="ignore", invalid="ignore"):
-        change = np.where(b > 0, 100.0 * (a / b - 1.0), np.where(a > 0, np.inf, 0.0))
-    ci, test = t_interval(change), paired_test(a, b)
-    if ci is None or ci.n < n:  # a baseline that used none of it while PowerTrip did: no relative change
-        return {"n": n, "reached": reached, "ci": ci, "test": test,
-                "verdict": "not measured (a baseline used none: no relative change)"}
+    ci, test = ratio_change_interval(a, b), paired_test(a, b)
+    if ci is None or ci.n < n:  # the baselines used none of it over these seeds: no relative change
+        used = "neither used any" if not np.nansum(a) > 0 else "the baselines used none"
+        return {"n": n, "reached": reached, "ci": None, "test": None,
+                "verdict": f"not measured ({used}: no relative change)"}
     return {"n": n, "reached": reached, "ci": ci, "test": test,
             "verdict": cmp.effect_verdict(ci, test, against="the baseline")}
 
@@ -229,7 +235,8 @@ def _claims(groups: dict[tuple, dict]) -> pd.DataFrame:
                 continue
             pt, max_h = pols[pt_label], g["max_h"]
             where = {"scenario": scenario, "substrate": substrate, "cell": cell or "-", "clock": clock}
-            baselines = {lb: c for lb, c in pols.items() if lb not in g["variants"]}
+            # a policy that trained no round on any seed is no baseline: PowerTrip would "beat" it by construction
+            baselines = {lb: c for lb, c in pols.items() if lb not in g["variants"] and lb not in g["untrained"]}
             statics = {lb: c for lb, c in baselines.items() if lb in g["static"]}
             k70 = next((lb for lb in statics if g["static"][lb] == PAPER["static_best_k"]), None)
             todo = []
@@ -303,6 +310,7 @@ def _ps(test) -> str:
 
 
 KM_COLOURS = {"powertrip": "C3", "best": "C0", "k70": "C2", "random": "C1", "fixed_radius": "C4", "centralized": "C7"}
+VARIANT_COLOURS = ("C5", "C6", "C8", "C9")  # PowerTrip's other variants in one group (gain, patience): none of the above
 
 
 def km_figures(runs: list, comparisons: list, out) -> list[str]:
@@ -311,9 +319,10 @@ def km_figures(runs: list, comparisons: list, out) -> list[str]:
 
 def _km_figures(groups: dict[tuple, dict], out) -> list[str]:
     """Per scenario, substrate and cell: the fraction of seeds that reached the target by each time
-    (1 - Kaplan-Meier survival, 95 % log-log band), one panel per clock, at most six policies each:
-    PowerTrip, the fastest static k over these seeds (by the choice rule), static k = 70, random,
-    fixed radius, centralized. Returns the figures' file names."""
+    (1 - Kaplan-Meier survival, 95 % log-log band), one panel per clock, at most six policies each, in
+    this order: PowerTrip, its other variants in the group (the gain or patience a sweep compares), the
+    fastest static k over these seeds (by the choice rule), static k = 70, random, fixed radius,
+    centralized. The legend sits below the panel, off the curves. Returns the figures' file names."""
     from matplotlib.figure import Figure
 
     from testbed.analysis.params import file_stem
@@ -323,7 +332,7 @@ def _km_figures(groups: dict[tuple, dict], out) -> list[str]:
         clocks = [c for c in g["clocks"] if g["powertrip"].get(c)]
         if not clocks:
             continue
-        fig = Figure(figsize=(6 * len(clocks), 4.4), layout="constrained")  # the title's two lines fit one panel
+        fig = Figure(figsize=(6 * len(clocks), 5.2), layout="constrained")  # the title's two lines fit one panel
         for j, clock in enumerate(clocks):
             ax = fig.add_subplot(1, len(clocks), j + 1)
             pols, max_h = g["clocks"][clock], g["max_h"]
@@ -331,6 +340,8 @@ def _km_figures(groups: dict[tuple, dict], out) -> list[str]:
             best = _fastest({lb: pols[lb] for lb in statics}, pols[g["powertrip"][clock]], max_h) if statics else None
             k70 = next((lb for lb in statics if g["static"][lb] == PAPER["static_best_k"] and lb != best), None)
             pick = [(g["powertrip"][clock], "powertrip", "")]
+            variants = sorted(lb for lb in pols if lb in g["variants"] and lb != g["powertrip"][clock])
+            pick += [(lb, f"variant{i}", "") for i, lb in enumerate(variants[:len(VARIANT_COLOURS)])]
             pick += [(best, "best", " (fastest static k here)")] if best else []
             pick += [(k70, "k70", " (static k = 70)")] if k70 else []
             for role in ("random", "fixed_radius", "centralized"):
@@ -338,7 +349,7 @@ def _km_figures(groups: dict[tuple, dict], out) -> list[str]:
                 pick += [(lb, role, "")] if lb else []
             right = 0.0
             for lb, role, note in pick[:6]:
-                _km_line(ax, pols[lb], max_h, KM_COLOURS[role], f"{lb}{note}")
+                _km_line(ax, pols[lb], max_h, KM_COLOURS.get(role) or VARIANT_COLOURS[int(role[7:])], f"{lb}{note}")
                 c = pols[lb]  # the time axis ends where the last curve stops changing
                 right = max(right, max_h if not c.reached.all() else float(np.nanmax(c.tta_h)))
             ax.set_xlim(0, min(max_h, 1.1 * right) if right > 0 else max_h)
@@ -346,7 +357,7 @@ def _km_figures(groups: dict[tuple, dict], out) -> list[str]:
             ax.set_xlabel("scenario time (h)")
             ax.set_ylabel("fraction of seeds at the target")
             ax.set_title(f"{clock} clock", fontsize=9)
-            ax.legend(fontsize=7, loc="lower right")
+            ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, frameon=False)  # off the curves
         fig.suptitle(f"Time-to-accuracy on {substrate}{' in cell ' + cell if cell else ''} over "
                      f"{len(next(iter(g['clocks'].values()))[g['powertrip'][clocks[0]]].seeds)} seeds "
                      "\n(Kaplan-Meier, 95 % band; censored runs counted)", fontsize=9)
@@ -379,6 +390,10 @@ def markdown(runs: list, comparisons: list, out=None) -> list[str]:
     if table.empty:
         return []
     figures = _km_figures(groups, out) if out is not None else []
+    untrained = [f"`{lb}` ({scenario}, {substrate}{', cell ' + cell if cell else ''})"
+                 for (scenario, substrate, cell), g in groups.items() for lb in sorted(g["untrained"])]
+    left_out = ([f"Left out as baselines, as they trained no round on any seed (no site was ever selected): "
+                 f"{', '.join(untrained)}.", ""] if untrained else [])
     return ["## The PowerTrip paper's claims, over seeds", "",
             "Time-to-accuracy per policy over seeds, per scenario, substrate, sweep cell and round-time clock. A run "
             "that stopped before reaching the target is censored at its stop, never dropped: `reached` counts the "
@@ -392,11 +407,13 @@ def markdown(runs: list, comparisons: list, out=None) -> list[str]:
             f"**reproduced**: at least {cmp.MIN_SEEDS} seeds, the paper's number inside the CI and a significant "
             f"difference (paired t p < {cmp.SIGNIFICANCE:g}); **same direction**: significant, the paper's sign, the "
             "CI misses its number; **not reproduced**: no significant difference, or the opposite sign. "
-            "Energy rows (no paper number): PowerTrip's per-seed change of the run's energy and grid energy (each run "
-            "ends at the target or at max_hours, so it is the energy to min(T, max_hours)) against the same baseline, "
-            "with paired tests; **lower/higher than the baseline** where significant. "
+            "Energy rows (no paper number): the change of PowerTrip's mean energy and grid energy over seeds (each run "
+            "ends at the target or at max_hours, so it is the energy to min(T, max_hours)) against the same baseline's, "
+            "with a paired bootstrap 95 % CI (BCa) and paired tests; **lower/higher than the baseline** where "
+            "significant; **not measured** where the baselines used none (no relative change). "
             "A baseline that is chosen (the best static k, the weakest baseline for 'up to') is chosen on the other half of the "
             "seeds (2-fold cross-fitting: seeds alternate between folds A and B in seed order), never on the seeds "
             "it is judged on. The paper's hours (EMNIST, its testbed) are not comparable with ours; the relative "
             "reductions are.", "",
+            *left_out,
             md_table(table), ""]
