@@ -27,6 +27,7 @@ class DirectedLink:
     latency_ms: float = 0.0
     jitter_ms: float = 0.0
     loss_pct: float = 0.0
+    queue: str = "fair"  # "fair" (a per-flow fair queue under the shaper) or "fifo"
 
     @property
     def key(self) -> tuple[str, str]:

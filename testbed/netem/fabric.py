@@ -20,7 +20,7 @@ from pathlib import Path
 
 from testbed.errors import TestbedError
 from testbed.lifecycle import critical
-from testbed.netem import tcp_cc
+from testbed.netem import fairq, tcp_cc
 from testbed.netem.owned import state
 from testbed.netem.nsmake import create_netns, remove_netns
 from testbed.netem.nsexec import in_netns, ipr_in, terminate
@@ -248,9 +248,18 @@ class Fabric:
             n.link("set", index=self._ifindex(n, p.mgmt_ns, ifname), master=br, state="up")
 
     def _shape(self, n, index: int, link: LinkPlan, side: str) -> None:
-        """Install the sender-side shaping of one WAN interface."""
+        """Install the sender-side shaping of one WAN interface: the tbf, and under it the link's queue."""
         rate = link.rate_ab_mbit if side == "a" else link.rate_ba_mbit
-        add_shaping(n, index, tbf_params(rate, link.rtt_ms, mtu_frames=mtu_frames(link)), self._netem(link))
+        tbf = tbf_params(rate, link.rtt_ms, mtu_frames=mtu_frames(link))
+        netem = self._netem(link)
+        add_shaping(n, index, tbf, netem)
+        if link.queue == "fair":
+            handle, _ = tbf_handle(netem is not None)
+            ns, ifname = (self.plan.site(link.a).ns, link.if_a) if side == "a" else (self.plan.site(link.b).ns, link.if_b)
+            try:
+                fairq.install(self._ns(ns), ifname, f"{handle}1", tbf.limit_bytes - tbf.burst_bytes)
+            except fairq.FairQueueError as e:
+                raise FabricError(f"link {link.key}: {e}") from None
 
     def _configure_namespaces(self) -> None:
 
@@ -273,6 +282,8 @@ class Fabric:
             # let one TCP flow fill a long fat pipe (a new namespace caps buffers at 16 MiB)
             _sysctl(self._ns(s.ns), "net.ipv4.tcp_rmem", f"4096 131072 {TCP_BUF_MAX_BYTES}")
             _sysctl(self._ns(s.ns), "net.ipv4.tcp_wmem", f"4096 65536 {TCP_BUF_MAX_BYTES}")
+            # full GSO packets from a flow's first window: two small ones empty its fair-queue bucket between turns
+            _sysctl(self._ns(s.ns), "net.ipv4.tcp_min_tso_segs", str(fairq.MIN_TSO_SEGS))
             with ipr_in(self._ns(s.ns)) as n:
                 lo = self._lo_up(n)
                 n.addr("add", index=lo, address=s.addr, prefixlen=32)

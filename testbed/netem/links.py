@@ -54,10 +54,10 @@ def fabric_links(links: Sequence[DirectedLink], scaling: Scaling | None = None, 
             raise ValueError(f"link {ab.src}-{ab.dst}: no direction {ab.dst} -> {ab.src} given") from None
         rate_ab, rate_ba = (_rate_mbit(d, scaling, start_gbps) for d in (ab, ba))
         if not impaired:
-            out.append(LinkInput(ab.src, ab.dst, rate_ab, rate_ba))
+            out.append(LinkInput(ab.src, ab.dst, rate_ab, rate_ba, queue=ab.queue))
             continue
         out.append(LinkInput(ab.src, ab.dst, rate_ab, rate_ba, delay_ms=_wall_ms(ab.latency_ms, scaling),
-                             jitter_ms=_wall_ms(ab.jitter_ms, scaling), loss_pct=ab.loss_pct))
+                             jitter_ms=_wall_ms(ab.jitter_ms, scaling), loss_pct=ab.loss_pct, queue=ab.queue))
     return out
 
 

@@ -15,6 +15,7 @@ import ipaddress
 from dataclasses import dataclass, field
 from typing import Literal
 
+from testbed.netem.fairq import QUEUES
 from testbed.netem.owned.naming import check_run_id, if_name, ns_name
 from testbed.netem.tcp_cc import DEFAULT as DEFAULT_TCP_CC, NAME_RE
 from testbed.link import rtt_ms
@@ -47,6 +48,7 @@ class LinkPlan:
     relay_ns: str | None = None  # set when the link's delay/jitter/loss go through a relay
     if_ra: str | None = None  # relay-side interfaces
     if_rb: str | None = None
+    queue: str = "fair"  # under the shaper: a per-flow fair queue (testbed.netem.fairq) or the tbf's fifo
 
     @property
     def impaired(self) -> bool:
@@ -116,6 +118,7 @@ class LinkInput:
     delay_ms: float = 0.0
     jitter_ms: float = 0.0
     loss_pct: float = 0.0
+    queue: str = "fair"  # testbed.netem.fairq
 
 
 def _shortest_paths(sites: list[str], links: list[LinkPlan]) -> dict[str, dict[str, LinkPlan]]:
@@ -163,6 +166,8 @@ def plan_fabric(run_id: str, sites: list[str], links: list[LinkInput], impairmen
     )
     link_plans = []
     for k, li in enumerate(links):
+        if li.queue not in QUEUES:
+            raise ValueError(f"link {li.a}-{li.b}: queue {li.queue!r} is not one of {', '.join(QUEUES)}")
         base = LINK_NET + 4 * k
         impaired = li.delay_ms > 0 or li.jitter_ms > 0 or li.loss_pct > 0
         relay = impairment == "relay" and impaired
@@ -173,7 +178,7 @@ def plan_fabric(run_id: str, sites: list[str], links: list[LinkInput], impairmen
             addr_a=str(base + 1), addr_b=str(base + 2),
             relay_ns=ns_name(run_id, f"r{k}") if relay else None,
             if_ra=if_name(run_id, f"w{k}x") if relay else None,
-            if_rb=if_name(run_id, f"w{k}y") if relay else None,
+            if_rb=if_name(run_id, f"w{k}y") if relay else None, queue=li.queue,
         ))
     hops = _shortest_paths(sites, link_plans)
     addr = {s.name: s.addr for s in site_plans}

@@ -6,7 +6,7 @@ A topology only *records* sites and links; substrates replay it.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Sequence
+from typing import Annotated, Literal, Sequence
 
 from testbed.link import DirectedLink
 from testbed.spec.base import Strict
@@ -91,6 +91,9 @@ class Link(Strict):
     )
     jitter_ms: float = Field(0.0, ge=0, description="Delay variation in ms added on the link (emulation: netem or the delay relay).")
     loss_pct: float = Field(0.0, ge=0, le=100, description="Packet loss in percent on the link (emulation: netem or the delay relay).")
+    queue: Literal["fair", "fifo"] = Field(
+        "fair", description="The link's queue in emulation, per direction: fair (each flow with packets waiting gets an "
+                            "equal share of the rate: a per-flow fair queue) or fifo (one drop-tail queue).")
 
     @model_validator(mode="after")
     def _distinct_ends(self) -> "Link":
@@ -127,7 +130,8 @@ def directed_links(sites: Sequence[Site], links: Sequence[Link]) -> list[Directe
     for link in links:
         latency = link_latency_ms(link, by_name)
         for src, dst in ((link.a, link.b), (link.b, link.a)):
-            out.append(DirectedLink(src, dst, link.directed_bandwidth_gbps(src, dst), latency, link.jitter_ms, link.loss_pct))
+            out.append(DirectedLink(src, dst, link.directed_bandwidth_gbps(src, dst), latency, link.jitter_ms, link.loss_pct,
+                                    link.queue))
     return out
 
 
