@@ -89,6 +89,7 @@ class Fabric:
         self._ifindex_cache: dict[str, dict[str, int]] = {}  # namespace -> {ifname: ifindex}
         self.up_s: float | None = None
         self._iprs: dict = {}  # namespace -> IPRoute kept open for rate changes
+        self._held_burst: dict[tuple[str, int], int] = {}  # (namespace, ifindex) -> the burst its tbf holds
         self._ipr_lock = threading.Lock()
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -253,6 +254,7 @@ class Fabric:
         tbf = tbf_params(rate, link.rtt_ms, mtu_frames=mtu_frames(link))
         netem = self._netem(link)
         add_shaping(n, index, tbf, netem)
+        self._held_burst[(self.plan.site(link.a if side == "a" else link.b).ns, index)] = tbf.burst_bytes
         if link.queue == "fair":
             handle, _ = tbf_handle(netem is not None)
             ns, ifname = (self.plan.site(link.a).ns, link.if_a) if side == "a" else (self.plan.site(link.b).ns, link.if_b)
@@ -554,8 +556,11 @@ class Fabric:
             if ipr is None:
                 with in_netns(self._ns(ns)):
                     ipr = self._iprs[ns] = IPRoute()
-            return change_rate(ipr, idx, tbf_params(rate_mbit, self._rtt_ms[link.key], mtu_frames=mtu_frames(link)),
-                               handle=handle, parent=parent)
+            took, applied = change_rate(ipr, idx, tbf_params(rate_mbit, self._rtt_ms[link.key], mtu_frames=mtu_frames(link)),
+                                        handle=handle, parent=parent, held_burst_bytes=self._held_burst.get((ns, idx)))
+            if (ns, idx) in self._held_burst:  # a tbf this fabric installed: it alone changes it
+                self._held_burst[(ns, idx)] = applied.burst_bytes
+            return took
 
     def release_netlink(self) -> None:
         """Close the sockets :meth:`set_rate` keeps open. pyroute2 binds each to the thread that

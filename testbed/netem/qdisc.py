@@ -97,21 +97,32 @@ def tbf_handle(under_netem: bool) -> tuple[str, str | None]:
     return ("2:", "1:") if under_netem else ("1:", None)
 
 
-def change_rate(ipr, index: int, tbf: TbfParams, *, handle: str = "1:", parent: str | None = None) -> float:
-    """``tc change`` the tbf in place; returns the seconds it took.
+def keep_burst(tbf: TbfParams, held_bytes: int | None) -> TbfParams:
+    """``tbf`` with its burst widened to ``held_bytes`` (the burst the kernel holds) where it would
+    shrink a small burst (:func:`change_rate` says why)."""
+    if tbf.burst_bytes < MIN_BURST_BYTES and held_bytes is not None and held_bytes > tbf.burst_bytes:
+        return TbfParams(tbf.rate_bytes_s, held_bytes, tbf.limit_bytes - tbf.burst_bytes + held_bytes)
+    return tbf
+
+
+def change_rate(ipr, index: int, tbf: TbfParams, *, handle: str = "1:", parent: str | None = None,
+                held_burst_bytes: int | None = None) -> tuple[float, TbfParams]:
+    """``tc change`` the tbf in place; returns the seconds it took and the tbf applied.
 
     A burst under :data:`MIN_BURST_BYTES` never shrinks below the one the kernel holds: TCP hands the
     qdisc GSO packets whatever the device's offloads (the device segments them after it), the tbf
     admits each up to its burst, and a packet queued under a larger burst would never fit a smaller
-    one: the queue would stall for good (measured: 100 -> 40 Mbit/s with the burst going 50 -> 24 KB)."""
+    one: the queue would stall for good (measured: 100 -> 40 Mbit/s with the burst going 50 -> 24 KB).
+    ``held_burst_bytes``: that burst, where the caller set it and keeps it (a fabric that owns the tbf);
+    else it is read back from the kernel, a dump of every qdisc on the interface (70 ms beside a fair
+    queue's 1025, too slow for every trace step)."""
     t0 = time.perf_counter()
-    if tbf.burst_bytes < MIN_BURST_BYTES:
-        held = read_tbf_burst_bytes(ipr, index)
-        if held is not None and held > tbf.burst_bytes:
-            tbf = TbfParams(tbf.rate_bytes_s, held, tbf.limit_bytes - tbf.burst_bytes + held)
+    if tbf.burst_bytes < MIN_BURST_BYTES and held_burst_bytes is None:
+        held_burst_bytes = read_tbf_burst_bytes(ipr, index)
+    tbf = keep_burst(tbf, held_burst_bytes)
     kw = {"parent": parent} if parent else {}
     ipr.tc("change", "tbf", index=index, handle=handle, **kw, **_tbf_kwargs(tbf))
-    return time.perf_counter() - t0
+    return time.perf_counter() - t0, tbf
 
 
 def burst_bytes_of(rate_bytes_s: int, buffer_ticks: int) -> int:
