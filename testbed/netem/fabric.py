@@ -248,20 +248,18 @@ class Fabric:
         for ifname in [s.mgmt_peer_if for s in p.sites] + [p.ctl_peer_if]:
             n.link("set", index=self._ifindex(n, p.mgmt_ns, ifname), master=br, state="up")
 
-    def _shape(self, n, index: int, link: LinkPlan, side: str) -> None:
-        """Install the sender-side shaping of one WAN interface: the tbf, and under it the link's queue."""
+    def _shape(self, n, index: int, link: LinkPlan, side: str) -> list[str]:
+        """Install the sender-side shaping of one WAN interface (the tbf); returns the ``tc -batch``
+        lines of the link's fair queue under it (none for ``queue: fifo``), installed per namespace."""
         rate = link.rate_ab_mbit if side == "a" else link.rate_ba_mbit
         tbf = tbf_params(rate, link.rtt_ms, mtu_frames=mtu_frames(link))
         netem = self._netem(link)
         add_shaping(n, index, tbf, netem)
         self._held_burst[(self.plan.site(link.a if side == "a" else link.b).ns, index)] = tbf.burst_bytes
-        if link.queue == "fair":
-            handle, _ = tbf_handle(netem is not None)
-            ns, ifname = (self.plan.site(link.a).ns, link.if_a) if side == "a" else (self.plan.site(link.b).ns, link.if_b)
-            try:
-                fairq.install(self._ns(ns), ifname, f"{handle}1", tbf.limit_bytes - tbf.burst_bytes)
-            except fairq.FairQueueError as e:
-                raise FabricError(f"link {link.key}: {e}") from None
+        if link.queue != "fair":
+            return []
+        handle, _ = tbf_handle(netem is not None)
+        return fairq.batch(link.if_a if side == "a" else link.if_b, f"{handle}1", tbf.limit_bytes - tbf.burst_bytes)
 
     def _configure_namespaces(self) -> None:
 
@@ -290,10 +288,16 @@ class Fabric:
                 lo = self._lo_up(n)
                 n.addr("add", index=lo, address=s.addr, prefixlen=32)
                 self._addr_up(n, s.ns, s.mgmt_if, s.mgmt_addr, MGMT_PREFIX)
+                fair_queues: list[str] = []
                 for side, link in by_ns.get(s.ns, []):
                     ifname, addr = (link.if_a, link.addr_a) if side == "a" else (link.if_b, link.addr_b)
                     idx = self._addr_up(n, s.ns, ifname, addr, 30)
-                    self._shape(n, idx, link, side)
+                    fair_queues += self._shape(n, idx, link, side)
+                if fair_queues:
+                    try:
+                        fairq.install(self._ns(s.ns), fair_queues)
+                    except fairq.FairQueueError as e:
+                        raise FabricError(f"site {s.name}: {e}") from None
                 for dst, via, ifname in aggregate_routes(p.routes[s.name], s.addr):  # same forwarding, ~10x fewer
                     n.route("add", dst=dst, gateway=via, oif=self._index[(s.ns, ifname)], prefsrc=s.addr)
         if p.impairment == "relay":

@@ -228,8 +228,9 @@ class MininetFabric(Fabric):
         info["switch"] = self.switch
         return info
 
-    def _shape(self, n, index: int, link: LinkPlan, side: str) -> None:
-        """TCLink shaped the interface at build time; :meth:`_verify` checks it."""
+    def _shape(self, n, index: int, link: LinkPlan, side: str) -> list[str]:
+        """TCLink shaped the interface at build time; :meth:`_verify` checks it. Its tbf keeps its FIFO."""
+        return []
 
     def _tbf_handle(self, link: LinkPlan) -> tuple[str, str | None]:
         return TBF_HANDLE, None
