@@ -356,7 +356,7 @@ def _udp_gso_through(lk, family, dst: str, buffers: int = 300, seg: int = 1200, 
         got = 0
         for b in range(buffers):
             tx.sendto(b"".join(struct.pack("!II", b, k) * (seg // 8) for k in range(segs)), rx.getsockname()[:2])
-            time.sleep(0.0005)
+            time.sleep(0.002)  # 190 Mbit/s: at 0.5 ms (770 Mbit/s) 65 % were lost once, another test beside it
         with contextlib.suppress(TimeoutError, socket.timeout):
             while True:
                 d = rx.recv(65536)
