@@ -10,6 +10,7 @@ pass there. Tolerances: the delay netem adds (ping RTT minus that of an unimpair
 
 from __future__ import annotations
 
+import collections
 import re
 import socket
 import statistics
@@ -20,6 +21,7 @@ import time
 
 import pytest
 
+from testbed.netem import fairq
 from testbed.netem.fabric import Fabric
 from testbed.netem.owned.naming import new_run_id
 from testbed.netem.nsexec import in_netns, ipr_in, spawn
@@ -142,16 +144,21 @@ def test_netem_qdisc_tree_and_rate_change_in_place():
         link = fab.plan.link("a", "b")
         with ipr_in(fab.site_ns("a")) as n:
             idx = n.link_lookup(ifname=link.if_a)[0]
-            tree = {q.get_attr("TCA_KIND"): (q["handle"], q["parent"]) for q in n.get_qdiscs(index=idx)}
-            assert set(tree) == {"netem", "tbf"}
-            assert tree["netem"][0] == 0x10000 and tree["tbf"] == (0x20000, 0x10000)  # netem 1: root, tbf 2: under it
+            tree = sorted((q.get_attr("TCA_KIND"), q["handle"], q["parent"]) for q in n.get_qdiscs(index=idx))
+            kinds = collections.Counter(kind for kind, _, _ in tree)
+            assert kinds == {"netem": 1, "tbf": 1, "htb": 1, "bfifo": fairq.BUCKETS}  # the fair queue under the tbf
+            (_, netem_h, _), = [q for q in tree if q[0] == "netem"]
+            (_, tbf_h, tbf_p), = [q for q in tree if q[0] == "tbf"]
+            (_, htb_h, htb_p), = [q for q in tree if q[0] == "htb"]
+            assert netem_h == 0x10000 and (tbf_h, tbf_p) == (0x20000, 0x10000)  # netem 1: root, tbf 2: under it
+            assert (htb_h, htb_p) == (fairq.HTB_HANDLE << 16, 0x20001)  # the htb 10: in the tbf's class 2:1
             assert read_tbf_rate_mbit(n, idx) == pytest.approx(50.0)
         call_s = fab.set_rate("a", "b", 20.0)
         fab.release_netlink()
         with ipr_in(fab.site_ns("a")) as n:
             assert read_tbf_rate_mbit(n, idx) == pytest.approx(20.0)
-            after = {q.get_attr("TCA_KIND"): (q["handle"], q["parent"]) for q in n.get_qdiscs(index=idx)}
-        assert after == tree  # changed in place, not re-added
+            after = sorted((q.get_attr("TCA_KIND"), q["handle"], q["parent"]) for q in n.get_qdiscs(index=idx))
+        assert after == tree  # changed in place, not re-added: the fair queue kept
         record("rate_change", call_ms=call_s * 1000)
     assert our_namespaces(fab.plan.run_id) == []
 
