@@ -114,8 +114,8 @@ def change_rate(ipr, index: int, tbf: TbfParams, *, handle: str = "1:", parent: 
     admits each up to its burst, and a packet queued under a larger burst would never fit a smaller
     one: the queue would stall for good (measured: 100 -> 40 Mbit/s with the burst going 50 -> 24 KB).
     ``held_burst_bytes``: that burst, where the caller set it and keeps it (a fabric that owns the tbf);
-    else it is read back from the kernel, a dump of every qdisc on the interface (70 ms beside a fair
-    queue's 1025, too slow for every trace step)."""
+    else it is read back from the kernel, a dump of every qdisc on the interface (a fair queue puts one
+    per class there: 70 ms measured beside 1025, too slow for every trace step)."""
     t0 = time.perf_counter()
     if tbf.burst_bytes < MIN_BURST_BYTES and held_burst_bytes is None:
         held_burst_bytes = read_tbf_burst_bytes(ipr, index)
