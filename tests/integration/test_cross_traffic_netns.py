@@ -143,6 +143,9 @@ def test_a_run_generates_records_and_removes_its_cross_traffic(tmp_path):
     m = pd.read_parquet(out / "probe" / "migrations.parquet")
     assert len(m) == 1 and m.status.iloc[0] == "completed"
     assert m.predicted_bandwidth_basis.iloc[0] == "probe" and m.probe_s.iloc[0] > 0 and m.probe_bytes.iloc[0] > 0
+    probes = sub["probes"]  # the run's probes: they all opened, within a few round trips of 20 ms
+    assert probes["n"] >= 1 and probes["failed"] == 0 and probes["failures"] == [], probes
+    assert 0 < probes["connect_s_max"] < 1.0, probes
     print(f"\nnetns, 1 Gbit/s scenario link (400 Mbit/s wall) with 3 competing flows, 4 GB: probe said "
           f"{m.predicted_bandwidth_gbps.iloc[0]:.3f} Gbit/s, predicted {m.predicted_transfer_s.iloc[0]:.0f} s, "
           f"measured {m.actual_transfer_s.iloc[0]:.0f} s (fair share model: {8 * 4 / 0.25 / (1448 / 1514):.0f} s)")

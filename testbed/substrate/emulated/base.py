@@ -66,6 +66,7 @@ class EmulatedSubstrate(Substrate):
         self.clock: EmulationClock | None = None
         self._replayer: LinkReplayer | None = None
         self._xt_rows: list[dict] = []  # the cross-traffic generators' counters, sampled at every poll
+        self._probe_rows: list[dict] = []  # every path probe (bandwidth_basis: probe): timing and outcome
         self._cautions: list[str] = []  # where the fabric cannot reproduce the cross-traffic (crosstraffic.fidelity)
 
     @staticmethod
@@ -197,8 +198,23 @@ class EmulatedSubstrate(Substrate):
         got = probe_path(self.fabric.site_ns(src), self.fabric.site_ns(dst), self.fabric.site_addr(dst), wall_s)
         rate = self.scaling.byte_scale * self.scaling.time_scale
         gbps = got.goodput_bps / 1e9 / rate / TCP_EFFICIENCY_MTU1500
+        self._probe_rows.append({"t_s": t_s, "src": src, "dst": dst, "wall_s": got.wall_s, "connect_s": got.connect_s,
+                                 "goodput_mbps_wall": got.goodput_bps / 1e6, "error": got.error})
+        detail = f"measured: {got.goodput_bps / 1e6:.1f} Mbit/s wall over {got.wall_s:.2f} s"
         return Probe(gbps=max(gbps, 1e-6), scenario_s=self.scaling.scenario_s(got.wall_s), bytes_sent=got.bytes_sent,
-                     detail=f"measured: {got.goodput_bps / 1e6:.1f} Mbit/s wall over {got.wall_s:.2f} s")
+                     detail=f"{detail}; {got.error}" if got.error else detail)
+
+    def _probe_summary(self) -> dict | None:
+        """The run's path probes (``bandwidth_basis: probe``): how many, how long their connections took
+        to open, and every one whose path carried nothing or stalled (the manifest's)."""
+        rows = self._probe_rows
+        if not rows:
+            return None
+        opened = [r["connect_s"] for r in rows if r["connect_s"] is not None]
+        return {"n": len(rows), "failed": sum(1 for r in rows if r["error"]),
+                "connect_s_median": float(sorted(opened)[len(opened) // 2]) if opened else None,
+                "connect_s_max": max(opened, default=None),
+                "failures": [{k: r[k] for k in ("t_s", "src", "dst", "wall_s", "error")} for r in rows if r["error"]]}
 
     def in_flight(self) -> list[MigrationOrder]:
         with self._lock:
@@ -230,6 +246,7 @@ class EmulatedSubstrate(Substrate):
             "skipped_scenario_s": self.clock.skipped_s if self.clock else None,
             "cross_traffic": self._cross_traffic_summary(),
             "cross_traffic_cautions": self._cautions,
+            "probes": self._probe_summary(),
             "rate_changes": len(applied),
             "rate_change_max_lag_wall_ms": max((a["lag_wall_ms"] for a in live), default=None),
             "rate_change_max_call_ms": max((a["call_ms"] for a in applied), default=None),
