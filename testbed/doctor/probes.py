@@ -130,6 +130,29 @@ def probe_tbf_change(ctx: ProbeContext) -> Result:
         "rate_before_bps": before, "rate_after_bps": after, "change_ms": ms}
 
 
+@probe("fair_queue", needs_root=True, hint=_kconfig_hint("htb"),
+       yes="a link's queue can be the per-flow fair queue (`queue: fair`, the default: htb classes, bfifos, a cls_bpf "
+           "classifier under the tbf)",
+       no="the netns fabric refuses links with `queue: fair` (the default): set `queue: fifo` on every link, and "
+          "flows sharing a link split it unevenly (docs: cross-traffic, the link's queue)")
+def probe_fair_queue(ctx: ProbeContext) -> Result:
+    from testbed.netem import fairq
+
+    with scratch.scratch_veth(ctx.run_id, "fq") as v:
+        v.ipr.tc("add", "tbf", v.index, handle=0x10000, **_TBF)
+        t0 = time.perf_counter()
+        try:
+            fairq.install(v.netns, fairq.batch(v.ifname, "1:1", 65536))
+        except fairq.FairQueueError as e:
+            return False, str(e), {}
+        ms = round((time.perf_counter() - t0) * 1000, 1)
+        kinds = [q.get_attr("TCA_KIND") for q in v.ipr.get_qdiscs(v.index)]
+    ok = kinds.count("htb") == 1 and kinds.count("bfifo") == fairq.BUCKETS
+    how = f"htb with {fairq.BUCKETS} bfifo classes and the classifier added under a tbf in {ms} ms" if ok \
+        else f"installed, but read back {kinds.count('htb')} htb and {kinds.count('bfifo')} bfifo"
+    return ok, how, {"install_ms": ms, "classes": kinds.count("bfifo")}
+
+
 @probe("af_packet", needs_root=True,
        yes="the delay relay (AF_PACKET in a middle namespace) can add latency without netem",
        no="no delay relay: without netem, links get bandwidth shaping but no emulated latency")

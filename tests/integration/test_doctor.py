@@ -44,7 +44,7 @@ def probed():
 
 def test_namespaces_veth_and_shaping_are_available(probed):
     _, caps = probed
-    for name in ("root", "netns", "veth", "qdisc_tbf", "qdisc_htb", "qdisc_tbf_change", "af_packet", "linux_bridge"):
+    for name in ("root", "netns", "veth", "qdisc_tbf", "qdisc_htb", "qdisc_tbf_change", "fair_queue", "af_packet", "linux_bridge"):
         assert caps[name].available, f"{name}: {caps[name].detail}"
         assert caps[name].probed
     assert caps["qdisc_tbf_change"].measured["rate_after_bps"] == 200_000_000

@@ -30,7 +30,7 @@ def summarize(caps, run_id=""):
 # The probe names are part of the public contract (substrates look them up): change = new schema.
 NAMES = (
     "root", "netns", "veth", "qdisc_tbf", "qdisc_htb", "qdisc_netem", "qdisc_fq", "qdisc_clsact",
-    "qdisc_ingress", "qdisc_tbf_change", "af_packet", "mininet", "mnexec", "linux_bridge", "brctl", "ovs",
+    "qdisc_ingress", "qdisc_tbf_change", "fair_queue", "af_packet", "mininet", "mnexec", "linux_bridge", "brctl", "ovs",
     "ovs_kernel_datapath", "docker_client", "docker_engine", "dockerd", "cgroup_v1_cpu", "cgroup_v2_cpu",
     "nvml", "torch", "qemu", "kvm", "tcp_congestion", "iperf3", "ethtool",
 )
@@ -90,7 +90,7 @@ def test_a_probe_is_one_entry_of_one_registry_and_a_plugin_probe_is_listed_last(
 def test_probe_names_are_stable_and_unique():
     assert tuple(doctor.all_specs()) == NAMES
     assert set(ROOT_PROBES) == {"netns", "veth", "qdisc_tbf", "qdisc_htb", "qdisc_netem", "qdisc_fq", "qdisc_clsact",
-                                "qdisc_ingress", "qdisc_tbf_change", "af_packet", "linux_bridge", "cgroup_v1_cpu"}
+                                "qdisc_ingress", "qdisc_tbf_change", "fair_queue", "af_packet", "linux_bridge", "cgroup_v1_cpu"}
 
 
 def test_root_probes_say_needs_root_and_touch_nothing(monkeypatch):
