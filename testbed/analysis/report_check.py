@@ -31,6 +31,11 @@ from testbed.analysis.validation import ReportError
 JUDGING_CODE = ("testbed/analysis", "testbed/stats.py", "testbed/feasibility.py")
 PRODUCING_CODE = ("testbed", "scenarios", "sweeps", "traces", "topologies", "pyproject.toml",
                   *(f":(exclude){p}" for p in JUDGING_CODE))
+SUBSTRATE_PACKAGES = {"sim": "testbed/substrate/sim/", "netns": "testbed/substrate/netns/",
+                      "mininet": "testbed/substrate/mininet/", "local": "testbed/substrate/local/"}
+"""Code only the runs of one substrate import: a change under another substrate's package (not its
+``__init__.py``, which every run imports to register it) cannot change a report whose runs never used
+that substrate. A substrate not listed here counts as producing code for every report."""
 _COMPARED = (".md", ".csv")  # the report's text outputs (figures are re-drawn, not compared)
 
 
@@ -121,7 +126,15 @@ def _provenance(meta: dict, data: ReportData, res: CheckResult) -> None:
     if len(commits) == 1:
         produced = changed_since(commits[0], PRODUCING_CODE)
         if produced:
-            res.stale = produced
+            res.stale = producing_for({r.substrate for r in data.runs}, produced)
+
+
+def producing_for(substrates: set[str], changed: list[str]) -> list[str]:
+    """Of the ``changed`` files, those that could change runs on ``substrates``: all but the files of
+    the other substrates' own packages (:data:`SUBSTRATE_PACKAGES`)."""
+    others = [pkg for name, pkg in SUBSTRATE_PACKAGES.items() if name not in substrates]
+    return [f for f in changed
+            if not any(f.startswith(pkg) and f != f"{pkg}__init__.py" for pkg in others)]
 
 
 def _unmeasured(data: ReportData, comps: list, res: CheckResult) -> None:

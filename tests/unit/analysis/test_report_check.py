@@ -193,3 +193,31 @@ def test_sweep_tables_beside_the_reports_re_derive(sweep_dir, tmp_path):
     assert rc.check_sweep_tables(ref).problems == []  # another report holding the same runs does
     sweep.rename(ref / "renamed")
     assert any("renamed/results.csv: its runs are in no report's data" in p for p in rc.check_sweep_tables(ref).problems)
+
+
+def test_another_substrates_package_does_not_make_a_report_stale(sweep_dir, tmp_path, clean_git, monkeypatch):
+    """The report's runs are on sim: a change in the Mininet substrate's own code leaves them fresh; its
+    __init__ (imported by every run), the shared fabric code and the sim's own code do not."""
+    rep = _report(sweep_dir, tmp_path)
+    changed = ["testbed/substrate/mininet/fabric.py", "testbed/substrate/local/substrate.py"]
+    monkeypatch.setattr(rc, "changed_since", lambda commit, paths: [] if paths == rc.JUDGING_CODE else changed)
+    assert rc.check_report(rep).stale == []
+    assert main(["report", "--check", "--strict", str(rep)]) == 0
+    for counted in ("testbed/substrate/mininet/__init__.py", "testbed/netem/fabric.py",
+                    "testbed/substrate/sim/substrate.py", "testbed/substrate/emulated/base.py"):
+        changed = ["testbed/substrate/mininet/fabric.py", counted]
+        assert rc.check_report(rep).stale == [counted]
+    assert rc.producing_for({"sim", "mininet"}, ["testbed/substrate/mininet/fabric.py"]) == [
+        "testbed/substrate/mininet/fabric.py"]
+    assert rc.producing_for({"sim"}, ["testbed/substrate/newsub/x.py"]) == ["testbed/substrate/newsub/x.py"]
+
+
+def test_every_built_in_substrate_has_its_own_package_named():
+    """SUBSTRATE_PACKAGES names the package each registered substrate is made in (a new substrate that
+    is left out only counts as producing code for every report, which is safe but coarse)."""
+    import testbed.substrate  # noqa: F401  (registers the built-in substrates)
+    from testbed.substrate.registry import SUBSTRATES
+
+    for name in SUBSTRATES.names():
+        module = SUBSTRATES.get(name).make.__module__
+        assert f"{module.replace('.', '/')}/" == rc.SUBSTRATE_PACKAGES[name], name
