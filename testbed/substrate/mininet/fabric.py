@@ -25,6 +25,7 @@ import logging
 import warnings
 from contextlib import contextmanager
 
+from testbed.netem import fairq
 from testbed.netem.fabric import Fabric, FabricError
 from testbed.netem.nsexec import ipr_in
 from testbed.netem.plan import LinkPlan
@@ -92,9 +93,10 @@ class MininetFabric(Fabric):
         self._paths: dict[str, str] = {}
         self._host_pids: list[int] = []
         self._ovs = None  # a private Open vSwitch started for this network (switch ovs, none answering)
+        self._queues: dict[str, str] = {}  # link key ("a-b") -> the queue its shapers hold (describe)
 
     def describe(self) -> dict:
-        return {"switch": self.switch}
+        return {"switch": self.switch, "link_queues": dict(sorted(self._queues.items()))}
 
     def _owned_pids(self) -> list[int]:
         return super()._owned_pids() + self._host_pids + (self._ovs.pids if self._ovs else [])
@@ -229,8 +231,23 @@ class MininetFabric(Fabric):
         return info
 
     def _shape(self, n, index: int, link: LinkPlan, side: str) -> list[str]:
-        """TCLink shaped the interface at build time; :meth:`_verify` checks it. Its tbf keeps its FIFO."""
-        return []
+        """TCLink shaped the interface at build time (:meth:`_verify` checks it); returns the ``tc -batch``
+        lines of the link's fair queue under its tbf, as the netns fabric's. Where TCLink put netem
+        under the tbf (a kernel with netem), netem's queue is the link's and the link keeps it: said in
+        :meth:`describe` (``link_queues``)."""
+        rate = link.rate_ab_mbit if side == "a" else link.rate_ba_mbit
+        tbf = tbf_params(rate, link.rtt_ms)  # what TestbedTCIntf.bwCmds installed
+        self._held_burst[(self.plan.site(link.a if side == "a" else link.b).ns, index)] = tbf.burst_bytes
+        if link.queue != "fair":
+            self._queues[link.key] = "fifo"
+            return []
+        if self.plan.impairment == "netem" and link.impaired:
+            self._queues[link.key] = "fifo (netem under Mininet's tbf holds the queue; no fair queue)"
+            return []
+        if read_tbf_rate_mbit(n, index) is None:
+            return []  # TCLink applied no tbf: nothing to put the queue under, and _verify refuses the link
+        self._queues[link.key] = "fair"
+        return fairq.batch(link.if_a if side == "a" else link.if_b, f"{TBF_HANDLE}1", tbf.limit_bytes - tbf.burst_bytes)
 
     def _tbf_handle(self, link: LinkPlan) -> tuple[str, str | None]:
         return TBF_HANDLE, None
