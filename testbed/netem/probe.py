@@ -43,8 +43,9 @@ def probe_path(src_ns: str, dst_ns: str, dst_addr: str, wall_s: float) -> PathPr
     samples: list[tuple[float, int]] = []
     done = threading.Event()
 
+    srv.settimeout(wall_s + CONNECT_GRACE_S)  # here, not in the sink: a failed connect may close srv first
+
     def sink() -> None:
-        srv.settimeout(wall_s + CONNECT_GRACE_S)
         try:
             conn, _ = srv.accept()
         except OSError:

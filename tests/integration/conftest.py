@@ -65,3 +65,23 @@ def our_namespaces(run_id: str) -> list[str]:
     from pyroute2 import netns
 
     return [n for n in netns.listnetns() if n.startswith(f"tb-{run_id}-")]
+
+
+def assert_link_queue(fab, queue: str) -> None:
+    """Both directions of ``fab``'s first link hold the fair queue under their tbf (``queue`` "fair":
+    one htb with one bfifo per class), or only the tbf's own FIFO ("fifo")."""
+    from testbed.netem import fairq
+    from testbed.netem.nsexec import ipr_in
+
+    link = fab.plan.links[0]
+    for site, ifname in ((link.a, link.if_a), (link.b, link.if_b)):
+        with ipr_in(fab.site_ns(site)) as n:
+            idx = n.link_lookup(ifname=ifname)[0]
+            kinds = [q.get_attr("TCA_KIND") for q in n.get_qdiscs(index=idx)]
+            classes = [c for c in n.get_classes(index=idx) if c.get_attr("TCA_KIND") == "htb"]
+        assert "tbf" in kinds, (site, kinds)
+        if queue == "fair":
+            assert kinds.count("htb") == 1 and kinds.count("bfifo") == fairq.BUCKETS, (site, kinds)
+            assert len(classes) == fairq.BUCKETS
+        else:
+            assert "htb" not in kinds and not classes, (site, kinds)

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from tests.conftest import small_scenario_dict
-from tests.integration.conftest import our_namespaces
+from tests.integration.conftest import assert_link_queue, our_namespaces
 
 pytestmark = [pytest.mark.root,
               pytest.mark.skipif(os.geteuid() != 0, reason="needs root: network namespaces, veth, tc")]
@@ -264,22 +264,12 @@ def test_the_sim_model_is_within_its_stated_tolerance_of_netns_under_cross_traff
 def test_the_link_queue_is_fair_unless_the_link_says_fifo(queue):
     from testbed.netem import fairq
     from testbed.netem.fabric import Fabric
-    from testbed.netem.nsexec import in_netns, ipr_in
+    from testbed.netem.nsexec import in_netns
     from testbed.netem.owned.naming import new_run_id
     from testbed.netem.plan import LinkInput, plan_fabric
 
     plan = plan_fabric(new_run_id(), ["a", "b"], [LinkInput("a", "b", 100, 100, delay_ms=5, queue=queue)], "relay")
     with Fabric(plan) as fab:
-        link = fab.plan.links[0]
-        for site, ifname in (("a", link.if_a), ("b", link.if_b)):  # both directions
-            with ipr_in(fab.site_ns(site)) as n:
-                idx = n.link_lookup(ifname=ifname)[0]
-                kinds = [q.get_attr("TCA_KIND") for q in n.get_qdiscs(index=idx)]
-                classes = [c for c in n.get_classes(index=idx) if c.get_attr("TCA_KIND") == "htb"]
-            if queue == "fair":
-                assert kinds.count("htb") == 1 and kinds.count("bfifo") == fairq.BUCKETS
-                assert len(classes) == fairq.BUCKETS
-            else:
-                assert "htb" not in kinds and not classes
+        assert_link_queue(fab, queue)
         with in_netns(fab.site_ns("a")):
             assert Path("/proc/sys/net/ipv4/tcp_min_tso_segs").read_text().strip() == str(fairq.MIN_TSO_SEGS)

@@ -9,7 +9,7 @@ from testbed.netem.fabric import FabricError
 from testbed.netem.owned.naming import new_run_id
 from testbed.netem.nsexec import ipr_in
 from testbed.netem.plan import LinkInput, plan_fabric
-from tests.integration.conftest import goodput_mbit
+from tests.integration.conftest import assert_link_queue, goodput_mbit
 
 pytestmark = pytest.mark.root
 mininet = pytest.importorskip("mininet.net", reason="mininet (pip mininet==2.3.0.dev6) is installed by scripts/setup.sh")
@@ -193,24 +193,12 @@ def test_the_link_queue_is_fair_as_on_netns_unless_the_link_says_fifo(queue):
     and says which queue each link holds (``link_queues`` in the manifest's substrate)."""
     from mininet.log import setLogLevel
 
-    from testbed.netem import fairq
     from testbed.substrate.mininet.fabric import MininetFabric
 
     setLogLevel("error")
     plan = plan_fabric(new_run_id(), ["a", "b"], [LinkInput("a", "b", 100, 100, delay_ms=5, queue=queue)], "relay")
     with MininetFabric(plan) as fab:
-        link = fab.plan.links[0]
-        for site, ifname in (("a", link.if_a), ("b", link.if_b)):  # both directions
-            with ipr_in(fab.site_ns(site)) as n:
-                idx = n.link_lookup(ifname=ifname)[0]
-                kinds = [q.get_attr("TCA_KIND") for q in n.get_qdiscs(index=idx)]
-                classes = [c for c in n.get_classes(index=idx) if c.get_attr("TCA_KIND") == "htb"]
-            assert "tbf" in kinds
-            if queue == "fair":
-                assert kinds.count("htb") == 1 and kinds.count("bfifo") == fairq.BUCKETS
-                assert len(classes) == fairq.BUCKETS
-            else:
-                assert "htb" not in kinds and not classes
+        assert_link_queue(fab, queue)
         assert fab.describe()["link_queues"] == {"a-b": queue}
         g = goodput_mbit(fab.site_ns("a"), fab.site_ns("b"), fab.site_addr("b"), 15_000_000)
         assert 0.85 * 100 <= g <= 103  # the rate is the tbf's, fair queue or not (slow start counted)
