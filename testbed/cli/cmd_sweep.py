@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import io
 import sys
 from pathlib import Path
 
@@ -31,6 +32,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--force", action="store_true", help="re-run every trial (removes the earlier trials of the sweep in --out; "
                         "a directory that holds no sweep is never written)")
     p.add_argument("--dry-run", action="store_true", help="check everything and list the trials; run nothing")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no line per finished trial (failures and the summary are still printed)")
     figure_options.add(p)
     p.set_defaults(func=_sweep)
 
@@ -83,7 +86,8 @@ def _sweep(args: argparse.Namespace) -> int:
         return _dry_run(plan, out, parallel, bool(args.ray))
     print(f"substrate: {plan.substrate} ({plan.substrate_why})", file=sys.stderr)
     with figures:
-        res = api.run(plan, out, parallel=parallel, ray=args.ray, force=args.force, argv=sys.argv)
+        res = api.run(plan, out, parallel=parallel, ray=args.ray, force=args.force, argv=sys.argv,
+                      log=io.StringIO() if args.no_progress else None)
     print(f"{res.planned} trials: {res.skipped} reused, {res.ran} run, {len(res.failed)} failed "
           f"({res.backend}, parallel {res.parallel}, {res.wall_s:.1f} s)")
     for rel in res.failed:

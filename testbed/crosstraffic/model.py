@@ -18,7 +18,8 @@ Two uses: the **sim substrate's truth** (:func:`share_trace`: the transfer integ
 over time, with each on/off flow's seeded schedule and the trace file's steps), and the
 **fair_share predictor** (:func:`expected_load`: on/off flows counted at their duty cycle, since
 the predictor does not know their phase). RTT inflation: behind long-lived TCP flows the
-transfer's slow-start ramp runs at RTT + :func:`queue_delay_ms` (the sim's only use of it).
+transfer's slow-start ramp runs at RTT + :func:`queue_delay_ms`, which depends on the link's queue
+(the sim's only use of it).
 """
 
 from __future__ import annotations
@@ -67,11 +68,30 @@ def fair_share_gbps(rate_gbps: float, load: Load) -> float:
     return left / (load.tcp_flows + 1.0)
 
 
-def queue_delay_ms(rtt_ms: float) -> float:
-    """The queueing delay a transfer meets behind long-lived TCP cross-traffic: loss-based TCP keeps
-    the bottleneck's queue full, and the emulated shaper's queue holds max(50 ms, 2 x RTT) of traffic
-    (:func:`testbed.netem.qdisc.tbf_params`): the sim takes the same, so RTT inflation is alike."""
-    return max(50.0, 2.0 * rtt_ms)
+FAIR_QUEUE_TURN_BYTES = 1514
+"""What one competing flow sends per turn of a per-flow fair queue, as the sim models it: one
+full-size Ethernet frame (fq_codel's and sfq's quantum). The netns fabric's fair queue takes turns of
+one 64 KB GSO packet (:mod:`testbed.netem.fairq`): a host's view of the same frames."""
+
+
+def queue_delay_ms(queue: str, rtt_ms: float, flows: float = 0.0, rate_gbps: float = 1.0) -> float:
+    """The queueing delay a transfer's packets meet on a link direction of ``rate_gbps`` (its share
+    of the queue's rate) whose queue (a link's ``queue``) holds ``flows`` long-lived TCP flows:
+
+    - ``fifo``: loss-based TCP keeps the one queue full, and the emulated shaper's queue holds
+      max(50 ms, 2 x RTT) of traffic (:func:`testbed.netem.qdisc.tbf_params`): the sim takes the same,
+      so RTT inflation is alike;
+    - ``fair``: the transfer's packets wait in their own queue, behind its own packets only; each
+      turn, every other flow with packets waiting sends :data:`FAIR_QUEUE_TURN_BYTES` first:
+      ``flows x turn / rate``.
+    """
+    if queue == "fifo":
+        return max(50.0, 2.0 * rtt_ms)
+    if queue != "fair":
+        raise ValueError(f"queue must be 'fair' or 'fifo', got {queue!r}")
+    if not (math.isfinite(rate_gbps) and rate_gbps > 0):
+        raise ValueError(f"rate_gbps must be > 0, got {rate_gbps}")
+    return flows * FAIR_QUEUE_TURN_BYTES * 8.0 / (rate_gbps * 1e9) * 1e3
 
 
 def has_standing_queue(entries: Iterable) -> bool:

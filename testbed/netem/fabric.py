@@ -251,15 +251,26 @@ class Fabric:
     def _shape(self, n, index: int, link: LinkPlan, side: str) -> list[str]:
         """Install the sender-side shaping of one WAN interface (the tbf); returns the ``tc -batch``
         lines of the link's fair queue under it (none for ``queue: fifo``), installed per namespace."""
-        rate = link.rate_ab_mbit if side == "a" else link.rate_ba_mbit
-        tbf = tbf_params(rate, link.rtt_ms, mtu_frames=mtu_frames(link))
+        end = link.end(side)
+        tbf = tbf_params(end.rate_mbit, link.rtt_ms, mtu_frames=mtu_frames(link))
         netem = self._netem(link)
         add_shaping(n, index, tbf, netem)
-        self._held_burst[(self.plan.site(link.a if side == "a" else link.b).ns, index)] = tbf.burst_bytes
         if link.queue != "fair":
+            self._hold_burst(end, index, tbf)
             return []
-        handle, _ = tbf_handle(netem is not None)
-        return fairq.batch(link.if_a if side == "a" else link.if_b, f"{handle}1", tbf.limit_bytes - tbf.burst_bytes)
+        return self._fair_queue_lines(end, index, tbf, tbf_handle(netem is not None)[0])
+
+    def _hold_burst(self, end, index: int, tbf) -> None:
+        """Keep the burst of the tbf this fabric installed on ``end``'s interface: a rate change sets
+        it again without reading the qdisc back."""
+        self._held_burst[(self.plan.site(end.site).ns, index)] = tbf.burst_bytes
+
+    def _fair_queue_lines(self, end, index: int, tbf, tbf_handle_major: str) -> list[str]:
+        """The ``tc -batch`` lines of a link's fair queue under the tbf (``tbf``: its parameters, its
+        handle's major ``tbf_handle_major``) on ``end``'s interface; holds the tbf's burst. Shared by
+        the netns and Mininet fabrics."""
+        self._hold_burst(end, index, tbf)
+        return fairq.batch(end.ifname, f"{tbf_handle_major}1", tbf.limit_bytes - tbf.burst_bytes)
 
     def _configure_namespaces(self) -> None:
 
@@ -290,8 +301,8 @@ class Fabric:
                 self._addr_up(n, s.ns, s.mgmt_if, s.mgmt_addr, MGMT_PREFIX)
                 fair_queues: list[str] = []
                 for side, link in by_ns.get(s.ns, []):
-                    ifname, addr = (link.if_a, link.addr_a) if side == "a" else (link.if_b, link.addr_b)
-                    idx = self._addr_up(n, s.ns, ifname, addr, 30)
+                    end = link.end(side)
+                    idx = self._addr_up(n, s.ns, end.ifname, end.addr, 30)
                     fair_queues += self._shape(n, idx, link, side)
                 if fair_queues:
                     try:
@@ -552,8 +563,9 @@ class Fabric:
         from pyroute2 import IPRoute
 
         link = self.plan.link(src, dst)
-        ns, ifname = (self.plan.site(link.a).ns, link.if_a) if src == link.a else (self.plan.site(link.b).ns, link.if_b)
-        idx = self._index[(ns, ifname)]
+        end = link.end_at(src)
+        ns = self.plan.site(end.site).ns
+        idx = self._index[(ns, end.ifname)]
         handle, parent = self._tbf_handle(link)
         with self._ipr_lock:
             ipr = self._iprs.get(ns)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import heapq
 import ipaddress
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from testbed.netem.fairq import QUEUES
 from testbed.netem.owned.naming import check_run_id, if_name, ns_name
@@ -28,6 +28,16 @@ MAX_SITES = 4000
 MAX_LINKS = 16000
 
 Impairment = Literal["none", "relay", "netem"]
+
+
+class LinkEnd(NamedTuple):
+    """One end of a planned link: the side's site, its WAN interface and address, and the rate it sends at."""
+
+    side: str  # "a" or "b"
+    site: str
+    ifname: str
+    addr: str
+    rate_mbit: float
 
 
 @dataclass(frozen=True)
@@ -53,6 +63,20 @@ class LinkPlan:
     @property
     def impaired(self) -> bool:
         return self.delay_ms > 0 or self.jitter_ms > 0 or self.loss_pct > 0
+
+    def end(self, side: str) -> "LinkEnd":
+        """The link's end ``side`` ("a" or "b"): its site, WAN interface, address and sending rate."""
+        if side == "a":
+            return LinkEnd("a", self.a, self.if_a, self.addr_a, self.rate_ab_mbit)
+        if side == "b":
+            return LinkEnd("b", self.b, self.if_b, self.addr_b, self.rate_ba_mbit)
+        raise ValueError(f"a link's side is 'a' or 'b', got {side!r}")
+
+    def end_at(self, site: str) -> "LinkEnd":
+        """The link's end at ``site`` (a KeyError if the link does not join it)."""
+        if site not in (self.a, self.b):
+            raise KeyError(f"link {self.key} does not join {site}")
+        return self.end("a" if site == self.a else "b")
 
     @property
     def rtt_ms(self) -> float:
@@ -186,10 +210,8 @@ def plan_fabric(run_id: str, sites: list[str], links: list[LinkInput], impairmen
     for src in sites:
         rows = []
         for dst, link in sorted(hops[src].items()):
-            if link.a == src:
-                rows.append((addr[dst], link.addr_b, link.if_a))
-            else:
-                rows.append((addr[dst], link.addr_a, link.if_b))
+            here = link.end_at(src)
+            rows.append((addr[dst], link.end("b" if here.side == "a" else "a").addr, here.ifname))
         routes[src] = tuple(rows)
     return FabricPlan(
         run_id=run_id, sites=site_plans, links=tuple(link_plans), impairment=impairment,

@@ -134,9 +134,8 @@ def test_a_run_generates_records_and_removes_its_cross_traffic(tmp_path):
     man = json.loads((out / "manifest.json").read_text())
     sub = man["substrate"]
     assert [x["what"] for x in sub["cross_traffic"]] == ["3 TCP flow(s)"] and sub["cross_traffic"][0]["tcp_bytes"] > 0
-    # 4 GB at 400 Mbit/s on the wire, fair share 1/4: 1.3 s, still joining (testbed.crosstraffic.fidelity)
-    (caution,) = sub["cross_traffic_cautions"]
-    assert caution.startswith("cross_traffic a -> b: a 4 GB move lasts 1.3 s on the wire")
+    # 4 GB at 400 Mbit/s on the wire, fair share 1/4: 1.3 s, past the 1 s of testbed.crosstraffic.fidelity
+    assert sub["cross_traffic_cautions"] == []
     xt = pd.read_parquet(out / "probe" / "cross_traffic.parquet")
     assert set(xt.src) == {"a"} and set(xt.dst) == {"b"} and (xt.flows <= 3).all()
     assert xt.tcp_bytes.is_monotonic_increasing and xt.tcp_bytes.iloc[-1] > 0
@@ -227,11 +226,12 @@ def test_net_up_brings_the_cross_traffic_and_net_down_ends_it(tmp_path):
     _nothing_left(run_id)
 
 
-SIM_GAP_TOLERANCE = (0.9, 1.3)
+SIM_GAP_TOLERANCE = (0.9, 1.2)
 """The reference case's netns transfer time / the sim's, the median of three netns runs: the tolerance
 docs/how-to/cross-traffic.md states. The reference move is 40 GB, 12.8 s on the wire at its fair share,
-past the seconds a joining cubic flow needs to reach it (testbed.crosstraffic.fidelity; measured here:
-1.03-1.16 x the model). A 4 GB move (1.3 s on the wire) is still joining and took 1.2-1.5 x."""
+far past the second a transfer beside flows that hold the link needs (testbed.crosstraffic.fidelity).
+Measured here with the link's fair queue: medians 1.01 and 1.02 (each run 1349-1370 s against 1339 s);
+with one FIFO under the shaper (before the fair queue) 1.10-1.13."""
 
 
 def _transfer_s(tmp_path: Path, sub: str) -> float:

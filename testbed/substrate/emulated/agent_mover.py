@@ -27,7 +27,7 @@ def send_wait_s(wire_bytes: float, plan, src: str, dst: str) -> float:
     Sized from the work, so a large checkpoint on a slow link is not cut off at a fixed limit."""
     try:
         link = plan.link(src, dst)
-        rate_mbit = link.rate_ab_mbit if src == link.a else link.rate_ba_mbit
+        rate_mbit = link.end_at(src).rate_mbit
     except KeyError:  # routed over other sites: the slowest link bounds it
         rate_mbit = min(min(lk.rate_ab_mbit, lk.rate_ba_mbit) for lk in plan.links)
     wire_s = wire_bytes * 8 / (max(rate_mbit, 1e-3) * 1e6)

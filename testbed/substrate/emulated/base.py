@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import secrets
+import statistics
 import sys
 import threading
 
@@ -199,7 +200,7 @@ class EmulatedSubstrate(Substrate):
         rate = self.scaling.byte_scale * self.scaling.time_scale
         gbps = got.goodput_bps / 1e9 / rate / TCP_EFFICIENCY_MTU1500
         self._probe_rows.append({"t_s": t_s, "src": src, "dst": dst, "wall_s": got.wall_s, "connect_s": got.connect_s,
-                                 "goodput_mbps_wall": got.goodput_bps / 1e6, "error": got.error})
+                                 "error": got.error})
         detail = f"measured: {got.goodput_bps / 1e6:.1f} Mbit/s wall over {got.wall_s:.2f} s"
         return Probe(gbps=max(gbps, 1e-6), scenario_s=self.scaling.scenario_s(got.wall_s), bytes_sent=got.bytes_sent,
                      detail=f"{detail}; {got.error}" if got.error else detail)
@@ -212,7 +213,7 @@ class EmulatedSubstrate(Substrate):
             return None
         opened = [r["connect_s"] for r in rows if r["connect_s"] is not None]
         return {"n": len(rows), "failed": sum(1 for r in rows if r["error"]),
-                "connect_s_median": float(sorted(opened)[len(opened) // 2]) if opened else None,
+                "connect_s_median": statistics.median(opened) if opened else None,
                 "connect_s_max": max(opened, default=None),
                 "failures": [{k: r[k] for k in ("t_s", "src", "dst", "wall_s", "error")} for r in rows if r["error"]]}
 

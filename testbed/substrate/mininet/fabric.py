@@ -25,7 +25,6 @@ import logging
 import warnings
 from contextlib import contextmanager
 
-from testbed.netem import fairq
 from testbed.netem.fabric import Fabric, FabricError
 from testbed.netem.nsexec import ipr_in
 from testbed.netem.plan import LinkPlan
@@ -235,19 +234,17 @@ class MininetFabric(Fabric):
         lines of the link's fair queue under its tbf, as the netns fabric's. Where TCLink put netem
         under the tbf (a kernel with netem), netem's queue is the link's and the link keeps it: said in
         :meth:`describe` (``link_queues``)."""
-        rate = link.rate_ab_mbit if side == "a" else link.rate_ba_mbit
-        tbf = tbf_params(rate, link.rtt_ms)  # what TestbedTCIntf.bwCmds installed
-        self._held_burst[(self.plan.site(link.a if side == "a" else link.b).ns, index)] = tbf.burst_bytes
+        end = link.end(side)
+        tbf = tbf_params(end.rate_mbit, link.rtt_ms)  # what TestbedTCIntf.bwCmds installed
         if link.queue != "fair":
             self._queues[link.key] = "fifo"
-            return []
-        if self.plan.impairment == "netem" and link.impaired:
+        elif self.plan.impairment == "netem" and link.impaired:
             self._queues[link.key] = "fifo (netem under Mininet's tbf holds the queue; no fair queue)"
-            return []
-        if read_tbf_rate_mbit(n, index) is None:
-            return []  # TCLink applied no tbf: nothing to put the queue under, and _verify refuses the link
-        self._queues[link.key] = "fair"
-        return fairq.batch(link.if_a if side == "a" else link.if_b, f"{TBF_HANDLE}1", tbf.limit_bytes - tbf.burst_bytes)
+        elif read_tbf_rate_mbit(n, index) is not None:  # else TCLink applied no tbf, and _verify refuses the link
+            self._queues[link.key] = "fair"
+            return self._fair_queue_lines(end, index, tbf, TBF_HANDLE)
+        self._hold_burst(end, index, tbf)
+        return []
 
     def _tbf_handle(self, link: LinkPlan) -> tuple[str, str | None]:
         return TBF_HANDLE, None
@@ -256,8 +253,7 @@ class MininetFabric(Fabric):
 
         p = self.plan
         for link in p.links:
-            for side, site, ifname, rate in (("a", link.a, link.if_a, link.rate_ab_mbit),
-                                             ("b", link.b, link.if_b, link.rate_ba_mbit)):
+            for side, site, ifname, _, rate in (link.end("a"), link.end("b")):
                 ns = p.site(site).ns
                 with ipr_in(self._ns(ns)) as n:
                     idx = self._index[(ns, ifname)]

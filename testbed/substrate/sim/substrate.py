@@ -11,7 +11,8 @@ transferred, then loaded at the destination, then the job resumes after the down
   how-manieth migration of that job it is (the same draw for the same seed, whatever else moves);
   ``constant``: no checkpoint write and the constant ``t_load_s`` (the paper's arithmetic);
 - transfer: the true bandwidth trace (times TCP protocol efficiency) integrated from the moment the
-  checkpoint is written, after a handshake and slow-start ramp computed from the link RTT;
+  checkpoint is written, after a handshake and slow-start ramp computed from the link RTT (behind
+  long-lived TCP cross-traffic, plus the queueing delay of the link's ``queue``);
 - downtime: the constant ``substrate.t_downtime_s`` (no calibration measures it).
 
 The controller decided on forecasts and the feasibility model's constants. Nothing here is
@@ -28,11 +29,12 @@ import numpy as np
 
 from testbed import io_model
 from testbed.errors import SimulationError, TraceRangeError
-from testbed.crosstraffic.model import has_standing_queue, queue_delay_ms
+from testbed.crosstraffic.model import entries_by_direction, expected_load, has_standing_queue, load_traces, queue_delay_ms
 from testbed.feasibility import slow_start_penalty_s
 from testbed.inputs import Inputs
 from testbed.link import rtt_ms as round_trip_ms
 from testbed.seeding import rng
+from testbed.spec.topology import directed_links
 from testbed.substrate.base import MigrationOrder, MigrationOutcome, Substrate
 
 
@@ -46,22 +48,25 @@ def io_truth(settings) -> io_model.IoModel | None:
     return io_model.load_io_model(Path(choice), downtime_s=settings.t_downtime_s)
 
 
-def cross_traffic_shares(inputs: Inputs) -> dict:
+def cross_traffic_shares(inputs: Inputs, traces: dict) -> dict:
     """Per link direction with declared cross-traffic: the bandwidth trace's fair share for one more
-    transfer (:func:`testbed.crosstraffic.model.share_trace`)."""
-    entries = inputs.scenario.cross_traffic
-    if not entries:
-        return {}
-    from testbed.crosstraffic.model import entries_by_direction, load_traces, share_trace
+    transfer (:func:`testbed.crosstraffic.model.share_trace`); ``traces``: the entries' trace files, read."""
+    from testbed.crosstraffic.model import share_trace
 
-    traces = load_traces(entries)
     return {key: share_trace(inputs.bandwidth_gbps[key], group, seed=inputs.seed, direction=key, traces=traces)
-            for key, group in entries_by_direction(entries).items() if key in inputs.bandwidth_gbps}
+            for key, group in entries_by_direction(inputs.scenario.cross_traffic).items()
+            if key in inputs.bandwidth_gbps}
 
 
 PROBE_NOISE_FRAC = 0.1
 """The sim's model of a short bandwidth probe's error: lognormal, sigma 10 % (our assumption; the
 emulated substrates measure theirs)."""
+
+
+_RTT_INFLATION = {
+    "fifo": " + RTT inflated by the standing queue (fifo: max(50 ms, 2 x RTT))",
+    "fair": " + RTT inflated by one turn of each competing flow (fair queue)",
+}
 
 
 class SimSubstrate(Substrate):
@@ -75,8 +80,12 @@ class SimSubstrate(Substrate):
         self._never: list[MigrationOrder] = []  # cannot finish before the bandwidth trace ends
         self._io = io_truth(self._model)
         self._migrations_of: Counter[str] = Counter()  # per job: migrations started so far
-        self._share = cross_traffic_shares(inputs)  # link direction -> the share a transfer gets under cross-traffic
-        self._queued = {e.key for e in inputs.scenario.cross_traffic if has_standing_queue([e])}
+        sc = inputs.scenario
+        self._load_traces = load_traces(sc.cross_traffic)
+        self._share = cross_traffic_shares(inputs, self._load_traces)  # link direction -> a transfer's share under cross-traffic
+        self._queued = {key: group for key, group in entries_by_direction(sc.cross_traffic).items()
+                        if has_standing_queue(group)}  # directions with long-lived TCP cross-traffic
+        self._queue_of = {d.key: d.queue for d in directed_links(sc.sites, sc.links)}  # each direction's queue
 
     def _io_s(self, order: MigrationOrder) -> tuple[float, float, float]:
         """(checkpoint, load, downtime) seconds of this migration. The draw's generator is seeded by
@@ -87,6 +96,13 @@ class SimSubstrate(Substrate):
         if self._io is None:
             return 0.0, self._model.t_load_s, self._model.t_downtime_s
         return self._io.draw(order.checkpoint_gb, rng(self._in.seed, "sim-migration-io", order.job_id, k))
+
+    def _queue_delay_ms(self, key: tuple[str, str], t_s: float, rtt_ms: float) -> float:
+        """The queueing delay a transfer beginning at ``t_s`` meets behind the long-lived TCP
+        cross-traffic of direction ``key``, by the link's queue (:func:`queue_delay_ms`): the flows
+        the fair_share predictor would count then, on the link's true rate."""
+        flows = expected_load(self._queued[key], t_s, self._load_traces).tcp_flows
+        return queue_delay_ms(self._queue_of.get(key, "fair"), rtt_ms, flows, self._in.bandwidth_gbps[key].at(t_s))
 
     def _transfer_s(self, order: MigrationOrder, t_begin_s: float) -> tuple[float, float] | None:
         """Return (transfer seconds, mean goodput Gbit/s) under the true bandwidth trace for a
@@ -102,7 +118,7 @@ class SimSubstrate(Substrate):
             if self._model.slow_start:
                 rtt_ms = round_trip_ms(self._in.latency_ms[key])
                 if key in self._queued:  # behind long-lived cross-traffic the queue stands: RTT inflates
-                    rtt_ms += queue_delay_ms(rtt_ms)
+                    rtt_ms += self._queue_delay_ms(key, t_begin_s, rtt_ms)
                 ramp_s = slow_start_penalty_s(order.checkpoint_gb * 1e9, trace.at(t_begin_s), rtt_ms)
             line_gbit = 8.0 * order.checkpoint_gb / eff
             end = trace.time_to_accumulate(t_begin_s + ramp_s, line_gbit)
@@ -183,7 +199,7 @@ class SimSubstrate(Substrate):
                        "modelled (no actual_* value)",
             "io_model": m.io_model,
             "cross_traffic": [{"src": e.src, "dst": e.dst, "model": "fair share of the bandwidth trace"
-                               + (" + RTT inflated by the standing queue" if has_standing_queue([e]) else "")}
+                               + (_RTT_INFLATION[self._queue_of.get(e.key, "fair")] if has_standing_queue([e]) else "")}
                               for e in self._in.scenario.cross_traffic],
             "modelled": {
                 "checkpoint_s": io["checkpoint_s"],

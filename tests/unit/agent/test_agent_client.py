@@ -158,12 +158,14 @@ def test_a_long_command_waits_as_long_as_its_caller_sized_it():
 
 
 def test_the_wait_for_a_transfer_grows_with_its_bytes_and_the_links_slowness():
-    from types import SimpleNamespace
-
+    from testbed.netem.plan import LinkPlan
     from testbed.substrate.emulated.agent_mover import SEND_FIXED_S, send_wait_s
 
-    fast = SimpleNamespace(a="x", b="y", rate_ab_mbit=1000.0, rate_ba_mbit=10.0)
-    other = SimpleNamespace(a="y", b="z", rate_ab_mbit=5.0, rate_ba_mbit=5.0)
+    def link(a, b, ab, ba):
+        return LinkPlan(index=0, key=f"{a}-{b}", a=a, b=b, rate_ab_mbit=ab, rate_ba_mbit=ba, delay_ms=0.0,
+                        jitter_ms=0.0, loss_pct=0.0, if_a="", if_b="", addr_a="", addr_b="")
+
+    fast, other = link("x", "y", 1000.0, 10.0), link("y", "z", 5.0, 5.0)
 
     class Plan:
         links = [fast, other]

@@ -244,23 +244,42 @@ def test_a_load_level_needs_links():
         scenario_from_dict(d)
 
 
-def test_sim_inflates_the_rtt_behind_long_lived_flows():
-    from testbed.crosstraffic.model import has_standing_queue, queue_delay_ms
+def test_queue_delay_depends_on_the_links_queue():
+    from testbed.crosstraffic.model import FAIR_QUEUE_TURN_BYTES, has_standing_queue, queue_delay_ms
+
+    assert queue_delay_ms("fifo", 20.0) == 50.0 and queue_delay_ms("fifo", 40.0) == 80.0
+    # fair: one turn of each competing flow: 3 x 1514 B at 1 Gbit/s = 36 us, at 10 Mbit/s 3.6 ms
+    assert queue_delay_ms("fair", 20.0, 3, 1.0) == pytest.approx(3 * FAIR_QUEUE_TURN_BYTES * 8 / 1e9 * 1e3)
+    assert queue_delay_ms("fair", 20.0, 3, 0.01) == pytest.approx(3.6336, rel=1e-4)
+    assert queue_delay_ms("fair", 20.0, 0, 1.0) == 0.0
+    with pytest.raises(ValueError, match="queue"):
+        queue_delay_ms("red", 20.0)
+    with pytest.raises(ValueError, match="rate_gbps"):
+        queue_delay_ms("fair", 20.0, 1, 0.0)
+    assert has_standing_queue([CrossTraffic(src="a", dst="b", tcp={"flows": 1})])
+    assert not has_standing_queue([CrossTraffic(src="a", dst="b", udp={"rate_gbps": 0.1})])
+
+
+@pytest.mark.parametrize("queue, extra_ms", [("fifo", 50.0), ("fair", 3 * 1514 * 8 / 1e9 * 1e3)])
+def test_sim_inflates_the_rtt_behind_long_lived_flows_by_the_links_queue(queue, extra_ms):
+    """Behind 3 TCP flows the transfer's ramp runs at RTT 20 ms + the queue's delay: the FIFO's full
+    queue (50 ms), or the fair queue's one turn per competing flow; behind UDP leaving the same share
+    at 20 ms."""
     from testbed.feasibility import slow_start_penalty_s
     from testbed.inputs import build_inputs
     from testbed.substrate.base import MigrationOrder
     from testbed.substrate.sim.substrate import SimSubstrate
 
-    assert queue_delay_ms(20.0) == 50.0 and queue_delay_ms(40.0) == 80.0
-    assert has_standing_queue([CrossTraffic(src="a", dst="b", tcp={"flows": 1})])
-    assert not has_standing_queue([CrossTraffic(src="a", dst="b", udp={"rate_gbps": 0.1})])
     t = {}
     for name, cross in (("tcp", {"tcp": {"flows": 3}}), ("udp", {"udp": {"rate_gbps": 0.75}})):
-        sc = scenario([{"src": "a", "dst": "b", **cross}], substrate={"io_model": "constant"})
+        links = [{**BASE["links"][0], "queue": queue}, BASE["links"][1]]
+        sc = scenario([{"src": "a", "dst": "b", **cross}], substrate={"io_model": "constant"}, links=links)
         sub = SimSubstrate(build_inputs(sc, 0))
         sub.start_migration(MigrationOrder("j", "a", "b", 10.0, 0.0))
         t[name] = sub.pending_outcomes()[0].transfer_s
-        assert sub.describe()["cross_traffic"][0]["src"] == "a"
-    # both leave 0.25 Gbit/s; behind TCP flows the ramp runs at 20 + 50 ms, behind UDP at 20 ms
-    extra = slow_start_penalty_s(10e9, 0.25, 70.0) - slow_start_penalty_s(10e9, 0.25, 20.0)
-    assert t["tcp"] - t["udp"] == pytest.approx(extra, rel=1e-6)
+        model = sub.describe()["cross_traffic"][0]
+        assert model["src"] == "a" and (f"({queue}" in model["model"]) == (name == "tcp")
+    # both leave 0.25 Gbit/s
+    extra = slow_start_penalty_s(10e9, 0.25, 20.0 + extra_ms) - slow_start_penalty_s(10e9, 0.25, 20.0)
+    assert t["tcp"] - t["udp"] == pytest.approx(extra, rel=1e-6, abs=1e-9)
+    assert (t["tcp"] - t["udp"] > 0.05) == (queue == "fifo")

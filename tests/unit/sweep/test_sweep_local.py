@@ -88,6 +88,11 @@ def test_resume_skips_done_trials(swept, capsys):
     err = capsys.readouterr().err
     assert "11 done already, 1 to run" in err and f"{one.parent.relative_to(out)}: completed" in err
     assert (out / "table.csv").read_bytes() == table  # deterministic: the re-run trial gives the same numbers
+    one.unlink()
+    assert main(["sweep", str(path), "--out", str(out), "--no-progress"]) == 0
+    cap = capsys.readouterr()
+    assert ": completed" not in cap.err and "done already" not in cap.err  # no line per trial
+    assert "12 trials: 11 reused, 1 run, 0 failed" in cap.out
 
 
 def test_failed_trial_is_recorded_and_rerun_later(tmp_path, capsys):
