@@ -230,7 +230,7 @@ SIM_GAP_TOLERANCE = (0.9, 1.2)
 """The reference case's netns transfer time / the sim's, the median of three netns runs: the tolerance
 docs/how-to/cross-traffic.md states. The reference move is 40 GB, 12.8 s on the wire at its fair share,
 far past the second a transfer beside flows that hold the link needs (testbed.crosstraffic.fidelity).
-Measured here with the link's fair queue: medians 1.01 and 1.02 (each run 1349-1370 s against 1339 s);
+Measured here with the link's fair queue: medians 1.01, 1.02 and 1.02 (each run 1350-1370 s against 1339 s);
 with one FIFO under the shaper (before the fair queue) 1.10-1.13."""
 
 
