@@ -132,6 +132,51 @@ def heavy_verdict(test) -> str:
     return lines
 
 
+MOVE_KEY = ("scenario", "load", "seed", "label", "job_id", "src", "dst", "t_decision_s")
+"""What makes a move on sim and one in emulation the same move: its run's scenario, load, seed and
+policy, its job, path and decision time (the controller decides on forecasts, the same on both)."""
+
+
+def transfer_gap(m: pd.DataFrame, scenario_of: dict | None = None) -> pd.DataFrame:
+    """The sim-vs-emulation gap of transfer time under cross-traffic: per scenario, emulated substrate and
+    load, the moves made on sim and in emulation alike (:data:`MOVE_KEY`), each one's realised transfer
+    time in emulation (measured) / on sim (modelled), and over seeds the mean of each seed's median ratio
+    with its 95 % Student-t interval. Empty where the load was not swept on sim and in emulation."""
+    need = {"substrate", "seed", "label", "status", "job_id", "src", "dst", "t_decision_s"}
+    if LOAD not in m.columns or not need <= set(m.columns) or "sim" not in set(m["substrate"]):
+        return pd.DataFrame()
+    d = m[(m["status"] == "completed") & m[LOAD].notna()].copy()
+    if d["substrate"].nunique() < 2:
+        return pd.DataFrame()
+    d["scenario"] = d["run"].map(lambda r: (scenario_of or {}).get(r, "-")) if "run" in d.columns else "-"
+    d["load"] = d[LOAD].astype(str)
+    d["t_decision_s"] = pd.to_numeric(d["t_decision_s"], errors="coerce").round(3)
+    d["transfer_s"] = outcome_s(d, "transfer")
+    d = d.dropna(subset=["transfer_s"])
+    key = list(MOVE_KEY)
+    sim = d[d["substrate"] == "sim"].drop_duplicates(key).set_index(key)["transfer_s"]
+    rows = []
+    for sub in sorted(set(d["substrate"]) - {"sim"}):
+        emu = d[d["substrate"] == sub].drop_duplicates(key).set_index(key)["transfer_s"]
+        both = emu.index.intersection(sim.index)
+        if not len(both):
+            continue
+        ratio = (emu[both] / sim[both]).rename("ratio").reset_index()
+        for (scen, load), g in ratio.groupby(["scenario", "load"], sort=False):
+            per_seed = g.groupby("seed")["ratio"].median()
+            ci = t_interval(per_seed)
+            rows.append({"scenario": scen, "substrate": sub, "load": load, "seeds": int(per_seed.size),
+                         "moves": len(g), "median_ratio": float(g["ratio"].median()),
+                         "min_ratio": float(g["ratio"].min()), "max_ratio": float(g["ratio"].max()),
+                         "mean_seed_ratio": ci.mean if ci else float(per_seed.mean()),
+                         "seed_ratio_ci95": "-" if ci is None or ci.n < 2 else f"[{ci.lo:.3g}, {ci.hi:.3g}]"})
+    if not rows:
+        return pd.DataFrame()
+    t = pd.DataFrame(rows)
+    t["_k"] = [(sc, s, _load_order(lo)) for sc, s, lo in zip(t["scenario"], t["substrate"], t["load"])]
+    return t.sort_values("_k").drop(columns="_k").reset_index(drop=True)
+
+
 def markdown(m: pd.DataFrame, scenario_of: dict | None = None) -> list[str]:
     """The section's lines (none without runs that swept the load or compared bases); ``scenario_of``:
     run index -> scenario name, so that seeds pool only within one scenario and substrate."""
@@ -146,4 +191,15 @@ def markdown(m: pd.DataFrame, scenario_of: dict | None = None) -> list[str]:
             "the probe's time included); then over seeds: the median, the mean and the mean's 95 % Student-t "
             "interval (`-` below two seeds); `overrun_share`: all overruns / all completed moves. On sim the realised time is the fair-share model's, so `fair_share` "
             "is exact there but for slow start and load changes during the move.", "",
-            md_table(table(runs)), "", "Does `probe` beat `nominal` under heavy load?", "", *heavy_verdicts(runs), ""]
+            md_table(table(runs)), "", "Does `probe` beat `nominal` under heavy load?", "", *heavy_verdicts(runs), "",
+            *_gap_lines(transfer_gap(m, scenario_of))]
+
+
+def _gap_lines(gap: pd.DataFrame) -> list[str]:
+    if not len(gap):
+        return []
+    return ["Sim vs emulation under cross-traffic: the moves both substrates made (the same run scenario, "
+            "load, seed, policy, job, path and decision time), each one's transfer time in emulation "
+            "(measured) / on sim (the fair-share model): their median, range, and the mean over seeds of "
+            "each seed's median with its 95 % Student-t interval (`-` below two seeds). 1 is no gap.", "",
+            md_table(gap), ""]

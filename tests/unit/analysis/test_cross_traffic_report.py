@@ -97,3 +97,39 @@ def test_other_runs_are_left_out_and_scenarios_pool_apart():
     text = "\n".join(xr.markdown(m, scen))
     assert "- a on sim: **not judged**, not enough seeds (n=1<10)" in text
     assert "- b on sim: **not judged**, not enough seeds (n=2<10)" in text
+
+
+def twin_moves(ratios: dict[str, list[list[float]]]) -> pd.DataFrame:
+    """For each load, seed and move: one move on sim (100 s) and the same move on netns (100 x ratio s),
+    plus a move only netns made, and a failed one, that must not count."""
+    rows = []
+    for load, per_seed in ratios.items():
+        for seed, rs in enumerate(per_seed):
+            for i, r in enumerate(rs):
+                common = {"param_cross_traffic": load, "predicted_bandwidth_basis": "fair_share", "label": "fair_share",
+                          "seed": seed, "status": "completed", "job_id": f"j{i}", "src": "a", "dst": "b",
+                          "t_decision_s": 3600.0 * (i + 1), "predicted_transfer_s": 100.0, "overran": False}
+                rows.append({**common, "substrate": "sim", "run": f"sim-{load}-{seed}", "outcome_transfer_s": 100.0})
+                rows.append({**common, "substrate": "netns", "run": f"netns-{load}-{seed}",
+                             "outcome_transfer_s": 100.0 * r, "actual_transfer_s": 100.0 * r})
+            only = {**common, "substrate": "netns", "run": f"netns-{load}-{seed}", "t_decision_s": 99.0,
+                    "outcome_transfer_s": 900.0, "actual_transfer_s": 900.0}
+            rows += [only, {**only, "t_decision_s": 3600.0, "status": "failed"}]
+    return pd.DataFrame(rows)
+
+
+def test_the_sim_emulation_gap_by_load_pairs_the_same_moves():
+    m = twin_moves({"none": [[1.0, 1.02], [1.04], [1.0]], "heavy": [[1.1, 1.3], [1.2], [1.5]]})
+    gap = xr.transfer_gap(m)
+    assert list(gap["load"]) == ["none", "heavy"] and set(gap["substrate"]) == {"netns"}
+    heavy = gap[gap["load"] == "heavy"].iloc[0]
+    assert heavy["moves"] == 4 and heavy["seeds"] == 3  # the move only netns made, and the failed one, left out
+    assert heavy["median_ratio"] == pytest.approx(1.25) and heavy["max_ratio"] == pytest.approx(1.5)
+    ci = t_interval([1.2, 1.2, 1.5])  # each seed's median ratio
+    assert heavy["mean_seed_ratio"] == pytest.approx(ci.mean)
+    assert heavy["seed_ratio_ci95"] == f"[{ci.lo:.3g}, {ci.hi:.3g}]"
+    text = "\n".join(xr.markdown(m))
+    assert "Sim vs emulation under cross-traffic" in text and "| netns | heavy | 3 | 4 |" in text
+    # without a sim twin there is no gap to report
+    assert xr.transfer_gap(m[m["substrate"] == "netns"]).empty
+    assert "Sim vs emulation under cross-traffic" not in "\n".join(xr.markdown(m[m["substrate"] == "netns"]))
