@@ -42,6 +42,19 @@ def test_plan_addresses_and_multi_hop_routes():
                                       "tb-abc123-r1", "tb-abc123-mgmt", "tb-abc123-ctl"}
 
 
+def test_a_links_ends_by_side_and_by_site():
+    plan = plan_fabric("abe125", ["a", "b"], [LinkInput("a", "b", 100, 30, 5)], "relay")
+    (ab,) = plan.links
+    assert ab.end("a") == ("a", "a", ab.if_a, ab.addr_a, 100) and ab.end("b") == ("b", "b", ab.if_b, ab.addr_b, 30)
+    assert ab.end_at("b") == ab.end("b") and ab.end_at("a").rate_mbit == 100
+    with pytest.raises(ValueError, match="'a' or 'b'"):
+        ab.end("c")
+    with pytest.raises(KeyError, match="does not join z"):
+        ab.end_at("z")
+    # routes leave by the sending site's own interface, to the far end's address
+    assert plan.routes["b"] == (("10.200.0.1", ab.addr_a, ab.if_b),)
+
+
 def test_plan_prefers_low_latency_paths_and_reports_islands():
     links = [LinkInput("a", "b", 1, 1, 50), LinkInput("a", "c", 1, 1, 5), LinkInput("c", "b", 1, 1, 5)]
     plan = plan_fabric("abc123", ["a", "b", "c", "d"], links, "none")
