@@ -28,6 +28,13 @@ def _has_section(m: pd.DataFrame) -> bool:
     return m["predicted_bandwidth_basis"].nunique(dropna=True) > 1 or (LOAD in m.columns and m[LOAD].nunique() > 1)
 
 
+def _scenarios(d: pd.DataFrame, scenario_of: dict | None) -> pd.Series | str:
+    """Each row's scenario name by its run (``scenario_of``: run index -> name; ``-`` where unknown)."""
+    if "run" not in d.columns:
+        return "-"
+    return d["run"].map(lambda r: (scenario_of or {}).get(r, "-"))
+
+
 def per_run(m: pd.DataFrame, scenario_of: dict | None = None) -> pd.DataFrame:
     """One row per run (seed) and predictor, for the runs that swept the cross-traffic load or compared
     bases: scenario (``scenario_of[run]``, else ``-``), substrate, load, basis, seed, completed moves,
@@ -40,7 +47,7 @@ def per_run(m: pd.DataFrame, scenario_of: dict | None = None) -> pd.DataFrame:
     d = m[(m["status"] == "completed") & (bases | swept)].copy()
     if not len(d):
         return pd.DataFrame()
-    d["scenario"] = d["run"].map(lambda r: (scenario_of or {}).get(r, "-"))
+    d["scenario"] = _scenarios(d, scenario_of)
     d["load"] = d[LOAD].where(d[LOAD].notna(), "as declared").astype(str) if LOAD in d.columns else "as declared"
     d["predictor"] = d["predicted_bandwidth_basis"].fillna("nominal").astype(str)
     actual = outcome_s(d, "transfer")
@@ -148,7 +155,7 @@ def transfer_gap(m: pd.DataFrame, scenario_of: dict | None = None) -> pd.DataFra
     d = m[(m["status"] == "completed") & m[LOAD].notna()].copy()
     if d["substrate"].nunique() < 2:
         return pd.DataFrame()
-    d["scenario"] = d["run"].map(lambda r: (scenario_of or {}).get(r, "-")) if "run" in d.columns else "-"
+    d["scenario"] = _scenarios(d, scenario_of)
     d["load"] = d[LOAD].astype(str)
     d["t_decision_s"] = pd.to_numeric(d["t_decision_s"], errors="coerce").round(3)
     d["transfer_s"] = outcome_s(d, "transfer")
