@@ -253,15 +253,15 @@ class MininetFabric(Fabric):
 
         p = self.plan
         for link in p.links:
-            for side, site, ifname, _, rate in (link.end("a"), link.end("b")):
-                ns = p.site(site).ns
+            for end in (link.end("a"), link.end("b")):
+                ns = p.site(end.site).ns
                 with ipr_in(self._ns(ns)) as n:
-                    idx = self._index[(ns, ifname)]
+                    idx = self._index[(ns, end.ifname)]
                     got = read_tbf_rate_mbit(n, idx)
                     kinds = {q.get_attr("TCA_KIND") for q in n.get_qdiscs(index=idx)}
-                want = tbf_params(rate).rate_mbit
+                want = tbf_params(end.rate_mbit).rate_mbit
                 if got is None or abs(got - want) > 0.01 * want:
-                    raise FabricError(f"Mininet did not apply bw={rate:g} Mbit/s on {link.key} ({side}): "
+                    raise FabricError(f"Mininet did not apply bw={end.rate_mbit:g} Mbit/s on {link.key} ({end.side}): "
                                       f"kernel holds {got}; refusing to run with less than the scenario asks")
                 if p.impairment == "netem" and link.impaired and "netem" not in kinds:
                     raise FabricError(f"Mininet did not apply delay on {link.key}: no netem qdisc; refusing")
