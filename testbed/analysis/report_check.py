@@ -11,8 +11,8 @@ The check renders the report again from that data with the code of this checkout
   report made from a dirty tree;
 - code that judges results (``JUDGING_CODE``) changed since the commit that made the report.
 
-Code that *produces* results (the rest of the package, scenarios, traces) changed since the runs'
-commit is listed as stale; with ``strict`` that fails too. DIR is a report, or a folder whose
+Code that *produces* results (the rest of the package but ``TOOL_CODE``, scenarios, traces) changed
+since the runs' commit is listed as stale; with ``strict`` that fails too. DIR is a report, or a folder whose
 immediate sub-folders hold reports (``results/reference``): each is checked.
 """
 
@@ -29,8 +29,14 @@ from testbed.analysis.report_data import DATA_DIR, ReportData
 from testbed.analysis.validation import ReportError
 
 JUDGING_CODE = ("testbed/analysis", "testbed/stats.py", "testbed/feasibility.py")
+TOOL_CODE = ("testbed/bench", "testbed/vm", "testbed/cli/cmd_bench.py", "testbed/cli/cmd_vm.py")
+"""Code no run imports: the benchmarks (``testbed bench``) and the qemu guest's runner (``testbed vm``)
+with their commands. A change there cannot change a run's results, so it leaves a report fresh.
+tests/unit/analysis/test_report_check.py holds that no other module imports them (but ``testbed
+net``'s command) and that a run on sim and a sweep never load them; an integration test does the
+same for a run on netns."""
 PRODUCING_CODE = ("testbed", "scenarios", "sweeps", "traces", "topologies", "pyproject.toml",
-                  *(f":(exclude){p}" for p in JUDGING_CODE))
+                  *(f":(exclude){p}" for p in JUDGING_CODE + TOOL_CODE))
 SUBSTRATE_PACKAGES = {"sim": "testbed/substrate/sim/", "netns": "testbed/substrate/netns/",
                       "mininet": "testbed/substrate/mininet/", "local": "testbed/substrate/local/"}
 """Code only the runs of one substrate import: a change under another substrate's package (not its

@@ -12,7 +12,7 @@ from testbed.vm.errors import VmError
 from testbed.vm.report import GuestReport, parse_junit, parse_measurements
 
 # The tests this host's kernel cannot run and the guest's can (paths relative to the repository).
-GUEST_TESTS = ("tests/integration/test_netem.py", "tests/integration/test_ovs.py")
+GUEST_TESTS = ("tests/integration/test_netem.py", "tests/integration/test_ovs.py", "tests/integration/test_net_live.py")
 GUEST_MARKER = "netem or ovs"
 DEFAULT_TIMEOUT_S = 420.0
 

@@ -5,10 +5,28 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
+import sys
 import threading
 import time
 
 import pytest
+
+TWO_SITES_TOPOLOGY = """
+name: two
+sites:
+  - {name: left, lat_deg: 45.0, lon_deg: 9.0}
+  - {name: right, lat_deg: 48.0, lon_deg: 11.0}
+links:
+  - {a: left, b: right, bandwidth_gbps: 0.1, latency_ms: 15}
+"""
+"""Two sites joined by one 100 Mbit/s, 15 ms link: the `testbed net` tests' topology."""
+
+
+def testbed_cli(*args: str, check: bool = True, timeout_s: float = 180) -> subprocess.CompletedProcess:
+    """``python -m testbed ARGS`` in a child, its output captured as text."""
+    return subprocess.run([sys.executable, "-m", "testbed", *args], capture_output=True, text=True,
+                          timeout=timeout_s, check=check)
 
 
 def pytest_collection_modifyitems(config, items):

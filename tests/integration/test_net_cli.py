@@ -5,28 +5,15 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import subprocess
 import sys
 
 import pytest
 
+from tests.integration.conftest import TWO_SITES_TOPOLOGY as TOPO
 from tests.integration.conftest import our_namespaces
+from tests.integration.conftest import testbed_cli as _tb
 
 pytestmark = pytest.mark.root
-TB = [sys.executable, "-m", "testbed"]
-
-TOPO = """
-name: two
-sites:
-  - {name: left, lat_deg: 45.0, lon_deg: 9.0}
-  - {name: right, lat_deg: 48.0, lon_deg: 11.0}
-links:
-  - {a: left, b: right, bandwidth_gbps: 0.1, latency_ms: 15}
-"""
-
-
-def _tb(*args, check=True) -> subprocess.CompletedProcess:
-    return subprocess.run([*TB, *args], capture_output=True, text=True, timeout=120, check=check)
 
 
 def test_net_up_exec_status_down(tmp_path):

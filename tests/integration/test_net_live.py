@@ -16,26 +16,15 @@ import time
 
 import pytest
 
+from tests.integration.conftest import TWO_SITES_TOPOLOGY as TOPO
 from tests.integration.conftest import our_namespaces
+from tests.integration.conftest import testbed_cli as _tb
 from tests.unit.net.test_net_live import REPLAY_SCENARIO
 
 pytestmark = pytest.mark.root
-TB = [sys.executable, "-m", "testbed"]
-TOPO = """
-name: two
-sites:
-  - {name: left, lat_deg: 45.0, lon_deg: 9.0}
-  - {name: right, lat_deg: 48.0, lon_deg: 11.0}
-links:
-  - {a: left, b: right, bandwidth_gbps: 0.1, latency_ms: 15}
-"""
 INTERVAL_S = 0.25
 IPERF_LINE = re.compile(r"\]\s+([\d.]+)-([\d.]+)\s+sec\s+.*?\s([\d.]+)\s+([KMG]?)bits/sec")
 needs_iperf3 = pytest.mark.skipif(shutil.which("iperf3") is None, reason="iperf3 missing (scripts/setup.sh installs it)")
-
-
-def _tb(*args, check=True) -> subprocess.CompletedProcess:
-    return subprocess.run([*TB, *args], capture_output=True, text=True, timeout=180, check=check)
 
 
 def _up(path, *extra) -> str:

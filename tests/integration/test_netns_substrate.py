@@ -125,3 +125,15 @@ def test_report_on_an_undegraded_1gbps_link_corrected_model_within_5pct(tmp_path
     assert "median_abs_transfer_plain" in report and "netns" in report
     for png in ("pred_vs_actual.png", "error_cdf.png", "confusion.png", "phase_diagram.png"):
         assert (tmp_path / "rep" / png).stat().st_size > 10_000
+
+
+def test_a_run_on_netns_loads_no_tool_code(tmp_path):
+    """The report check's TOOL_CODE (testbed.analysis.report_check) claims no run imports the
+    benchmarks or the qemu guest's runner: measured for a netns run with cross-traffic and the path
+    probe, the emulated code paths a run takes."""
+    from tests.integration.test_cross_traffic_netns import _scenario as cross_traffic_scenario
+    from tests.unit.analysis.test_report_check import assert_a_run_loads_no_tool_code
+
+    f = cross_traffic_scenario(tmp_path)
+    assert_a_run_loads_no_tool_code(["run", str(f), "--substrate", "netns", "--out", str(tmp_path / "r"),
+                                     "--no-progress", "--no-plots"], tmp_path)

@@ -25,6 +25,7 @@ GUEST_TESTS = {
     "tests/integration/test_netem.py::test_a_transfer_beside_competing_flows_netem_against_the_relay",
     "tests/integration/test_ovs.py::test_ovs_kernel_datapath_forwards",
     "tests/integration/test_ovs.py::test_netem_on_an_ovs_port",
+    "tests/integration/test_net_live.py::test_net_set_changes_netem_delay_in_place",
 }
 
 

@@ -223,3 +223,99 @@ def test_every_built_in_substrate_has_its_own_package_named():
     assert {"sim", "netns", "mininet", "local"} <= set(built_in)
     for name, module in built_in.items():
         assert f"{module.replace('.', '/')}/" == rc.SUBSTRATE_PACKAGES[name], name
+
+
+def test_tool_code_does_not_make_a_report_stale_and_the_rest_does(tmp_path, monkeypatch):
+    """In a real git history: a change to the benchmarks, the qemu guest's runner or their commands
+    (TOOL_CODE) is not producing code; the same change next to them is, and so is a scenario."""
+    import subprocess
+
+    def git(*args):
+        subprocess.run(["git", "-C", str(tmp_path), *args], check=True, capture_output=True)
+
+    files = ["testbed/bench/shaping.py", "testbed/vm/run.py", "testbed/cli/cmd_bench.py", "testbed/cli/cmd_vm.py",
+             "testbed/cli/cmd_run.py", "testbed/benchmarks.py", "testbed/netem/fabric.py", "scenarios/q.yaml",
+             "testbed/analysis/claims.py"]
+    for f in files:
+        (tmp_path / f).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / f).write_text("x = 1\n")
+    git("init", "-q")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "first")
+    commit = subprocess.run(["git", "-C", str(tmp_path), "rev-parse", "HEAD"], capture_output=True, text=True,
+                            check=True).stdout.strip()
+    for f in files:
+        (tmp_path / f).write_text("x = 2\n")
+    monkeypatch.setattr(rc, "_repo", lambda: tmp_path)
+    assert sorted(rc.changed_since(commit, rc.PRODUCING_CODE)) == [
+        "scenarios/q.yaml", "testbed/benchmarks.py", "testbed/cli/cmd_run.py", "testbed/netem/fabric.py"]
+    assert rc.changed_since(commit, rc.JUDGING_CODE) == ["testbed/analysis/claims.py"]
+
+
+def _tool_module(name: str) -> bool:
+    """True where module ``name`` is made by a file or package of TOOL_CODE."""
+    for path in rc.TOOL_CODE:
+        mod = path.removesuffix(".py").replace("/", ".")
+        if name == mod or name.startswith(mod + "."):
+            return True
+    return False
+
+
+def _imported_testbed_modules(stderr: str) -> set[str]:
+    """The ``testbed`` modules a Python run with ``-X importtime`` loaded (its stderr)."""
+    import re
+
+    return set(re.findall(r"^import time:.*\|\s+(testbed(?:\.\w+)*)\s*$", stderr, re.M))
+
+
+def assert_a_run_loads_no_tool_code(argv: list[str], cwd) -> None:
+    """Run ``python -X importtime -m testbed ARGV`` and fail if it loaded any module of TOOL_CODE (or
+    loaded no testbed module at all: the measurement would hold nothing)."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPROFILEIMPORTTIME": "1"}  # child interpreters log theirs too, where shown
+    r = subprocess.run([sys.executable, "-X", "importtime", "-m", "testbed", *argv], cwd=cwd, capture_output=True,
+                       text=True, timeout=600, env=env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    loaded = _imported_testbed_modules(r.stderr)
+    assert "testbed.runner" in loaded, sorted(loaded)[:20]
+    assert not {m for m in loaded if _tool_module(m)}, sorted(m for m in loaded if _tool_module(m))
+
+
+def test_no_module_outside_the_tools_imports_them():
+    """Only TOOL_CODE itself and `testbed net`'s command (not a run) import the benchmarks or the
+    guest's runner, at any depth of a function: TOOL_CODE can leave reports fresh."""
+    import ast
+
+    pkg = ROOT / "testbed"
+    importers: dict[str, list[str]] = {}
+    for f in sorted(pkg.rglob("*.py")):
+        rel = str(f.relative_to(ROOT))
+        if any(rel == p or rel.startswith(p + "/") for p in rc.TOOL_CODE):
+            continue
+        for node in ast.walk(ast.parse(f.read_text(), rel)):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            for n in names:
+                if _tool_module(n):
+                    importers.setdefault(rel, []).append(n)
+    assert set(importers) <= {"testbed/cli/cmd_net.py"}, importers
+    assert _tool_module("testbed.bench.shaping") and _tool_module("testbed.cli.cmd_vm")
+    assert not _tool_module("testbed.benchmarks") and not _tool_module("testbed.cli.cmd_run")
+
+
+def test_a_run_and_a_sweep_on_sim_load_no_tool_code(tmp_path):
+    """What TOOL_CODE claims, measured: `testbed run` of the quick start and `testbed sweep` on sim
+    never load a module of it (Python's own import log, ``-X importtime``)."""
+    assert_a_run_loads_no_tool_code(["run", str(ROOT / "scenarios" / "quickstart.yaml"), "--substrate", "sim",
+                                     "--out", str(tmp_path / "run"), "--no-progress", "--no-plots"], tmp_path)
+    sweep = tmp_path / "s.yaml"
+    sweep.write_text(yaml.safe_dump({"name": "tools", "scenario": str(ROOT / "scenarios" / "sweep-small.yaml"),
+                                     "seeds": [0], "grid": {"cross_traffic": ["none", "heavy"]}}))
+    assert_a_run_loads_no_tool_code(["sweep", str(sweep), "--out", str(tmp_path / "sweep"), "--parallel", "1",
+                                     "--no-progress"], tmp_path)
