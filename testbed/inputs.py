@@ -6,7 +6,7 @@ inputs feed every policy and every substrate.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from testbed.errors import SpecError, TraceError
 from testbed.spec.scenario import Scenario
@@ -32,6 +32,7 @@ class Inputs:
     windows: WindowForecaster
     bandwidth: BandwidthForecaster
     grid: GridSignals = GridSignals({}, {}, None)  # carbon intensity and price of grid power per site
+    queue: dict[tuple[str, str], str] = field(default_factory=dict)  # each link direction's queue: fair or fifo
 
     @property
     def sites(self) -> list[str]:
@@ -116,7 +117,8 @@ def build_inputs(sc: Scenario, seed: int | None = None) -> Inputs:
     seed = sc.seed
     renewable = _renewables(sc, seed)
     bw_truth, nominal = _bandwidth(sc, seed)
-    latency = {d.key: d.latency_ms for d in directed_links(sc.sites, sc.links)}
+    directed = directed_links(sc.sites, sc.links)
+    latency = {d.key: d.latency_ms for d in directed}
     fc = sc.traces.forecast
     windows = WindowForecaster(
         renewable,
@@ -132,4 +134,5 @@ def build_inputs(sc: Scenario, seed: int | None = None) -> Inputs:
     )
     jobs = generate_jobs(sc) if sc.workloads is not None else []
     grid = build_grid_signals(sc, seed, sc.duration_s + PAD_S)
-    return Inputs(sc, seed, renewable, bw_truth, latency, jobs, windows, bandwidth, grid)
+    return Inputs(sc, seed, renewable, bw_truth, latency, jobs, windows, bandwidth, grid,
+                  queue={d.key: d.queue for d in directed})

@@ -46,7 +46,7 @@ def cautions(scenario, scaling, checkpoint_gb: list[float]) -> list[str]:
                        "share; raise emulation.byte_scale, or give the link queue: fair")
         if smallest_gb is None:
             continue
-        share_gbps = fair_share_gbps(rate_gbps, expected_load(entries, 0.0))
+        share_gbps = fair_share_gbps(rate_gbps, expected_load(entries, 0.0), queue=link.queue)
         wall_s = scaling.wall_s(smallest_gb * 8.0 / share_gbps)
         if wall_s < MIN_JOIN_WALL_S:
             out.append(f"{where}: a {smallest_gb:g} GB move lasts {wall_s:.2g} s on the wire at its fair share, "

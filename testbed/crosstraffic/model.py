@@ -3,16 +3,20 @@
 For one link direction of rate ``B`` (Gbit/s) carrying declared cross-traffic
 (:class:`testbed.spec.cross_traffic.CrossTraffic`, summed over the entries of that direction):
 
-- UDP is not congestion controlled: it takes its rate first, ``B' = B - udp``;
 - Poisson TCP flows of offered load ``L = arrivals_per_s x mean size x 8`` (Gbit/s) are served
   processor-sharing with the ``n`` long-lived flows and the transfer: their mean number in the
-  system solves ``N = rho (n + 1 + N)`` with ``rho = L / B'``, so each long-lived flow (and the
-  transfer) gets ``B' (1 - rho) / (n + 1) = (B' - L) / (n + 1)``;
+  system solves ``N = rho (n + 1 + N)`` with ``rho = L / B``, so the others get ``R = B - L``;
 - ``n`` long-lived TCP flows (``tcp.flows``, the ``on_off`` flows that are on, the ``trace``'s
-  ``flows`` at that time) and the transfer split the rest equally (TCP fairness, same RTT and
-  congestion control).
+  ``flows`` at that time) and the transfer split what is left equally (TCP fairness, same RTT and
+  congestion control);
+- UDP is not congestion controlled, and what it leaves depends on the link's ``queue``:
 
-``fair_share_gbps = max(B x MIN_SHARE_FRAC, B - udp - L) / (n + 1)``.
+  - ``fifo``: it takes its rate first: ``share = max(B x MIN_SHARE_FRAC, R - udp) / (n + 1)``;
+  - ``fair`` (per-flow fair queue): each of the ``k`` UDP streams (one per entry; their rates taken
+    equal) is one flow of the queue and gets at most what every flow gets (max-min fairness):
+    ``share = (R - udp) / (n + 1)`` while ``udp / k <= R / (n + 1 + k)``, else ``R / (n + 1 + k)``.
+
+  ``R`` is floored at ``B x MIN_SHARE_FRAC``.
 
 Two uses: the **sim substrate's truth** (:func:`share_trace`: the transfer integrates this share
 over time, with each on/off flow's seeded schedule and the trace file's steps), and the
@@ -30,6 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Sequence
 
 from testbed.spec.cross_traffic import LoadTrace, LoadTraceError, on_off_phases, read_load_trace  # noqa: F401
+from testbed.spec.topology import QUEUES
 
 if TYPE_CHECKING:  # numpy is imported where it is used: reading a scenario must not load it
     import numpy as np
@@ -50,22 +55,34 @@ class Load:
     tcp_flows: float = 0.0
     udp_gbps: float = 0.0
     poisson_gbps: float = 0.0
+    udp_streams: int = 0  # how many UDP streams carry ``udp_gbps`` (one per entry that sends UDP)
 
     def __add__(self, other: "Load") -> "Load":
         return Load(self.tcp_flows + other.tcp_flows, self.udp_gbps + other.udp_gbps,
-                    self.poisson_gbps + other.poisson_gbps)
+                    self.poisson_gbps + other.poisson_gbps, self.udp_streams + other.udp_streams)
 
     @property
     def empty(self) -> bool:
         return self.tcp_flows == 0 and self.udp_gbps == 0 and self.poisson_gbps == 0
 
 
-def fair_share_gbps(rate_gbps: float, load: Load) -> float:
-    """The share of a link of ``rate_gbps`` one more TCP flow gets under ``load`` (module doc)."""
+def fair_share_gbps(rate_gbps: float, load: Load, *, queue: str) -> float:
+    """The share of a link direction of ``rate_gbps`` whose queue is ``queue`` (a link's ``queue``:
+    fair or fifo) one more TCP flow gets under ``load`` (module doc)."""
     if not (math.isfinite(rate_gbps) and rate_gbps > 0):
         raise ValueError(f"rate_gbps must be > 0, got {rate_gbps}")
-    left = max(rate_gbps * MIN_SHARE_FRAC, rate_gbps - load.udp_gbps - load.poisson_gbps)
-    return left / (load.tcp_flows + 1.0)
+    if queue not in QUEUES:
+        raise ValueError(f"queue must be 'fair' or 'fifo', got {queue!r}")
+    floor = rate_gbps * MIN_SHARE_FRAC
+    rest = max(floor, rate_gbps - load.poisson_gbps)  # what the Poisson flows leave
+    elastic = load.tcp_flows + 1.0  # the long-lived flows and the transfer
+    if queue == "fifo" or load.udp_gbps <= 0:
+        return max(floor, rest - load.udp_gbps) / elastic
+    streams = max(1, load.udp_streams)
+    level = rest / (elastic + streams)  # every flow's share when each UDP stream is capped at it
+    if load.udp_gbps / streams <= level:
+        return (rest - load.udp_gbps) / elastic
+    return level
 
 
 FAIR_QUEUE_TURN_BYTES = 1514
@@ -74,7 +91,7 @@ full-size Ethernet frame (fq_codel's and sfq's quantum). The netns fabric's fair
 one 64 KB GSO packet (:mod:`testbed.netem.fairq`): a host's view of the same frames."""
 
 
-def queue_delay_ms(queue: str, rtt_ms: float, flows: float = 0.0, rate_gbps: float = 1.0) -> float:
+def queue_delay_ms(queue: str, rtt_ms: float, flows: float, rate_gbps: float) -> float:
     """The queueing delay a transfer's packets meet on a link direction of ``rate_gbps`` (its share
     of the queue's rate) whose queue (a link's ``queue``) holds ``flows`` long-lived TCP flows:
 
@@ -85,10 +102,10 @@ def queue_delay_ms(queue: str, rtt_ms: float, flows: float = 0.0, rate_gbps: flo
       turn, every other flow with packets waiting sends :data:`FAIR_QUEUE_TURN_BYTES` first:
       ``flows x turn / rate``.
     """
+    if queue not in QUEUES:
+        raise ValueError(f"queue must be 'fair' or 'fifo', got {queue!r}")
     if queue == "fifo":
         return max(50.0, 2.0 * rtt_ms)
-    if queue != "fair":
-        raise ValueError(f"queue must be 'fair' or 'fifo', got {queue!r}")
     if not (math.isfinite(rate_gbps) and rate_gbps > 0):
         raise ValueError(f"rate_gbps must be > 0, got {rate_gbps}")
     return flows * FAIR_QUEUE_TURN_BYTES * 8.0 / (rate_gbps * 1e9) * 1e3
@@ -124,14 +141,20 @@ def expected_load(entries: Iterable, t_s: float, traces: dict | None = None) -> 
     total = Load()
     for e in entries:
         n = float(e.tcp.flows if e.tcp else 0)
-        udp = e.udp.rate_gbps if e.udp else 0.0
         if e.on_off:
             n += e.on_off.flows * e.on_off.on_s / (e.on_off.on_s + e.on_off.off_s)
-        if e.trace and traces is not None:
-            k, u = traces[e.trace].at(t_s)
-            n, udp = n + k, udp + u
-        total = total + Load(n, udp, poisson_gbps(e))
+        total = total + _entry_load(e, n, t_s, traces)
     return total
+
+
+def _entry_load(e, n: float, t_s: float, traces: dict | None) -> Load:
+    """Entry ``e``'s load at ``t_s`` given its long-lived TCP flows ``n`` (on/off counted by the
+    caller): its UDP stream (``udp``, or a trace's rate at ``t_s``), its trace's flows, its Poisson load."""
+    udp = e.udp.rate_gbps if e.udp else 0.0
+    if e.trace and traces is not None:
+        k, u = traces[e.trace].at(t_s)
+        n, udp = n + k, udp + u
+    return Load(n, udp, poisson_gbps(e), 1 if udp > 0 else 0)
 
 
 def _breakpoints(entries: Sequence, traces: dict, phases: dict, t0: float, t1: float) -> "np.ndarray | None":
@@ -156,11 +179,13 @@ def _breakpoints(entries: Sequence, traces: dict, phases: dict, t0: float, t1: f
     return np.unique(np.concatenate(pts)) if pts else np.empty(0)
 
 
-def share_trace(bandwidth, entries: Sequence, *, seed: int, direction: tuple[str, str], traces: dict | None = None):
+def share_trace(bandwidth, entries: Sequence, *, seed: int, direction: tuple[str, str], queue: str,
+                traces: dict | None = None):
     """The sim's truth: the share of the link direction's bandwidth trace (a
     :class:`~testbed.traces.base.Trace` in Gbit/s) one more transfer gets under ``entries`` over
-    the trace's whole range, as a Trace (step-hold). On/off flows follow their seeded schedule
-    (their duty cycle where the schedule would exceed :data:`MAX_SCHEDULE_POINTS`)."""
+    the trace's whole range, on a link whose queue is ``queue``, as a Trace (step-hold). On/off flows
+    follow their seeded schedule (their duty cycle where the schedule would exceed
+    :data:`MAX_SCHEDULE_POINTS`)."""
     import numpy as np
 
     from testbed.traces.base import Trace
@@ -177,15 +202,11 @@ def share_trace(bandwidth, entries: Sequence, *, seed: int, direction: tuple[str
         load = Load()
         for i, e in enumerate(entries):
             n = float(e.tcp.flows if e.tcp else 0)
-            udp = e.udp.rate_gbps if e.udp else 0.0
             if e.on_off:
                 o = e.on_off
                 n += on_off_count(t, phases[i], o.on_s, o.off_s) if exact else o.flows * o.on_s / (o.on_s + o.off_s)
-            if e.trace:
-                k, u = traces[e.trace].at(t)
-                n, udp = n + k, udp + u
-            load = load + Load(n, udp, poisson_gbps(e))
-        values[j] = fair_share_gbps(max(bandwidth.at(t), 1e-12), load)
+            load = load + _entry_load(e, n, t, traces)
+        values[j] = fair_share_gbps(max(bandwidth.at(t), 1e-12), load, queue=queue)
     return Trace(times, values, unit=bandwidth.unit, name=f"{bandwidth.name}:fair-share", end_s=t1,
                  meta={**bandwidth.meta, "cross_traffic": "fair share (testbed.crosstraffic.model)"})
 

@@ -57,7 +57,10 @@ class BandwidthEstimator:
             from testbed.crosstraffic.model import expected_load, fair_share_gbps
 
             entries = self._by_dir.get((src, dst), [])
-            return fair_share_gbps(forecast, expected_load(entries, now_s, self._traces)) if entries else forecast
+            if not entries:
+                return forecast
+            return fair_share_gbps(forecast, expected_load(entries, now_s, self._traces),
+                                   queue=self._in.queue[(src, dst)])
         return self.probe(src, dst, now_s).gbps
 
     def probe(self, src: str, dst: str, now_s: float) -> Probe:

@@ -38,7 +38,6 @@ QUANTUM_BYTES = 65536  # one GSO packet a turn
 CLASS_RATE = "100gbit"  # above every link's rate: the tbf above shapes, the htb only takes turns
 HTB_HANDLE = 0x10  # the htb major under the tbf: classes 10:1 .. 10:100
 MIN_TSO_SEGS = 44  # 44 x 1448-byte segments: a full 64 KiB GSO packet
-QUEUES = ("fair", "fifo")
 
 
 class FairQueueError(RuntimeError):

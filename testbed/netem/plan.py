@@ -15,10 +15,10 @@ import ipaddress
 from dataclasses import dataclass, field
 from typing import Literal, NamedTuple
 
-from testbed.netem.fairq import QUEUES
 from testbed.netem.owned.naming import check_run_id, if_name, ns_name
 from testbed.netem.tcp_cc import DEFAULT as DEFAULT_TCP_CC, NAME_RE
 from testbed.link import rtt_ms
+from testbed.spec.topology import QUEUES
 
 SITE_NET = ipaddress.IPv4Address("10.200.0.0")
 LINK_NET = ipaddress.IPv4Address("10.201.0.0")

@@ -6,7 +6,7 @@ A topology only *records* sites and links; substrates replay it.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal, Sequence
+from typing import Annotated, Literal, Sequence, get_args
 
 from testbed.link import DirectedLink
 from testbed.spec.base import Strict
@@ -79,6 +79,11 @@ class Site(Strict):
         return self.utc_offset_h if self.utc_offset_h is not None else self.lon_deg / 15.0
 
 
+LinkQueue = Literal["fair", "fifo"]
+QUEUES: tuple[str, ...] = get_args(LinkQueue)
+"""A link's queue: ``fair`` (a per-flow fair queue, the default) or ``fifo`` (one drop-tail queue)."""
+
+
 class Link(Strict):
     """A wide-area link between two sites. Bandwidth is per direction."""
 
@@ -91,9 +96,10 @@ class Link(Strict):
     )
     jitter_ms: float = Field(0.0, ge=0, description="Delay variation in ms added on the link (emulation: netem or the delay relay).")
     loss_pct: float = Field(0.0, ge=0, le=100, description="Packet loss in percent on the link (emulation: netem or the delay relay).")
-    queue: Literal["fair", "fifo"] = Field(
-        "fair", description="The link's queue in emulation, per direction: fair (each flow with packets waiting gets an "
-                            "equal share of the rate: a per-flow fair queue) or fifo (one drop-tail queue).")
+    queue: LinkQueue = Field(
+        "fair", description="The link's queue, per direction: fair (each flow with packets waiting gets an equal share "
+                            "of the rate: a per-flow fair queue) or fifo (one drop-tail queue). Emulation builds it; "
+                            "the sim's model of cross-traffic follows it.")
 
     @model_validator(mode="after")
     def _distinct_ends(self) -> "Link":

@@ -34,7 +34,6 @@ from testbed.feasibility import slow_start_penalty_s
 from testbed.inputs import Inputs
 from testbed.link import rtt_ms as round_trip_ms
 from testbed.seeding import rng
-from testbed.spec.topology import directed_links
 from testbed.substrate.base import MigrationOrder, MigrationOutcome, Substrate
 
 
@@ -53,7 +52,8 @@ def cross_traffic_shares(inputs: Inputs, traces: dict) -> dict:
     transfer (:func:`testbed.crosstraffic.model.share_trace`); ``traces``: the entries' trace files, read."""
     from testbed.crosstraffic.model import share_trace
 
-    return {key: share_trace(inputs.bandwidth_gbps[key], group, seed=inputs.seed, direction=key, traces=traces)
+    return {key: share_trace(inputs.bandwidth_gbps[key], group, seed=inputs.seed, direction=key,
+                             queue=inputs.queue[key], traces=traces)
             for key, group in entries_by_direction(inputs.scenario.cross_traffic).items()
             if key in inputs.bandwidth_gbps}
 
@@ -63,6 +63,10 @@ PROBE_NOISE_FRAC = 0.1
 emulated substrates measure theirs)."""
 
 
+_UDP_SHARE = {
+    "fifo": " (UDP takes its rate first: fifo)",
+    "fair": " (each UDP stream gets at most one flow's share: fair queue)",
+}
 _RTT_INFLATION = {
     "fifo": " + RTT inflated by the standing queue (fifo: max(50 ms, 2 x RTT))",
     "fair": " + RTT inflated by one turn of each competing flow (fair queue)",
@@ -85,7 +89,6 @@ class SimSubstrate(Substrate):
         self._share = cross_traffic_shares(inputs, self._load_traces)  # link direction -> a transfer's share under cross-traffic
         self._queued = {key: group for key, group in entries_by_direction(sc.cross_traffic).items()
                         if has_standing_queue(group)}  # directions with long-lived TCP cross-traffic
-        self._queue_of = {d.key: d.queue for d in directed_links(sc.sites, sc.links)}  # each direction's queue
 
     def _io_s(self, order: MigrationOrder) -> tuple[float, float, float]:
         """(checkpoint, load, downtime) seconds of this migration. The draw's generator is seeded by
@@ -102,7 +105,7 @@ class SimSubstrate(Substrate):
         cross-traffic of direction ``key``, by the link's queue (:func:`queue_delay_ms`): the flows
         the fair_share predictor would count then, on the link's true rate."""
         flows = expected_load(self._queued[key], t_s, self._load_traces).tcp_flows
-        return queue_delay_ms(self._queue_of.get(key, "fair"), rtt_ms, flows, self._in.bandwidth_gbps[key].at(t_s))
+        return queue_delay_ms(self._in.queue[key], rtt_ms, flows, self._in.bandwidth_gbps[key].at(t_s))
 
     def _transfer_s(self, order: MigrationOrder, t_begin_s: float) -> tuple[float, float] | None:
         """Return (transfer seconds, mean goodput Gbit/s) under the true bandwidth trace for a
@@ -199,7 +202,8 @@ class SimSubstrate(Substrate):
                        "modelled (no actual_* value)",
             "io_model": m.io_model,
             "cross_traffic": [{"src": e.src, "dst": e.dst, "model": "fair share of the bandwidth trace"
-                               + (_RTT_INFLATION[self._queue_of.get(e.key, "fair")] if has_standing_queue([e]) else "")}
+                               + (_UDP_SHARE[self._in.queue[e.key]] if e.udp or e.trace else "")
+                               + (_RTT_INFLATION[self._in.queue[e.key]] if has_standing_queue([e]) else "")}
                               for e in self._in.scenario.cross_traffic],
             "modelled": {
                 "checkpoint_s": io["checkpoint_s"],
