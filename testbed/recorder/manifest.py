@@ -60,8 +60,9 @@ def file_sha256(path: Path) -> str:
 
 def _named_files(resolved: dict, topology_path: Path | None) -> list[tuple[str, str, Path]]:
     """(field path, name as written, path) of every file a resolved scenario reads besides itself:
-    its topology file (the path the loader found, ``topology_path``), renewable trace files and
-    power-profile files (the loader has made the last two absolute)."""
+    its topology file (the path the loader found, ``topology_path``), renewable, grid-signal and
+    cross-traffic trace files and power-profile files (the loader has made all but the topology's
+    absolute)."""
     out: list[tuple[str, str, Path]] = []
     if isinstance(resolved.get("topology"), str) and topology_path is not None:
         out.append(("topology", resolved["topology"], Path(topology_path)))
@@ -76,6 +77,10 @@ def _named_files(resolved: dict, topology_path: Path | None) -> list[tuple[str, 
             src = sources[key]
             if isinstance(src, dict) and isinstance(src.get("file"), str):
                 out.append((f"traces.{signal}.sites.{key}.file", src["file"], Path(src["file"])))
+    cross_traffic = resolved.get("cross_traffic")  # a load level (no file) or entries (paths made absolute)
+    for i, entry in enumerate(cross_traffic if isinstance(cross_traffic, list) else []):
+        if isinstance(entry, dict) and isinstance(entry.get("trace"), str):
+            out.append((f"cross_traffic[{i}].trace", entry["trace"], Path(entry["trace"])))
     node_types = resolved.get("node_types") or {}
     for name in sorted(node_types):
         ref = node_types[name].get("power_profile") if isinstance(node_types[name], dict) else None

@@ -29,6 +29,9 @@ def make_case(tmp_path):
         "a": {"kind": "caiso", "file": "data/caiso.csv", "scale_to_kw": 2.0},
         "b": {"kind": "google", "file": "data/google.csv", "pdu": "pdu6", "capacity_kw": 3.0},
     }
+    (tmp_path / "s" / "data" / "xt.csv").write_text("t_s,flows\n0,1\n3600,2\n")
+    d["cross_traffic"] = [{"src": "a", "dst": "b", "tcp": {"flows": 1}},
+                          {"src": "b", "dst": "a", "trace": "data/xt.csv"}]
     path = tmp_path / "s" / "scenario.yaml"
     path.write_text(yaml.safe_dump(d))
     return path
@@ -50,6 +53,7 @@ def test_every_input_file_is_hashed_with_its_path_relative_to_the_scenario(tmp_p
         "traces.renewable.a.file": ("data/caiso.csv", tmp_path / "s" / "data" / "caiso.csv"),
         "traces.renewable.b.file": ("data/google.csv", tmp_path / "s" / "data" / "google.csv"),
         "node_types.my-gpu.power_profile": ("my-profile.yaml", tmp_path / "s" / "my-profile.yaml"),
+        "cross_traffic[1].trace": ("data/xt.csv", tmp_path / "s" / "data" / "xt.csv"),
     }
     assert set(entries) == set(expected)
     assert loaded.topology_path == (tmp_path / "topo" / "two.yaml").resolve()
@@ -68,6 +72,10 @@ def test_the_hash_changes_with_the_file_and_a_vanished_file_is_reported(tmp_path
     after = {e["field"]: e["sha256"] for e in input_files(path, resolved)}
     assert after["traces.renewable.a.file"] != before["traces.renewable.a.file"]
     assert after["traces.renewable.b.file"] == before["traces.renewable.b.file"]
+    xt = tmp_path / "s" / "data" / "xt.csv"
+    xt.write_text("t_s,flows\n0,3\n")
+    assert {e["field"]: e["sha256"] for e in input_files(path, resolved)}["cross_traffic[1].trace"] != \
+        before["cross_traffic[1].trace"]
     trace.unlink()
     gone = {e["field"]: e for e in input_files(path, resolved)}["traces.renewable.a.file"]
     assert gone["sha256"] is None and "cannot be read" in gone["problem"]
