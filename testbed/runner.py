@@ -80,6 +80,9 @@ def run_scenario(loaded: LoadedScenario, *, out_dir: Path | None = None, substra
 
         require_root(f"--substrate {substrate}")  # before the state file (root's /run/testbed) is written
         run_id = check_run_id(given) if given else new_run_id()
+        if given is None:  # a sweep names its trials' ids itself
+            print(f"run id {run_id}: every live resource carries it; if this process is killed, "
+                  f"`testbed clean --run {run_id}` removes what is left", file=sys.stderr)
         estimate_s = _wall_time(loaded, inputs, substrate, say=progress)
     summaries: dict[str, dict] = {}
     wall: dict[str, float] = {}

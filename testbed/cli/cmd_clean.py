@@ -7,8 +7,14 @@ import sys
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("clean", help="remove what crashed testbed runs left (only what their state files list)")
-    p.add_argument("--run", default=None, help="only this run id")
+    p = sub.add_parser("clean", help="remove what crashed testbed runs left (only what their state files list)",
+                       description=(
+                           "Remove what testbed runs left behind (namespaces, interfaces, cgroups, processes, partial "
+                           "results), only what each run's state file under /run/testbed lists. Without --run: every "
+                           "run whose owner process is gone; a run whose owner is alive (another user's, or one still "
+                           "running) is skipped unless --force. A run's id is printed when `testbed run` starts an "
+                           "emulation and listed by `testbed net status`."))
+    p.add_argument("--run", default=None, help="only this run id (6 characters, printed when the run started)")
     p.add_argument("--force", action="store_true", help="also runs whose owner process is still alive")
     p.set_defaults(func=_clean)
 
