@@ -51,18 +51,37 @@ def _words(e) -> str:
     return ", ".join(parts)
 
 
+def check_congestion(entries: Iterable) -> None:
+    """Refuse, before any fabric is made, an entry whose ``tcp.congestion`` this machine cannot give
+    its generator's sockets (:func:`testbed.netem.tcp_cc.problem`, the check of the sites' congestion
+    control): :class:`~testbed.errors.SpecError` naming every such ``cross_traffic[i].tcp.congestion``.
+    The entry's congestion control also drives its on/off, Poisson and trace flows."""
+    from testbed.errors import SpecError
+    from testbed.netem import tcp_cc
+
+    bad = [(f"cross_traffic[{i}].tcp.congestion", why) for i, e in enumerate(entries)
+           if e.tcp and e.tcp.congestion and (why := tcp_cc.problem(e.tcp.congestion))]
+    if bad:
+        raise SpecError(bad)
+
+
 def plan_cross_traffic(entries: Iterable, *, time_scale: float = 1.0, byte_scale: float = 1.0,
                        seed: int = 0) -> tuple[XtPlan, ...]:
-    """The live plan of a scenario's cross-traffic entries under a run's scaling."""
+    """The live plan of a scenario's cross-traffic entries under a run's scaling; every entry's
+    congestion control checked against this machine first (:func:`check_congestion`)."""
+    from testbed.netem import tcp_cc
     from testbed.spec.cross_traffic import on_off_phases, read_load_trace
 
+    entries = list(entries)
+    check_congestion(entries)
     rate = 1e9 * byte_scale * time_scale  # bit/s on the wire per scenario Gbit/s
     out = []
     for i, e in enumerate(entries):
         spec: dict = {"seed": seed * 1000 + i, "time_scale": time_scale}
         if e.tcp:
             spec["tcp_flows"] = e.tcp.flows
-            spec["congestion"] = e.tcp.congestion
+            # ``host``: the machine's default (the sites' namespaces may default to another one)
+            spec["congestion"] = tcp_cc.effective(e.tcp.congestion) if e.tcp.congestion else None
         if e.udp:
             spec["udp_bps"] = e.udp.rate_gbps * rate
         if e.on_off:

@@ -130,7 +130,10 @@ class Fabric:
         with critical():
             recorded = self._recorded()
             self.release_netlink()
-            terminate([x[0] for x in self._xt] + self._relay_procs(), timeout_s=3)
+            # the cross-traffic senders first: each writes its last counters on SIGTERM, before a sink's
+            # end resets its flows (an error that is not the run's)
+            terminate([x[0] for x in self._xt if x[2] == "send"], timeout_s=3)
+            terminate([x[0] for x in self._xt if x[2] != "send"] + self._relay_procs(), timeout_s=3)
             self._relays.clear()
             self._xt_final = self.cross_traffic_stats()  # the generators' last counters (they write them on SIGTERM)
             self._xt.clear()

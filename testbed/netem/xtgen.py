@@ -14,18 +14,26 @@ standard library and :mod:`testbed.netem.nsexec` are imported: a generator start
 Schedules (on/off, trace) run on scenario time: the emulated run's clock, which its substrate
 writes to ``clock_file`` at every control step (scenario seconds and the CLOCK_MONOTONIC instant,
 extrapolated at ``time_scale`` in between); without one (``testbed net up``), wall seconds since
-the generator started x ``time_scale``.
+the generator started x ``time_scale``. The sender re-reads that file every :data:`CLOCK_REREAD_S`
+and no schedule sleeps longer than :data:`SCHEDULE_MAX_SLEEP_S` wall seconds (a change of the file
+wakes them at once), so a jump of the run's clock over idle time is acted on within about
+``CLOCK_REREAD_S``: a schedule's flows are what it says for the clock's time now, so flows that
+should have ended during the skipped time end, and flows that should be on at its end start (an
+on period that began and ended inside the skip leaves nothing). Poisson arrivals run on wall time
+at ``arrivals_per_s x time_scale``: memoryless, so a skip changes nothing about what follows it.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import bisect
 import json
 import os
 import random
 import signal
 import socket
+import struct
 import sys
 import threading
 import time
@@ -36,7 +44,11 @@ CHUNK = 256 * 1024
 UDP_PAYLOAD = 1400
 UDP_TICK_S = 0.002
 RETRY_S = 0.2
-CLOCK_REREAD_S = 0.05
+CLOCK_REREAD_S = 0.01
+"""How often the sender re-reads the run's clock file (wall seconds): a 10 ms read of a small file."""
+SCHEDULE_MAX_SLEEP_S = 0.1
+"""The longest a schedule (trace, on/off) sleeps (wall seconds) before it looks at the clock again,
+even when nothing has woken it."""
 MAX_THREADS = 512  # one per open flow (an entry's kinds together stay below this)
 TCP_CONGESTION = getattr(socket, "TCP_CONGESTION", 13)
 
@@ -47,6 +59,7 @@ class Counters:
         self.udp_bytes = 0
         self.flows = 0  # TCP connections open now
         self.flows_started = 0
+        self.flows_wanted = 0  # TCP flows the schedules asked for (a bulk flow once, each on period/arrival)
         self.errors = 0
         self.last_error = ""
 
@@ -104,6 +117,38 @@ async def _sink(port: int, c: Counters, bound: asyncio.Event) -> None:
 # --------------------------------------------------------------------------------- sender
 
 
+class CongestionUnavailable(OSError):
+    """The entry's congestion control cannot be set on a socket here: no retry can help."""
+
+
+def trace_flows_at(times_s: list, flows: list, t_s: float) -> int:
+    """A trace's bulk flows at scenario time ``t_s`` (its first row's value before its time)."""
+    return int(flows[max(0, bisect.bisect_right(times_s, t_s) - 1)])
+
+
+def trace_next_s(times_s: list, t_s: float) -> float | None:
+    """The trace's next step after ``t_s`` (None: none)."""
+    i = bisect.bisect_right(times_s, t_s)
+    return float(times_s[i]) if i < len(times_s) else None
+
+
+def on_off_flows_at(phases_s: list, on_s: float, off_s: float, t_s: float) -> int:
+    """How many of the on/off flows are on at scenario time ``t_s`` (flow k is on while
+    ``(t + phase_k) mod (on + off) < on``)."""
+    period = on_s + off_s
+    return sum(1 for ph in phases_s if (t_s + ph) % period < on_s)
+
+
+def on_off_next_s(phases_s: list, on_s: float, off_s: float, t_s: float) -> float:
+    """The next scenario time after ``t_s`` at which one of the on/off flows switches."""
+    period = on_s + off_s
+    out = float("inf")
+    for ph in phases_s:
+        pos = (t_s + ph) % period
+        out = min(out, t_s + (on_s - pos if pos < on_s else period - pos))
+    return out
+
+
 class Sender:
     def __init__(self, spec: dict, c: Counters):
         self.spec = spec
@@ -114,8 +159,22 @@ class Sender:
         self.clock_file = spec.get("clock_file")
         self._clock: tuple[float, float] | None = None
         self._clock_read = -1e9
+        self._clock_changed: asyncio.Event | None = None  # set (and replaced) when the clock file changes
+        self._cc_error: str | None = None  # the congestion control could not be set: no flow can open
         self.rng = random.Random(int(spec.get("seed", 0)))
         self.buf = b"\0" * CHUNK
+
+    def _read_clock(self) -> bool:
+        """Re-read the clock file; True when it says something new (a control step, a jump)."""
+        self._clock_read = time.monotonic()
+        try:
+            with open(self.clock_file) as f:  # type: ignore[arg-type]
+                d = json.load(f)
+            clock = (float(d["t_s"]), float(d["mono"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            return False
+        changed, self._clock = clock != self._clock, clock
+        return changed
 
     def traffic_s(self) -> float:
         """Scenario seconds now: from the run's clock file where the emulation writes one (its scenario
@@ -123,88 +182,161 @@ class Sender:
         since this generator started x time_scale."""
         now = time.monotonic()
         if self.clock_file:
-            if now - self._clock_read >= CLOCK_REREAD_S:
-                self._clock_read = now
-                try:
-                    with open(self.clock_file) as f:
-                        d = json.load(f)
-                    self._clock = (float(d["t_s"]), float(d["mono"]))
-                except (OSError, ValueError, KeyError, TypeError):
-                    pass
+            if now - self._clock_read >= CLOCK_REREAD_S and self._read_clock():
+                self._wake()
             if self._clock is not None:
                 t_s, mono = self._clock
-                return t_s + (now - mono) * self.time_scale
+                return t_s + (time.monotonic() - mono) * self.time_scale
         return (now - self.t0) * self.time_scale
+
+    def _wake(self) -> None:
+        if self._clock_changed is not None:
+            self._clock_changed.set()
+            self._clock_changed = asyncio.Event()
+
+    async def watch_clock(self) -> None:
+        """Re-read the run's clock file every CLOCK_REREAD_S and wake the schedules when it changed."""
+        self._clock_changed = asyncio.Event()
+        while True:
+            if self._read_clock():
+                self._wake()
+            await asyncio.sleep(CLOCK_REREAD_S)
+
+    async def sleep_until(self, t_s: float | None) -> None:
+        """Sleep until scenario time ``t_s`` (None: none coming), at most SCHEDULE_MAX_SLEEP_S wall
+        seconds; a change of the clock file (a control step, a jump over idle time) ends it at once."""
+        wall = SCHEDULE_MAX_SLEEP_S if t_s is None else (t_s - self.traffic_s()) / self.time_scale
+        wall = min(max(wall, 0.001), SCHEDULE_MAX_SLEEP_S)
+        if self._clock_changed is None:
+            await asyncio.sleep(wall)
+            return
+        try:
+            await asyncio.wait_for(self._clock_changed.wait(), timeout=wall)
+        except asyncio.TimeoutError:
+            pass
 
     async def _connect(self, cc: str | None) -> socket.socket:
         loop = asyncio.get_running_loop()
+        if self._cc_error:
+            raise CongestionUnavailable(self._cc_error)
         s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         s.setblocking(False)
-        if cc:
-            s.setsockopt(socket.IPPROTO_TCP, TCP_CONGESTION, cc.encode())
         try:
+            if cc:
+                try:
+                    s.setsockopt(socket.IPPROTO_TCP, TCP_CONGESTION, cc.encode())
+                except OSError as e:
+                    self._cc_error = f"congestion control {cc!r} cannot be set: {e.strerror or e}"
+                    raise CongestionUnavailable(self._cc_error) from None
             await loop.sock_connect(s, self.dst)
         except BaseException:
             s.close()
             raise
         return s
 
-    def _pump(self, s: socket.socket, size: int | None, until, stop: threading.Event) -> None:
+    def _pump(self, s: socket.socket, size: int | None, stop: threading.Event, gate: threading.Lock,
+              started: threading.Event) -> None:
         """Blocking sends from a thread: the socket never waits for the event loop to refill it (with
-        asyncio's writes a flow was application-limited now and then and lost ~20 % of its share)."""
+        asyncio's writes a flow was application-limited now and then and lost ~20 % of its share).
+        The thread closes the socket when it is done (a stopped flow's socket is shut down under it)."""
+        with gate:
+            if stop.is_set():  # cancelled before this thread got to it
+                s.close()
+                return
+            started.set()
         left = size
         view = memoryview(self.buf)
-        while left is None or left > 0:
-            if stop.is_set() or (until is not None and not until()):
-                break
-            n = CHUNK if left is None else min(CHUNK, left)
-            s.sendall(view[:n])
-            self.c.tcp_bytes += n
-            if left is not None:
-                left -= n
+        try:
+            while left is None or left > 0:
+                if stop.is_set():
+                    break
+                n = CHUNK if left is None else min(CHUNK, left)
+                try:
+                    s.sendall(view[:n])
+                except OSError:
+                    if stop.is_set():
+                        break  # ended by its schedule (shut down under the send)
+                    raise
+                self.c.tcp_bytes += n
+                if left is not None:
+                    left -= n
+        finally:
+            s.close()
 
-    async def flow(self, cc: str | None, size: int | None = None, until=None) -> None:
-        """One TCP connection: ``size`` bytes (None: until ``until()`` is False or cancelled)."""
+    async def flow(self, cc: str | None, size: int | None = None) -> None:
+        """One TCP connection: ``size`` bytes (None: until cancelled). A cancelled flow ends at once:
+        its connection is reset (what it had queued is dropped, not sent after its end)."""
         loop = asyncio.get_running_loop()
         s = await self._connect(cc)
         s.setblocking(True)
         self.c.flows += 1
         self.c.flows_started += 1
-        stop = threading.Event()
+        stop, gate, started = threading.Event(), threading.Lock(), threading.Event()
+        done = False
         try:
-            await loop.run_in_executor(None, self._pump, s, size, until, stop)
+            await loop.run_in_executor(None, self._pump, s, size, stop, gate, started)
+            done = True
         finally:
-            stop.set()
+            with gate:
+                stop.set()
+                ran = started.is_set()
             self.c.flows -= 1
-            if size is None and until is None:  # cancelled: the thread may still be in a send
-                s.shutdown(socket.SHUT_RDWR)
-            s.close()
+            if not ran:  # cancelled before its thread began: it never will
+                s.close()
+            elif not done:  # cancelled (or the send failed): the thread may still be in a send
+                try:
+                    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                    s.shutdown(socket.SHUT_RDWR)  # wakes the send; the thread's close then resets
+                except OSError:
+                    pass  # closed already by its thread
+
+    def _error(self, e: BaseException) -> None:
+        self.c.errors += 1
+        self.c.last_error = str(e)[:200]
 
     async def _retrying(self, make) -> None:
-        """Run ``make()`` (a connection's coroutine) again after an error, e.g. before the sink listens."""
+        """Run ``make()`` (a connection's coroutine) again after an error, e.g. before the sink listens.
+        An error no retry can mend (the congestion control) is counted once and the flow waits, open
+        never, until it is cancelled or the generator ends."""
         while True:
             try:
                 await make()
                 return
+            except CongestionUnavailable as e:
+                self._error(e)
+                await asyncio.Event().wait()
             except (ConnectionError, OSError) as e:
-                self.c.errors += 1
-                self.c.last_error = str(e)[:200]
+                self._error(e)
                 await asyncio.sleep(RETRY_S)
 
     async def bulk(self, cc: str | None) -> None:
+        self.c.flows_wanted += 1
         while True:
             await self._retrying(lambda: self.flow(cc))
             await asyncio.sleep(RETRY_S)  # a bulk flow ended by the other side: open it again
 
-    async def on_off(self, cc: str | None, phase_s: float, on_s: float, off_s: float) -> None:
-        period = on_s + off_s
-        while True:
-            pos = (self.traffic_s() + phase_s) % period
-            if pos >= on_s:  # off: wait for the next on period
-                await asyncio.sleep((period - pos) / self.time_scale)
-                continue
-            end = self.traffic_s() + (on_s - pos)
-            await self._retrying(lambda: self.flow(cc, until=lambda: self.traffic_s() < end))
+    async def follow(self, cc: str | None, flows_at, next_s) -> None:
+        """Keep ``flows_at(t)`` bulk flows open, t the run's scenario time now: every change of the
+        clock (a step, a jump) and every change of the schedule (``next_s(t)``, its next switch)
+        opens or ends flows, so after a jump the flows are those of the new time."""
+        running: list[asyncio.Task] = []
+        try:
+            while True:
+                t = self.traffic_s()
+                want = flows_at(t)
+                while len(running) < want:
+                    running.append(asyncio.create_task(self.bulk(cc)))
+                while len(running) > want:
+                    running.pop().cancel()
+                await self.sleep_until(next_s(t))
+        finally:
+            for task in running:
+                task.cancel()
+
+    async def on_off(self, cc: str | None, phases_s: list, on_s: float, off_s: float) -> None:
+        """Flows that are on while ``(t + phase) mod (on + off) < on`` (t: the run's scenario time)."""
+        await self.follow(cc, lambda t: on_off_flows_at(phases_s, on_s, off_s, t),
+                          lambda t: on_off_next_s(phases_s, on_s, off_s, t))
 
     async def poisson(self, cc: str | None, rate_per_wall_s: float, mean_bytes: float, shape: float,
                       max_flows: int) -> None:
@@ -213,12 +345,12 @@ class Sender:
         tasks: set = set()
 
         async def one(size: int) -> None:
+            self.c.flows_wanted += 1
             async with sem:
                 try:
                     await self.flow(cc, size=size)
                 except (ConnectionError, OSError) as e:
-                    self.c.errors += 1
-                    self.c.last_error = str(e)[:200]
+                    self._error(e)
 
         while True:
             await asyncio.sleep(self.rng.expovariate(rate_per_wall_s))
@@ -251,31 +383,20 @@ class Sender:
                 credit -= UDP_PAYLOAD
 
     async def trace(self, cc: str | None, times_s: list, flows: list) -> None:
-        """Keep as many bulk flows open as the trace says at the current traffic time."""
-        running: list[asyncio.Task] = []
-        import bisect
-
-        while True:
-            i = max(0, bisect.bisect_right(times_s, self.traffic_s()) - 1)
-            want = int(flows[i])
-            while len(running) < want:
-                running.append(asyncio.create_task(self.bulk(cc)))
-            while len(running) > want:
-                running.pop().cancel()
-            nxt = times_s[i + 1] if i + 1 < len(times_s) else None
-            wait = 0.05 if nxt is None else max(0.005, (nxt - self.traffic_s()) / self.time_scale)
-            await asyncio.sleep(min(wait, 0.5))
+        """Keep as many bulk flows open as the trace says at the run's scenario time."""
+        await self.follow(cc, lambda t: trace_flows_at(times_s, flows, t), lambda t: trace_next_s(times_s, t))
 
     async def run(self) -> None:
         sp = self.spec
         cc = sp.get("congestion")
         tasks = []
+        if self.clock_file:
+            tasks.append(self.watch_clock())
         for _ in range(int(sp.get("tcp_flows", 0))):
             tasks.append(self.bulk(cc))
         if sp.get("on_off"):
             o = sp["on_off"]
-            for ph in o["phases_s"]:
-                tasks.append(self.on_off(cc, float(ph), float(o["on_s"]), float(o["off_s"])))
+            tasks.append(self.on_off(cc, [float(ph) for ph in o["phases_s"]], float(o["on_s"]), float(o["off_s"])))
         if sp.get("poisson"):
             p = sp["poisson"]
             tasks.append(self.poisson(cc, float(p["rate_per_wall_s"]), float(p["mean_bytes"]), float(p["shape"]),
@@ -283,8 +404,6 @@ class Sender:
         trace = sp.get("trace")
         udp_bps = float(sp.get("udp_bps", 0.0))
         if trace:
-            import bisect
-
             times, udp = trace["times_s"], trace["udp_bps"]
 
             def rate() -> float:

@@ -84,6 +84,7 @@ class MigrationStudy(Study):
         self.inputs, self.run_id = inputs, run_id
         self._jobs: dict[str, pd.DataFrame] = {}
         self._desc: dict = {}
+        self._parts: dict[str, dict] = {}  # policy label -> what its substrate adds to the run's totals
         n_steps = self._steps()
         # a bar on a terminal, a line every 30 s with an ETA elsewhere (a log, CI, a notebook)
         self._bar = progress_bar(n_steps * len(self.sc.policies), self.sc.name, enabled=self.progress)
@@ -100,6 +101,12 @@ class MigrationStudy(Study):
                              on_step=lambda k, n: self._on_step(), caps=caps, policy_name=shown_name(run.spec.name))
             rec = ctl.run()
             self._desc = {**sub.describe(), "power_backend": caps.name}
+        # a substrate per policy: the cross-traffic and probe counts are the run's over all of them
+        # (``cross_traffic``, ``probes``) and each policy's (``by_policy.<label>``); the rest, the last's.
+        # Taken once the substrate is closed: its cross-traffic generators' last counters
+        if (part := getattr(sub, "policy_part", None)) is not None:
+            self._parts[run.label] = part()
+            self._desc.update(sub.over_policies(self._parts))
         self._t_run[3] = time.perf_counter()
         return rec
 

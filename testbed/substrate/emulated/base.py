@@ -39,6 +39,14 @@ from testbed.substrate.emulated.mover import MOVERS, Emulation, Mover
 from testbed.substrate.emulated.replay import LinkReplayer, change_points
 from testbed.substrate.emulated.wan import plan_wan, resolve_impairment
 
+_CAUTIONED: set[str] = set()
+"""The run ids whose cross-traffic cautions were printed: a run opens one substrate per policy, and
+says them once (its first policy's); every policy's manifest section keeps them."""
+
+_XT_COUNTERS = ("tcp_bytes", "udp_bytes", "flows_started", "flows_wanted", "wall_s", "errors")
+"""The counters of a cross-traffic entry's generator the manifest keeps (summed over a run's policies)."""
+
+
 class EmulatedSubstrate(Substrate):
     """Owns the fabric, the clock and the link replay; its mover owns the jobs and their moves."""
 
@@ -69,6 +77,7 @@ class EmulatedSubstrate(Substrate):
         self._xt_rows: list[dict] = []  # the cross-traffic generators' counters, sampled at every poll
         self._probe_rows: list[dict] = []  # every path probe (bandwidth_basis: probe): timing and outcome
         self._cautions: list[str] = []  # where the fabric cannot reproduce the cross-traffic (crosstraffic.fidelity)
+        self._xt_warned = False  # the end-of-run warning on the cross-traffic generators was given
 
     @staticmethod
     def _mover_for(inputs: Inputs) -> Mover:
@@ -84,8 +93,10 @@ class EmulatedSubstrate(Substrate):
         impairment = resolve_impairment(self._impairment_req)
         self.scaling, plan = plan_wan(self._in, self.run_id, impairment=impairment, capacity_mbit=self._capacity)
         self._cautions = cautions(sc, self.scaling, [j.checkpoint_gb for j in self._in.jobs])
-        for line in self._cautions:
-            print(f"caution: {line}", file=sys.stderr)
+        if self.run_id not in _CAUTIONED:  # once per run, not once per policy
+            _CAUTIONED.add(self.run_id)
+            for line in self._cautions:
+                print(f"caution: {line}", file=sys.stderr)
         self.fabric = self.make_fabric(plan)
         self.fabric.up()
         clock = EmulationClock(self.scaling.time_scale, skip_idle=self._skip_idle)
@@ -111,6 +122,15 @@ class EmulatedSubstrate(Substrate):
             finally:
                 if self.fabric is not None:
                     self.fabric.down()
+                    if self.clock is not None and not self._xt_warned:  # a run that got going
+                        self._warn_cross_traffic(self._cross_traffic_summary())  # the generators' last counters
+
+    def _warn_cross_traffic(self, entries: list[dict]) -> None:
+        """One line on stderr when a cross-traffic generator had errors or opened no flow that its
+        schedule asked for (the run's load was not what the scenario says); the manifest has the counts."""
+        self._xt_warned = True
+        if line := cross_traffic_problems(entries):
+            print(f"warning: {line}", file=sys.stderr)
 
     # -- the contract: jobs and caps are the mover's -------------------------------------------------
     def start_job(self, job_id: str, site: str, t_s: float) -> None:
@@ -208,14 +228,7 @@ class EmulatedSubstrate(Substrate):
     def _probe_summary(self) -> dict | None:
         """The run's path probes (``bandwidth_basis: probe``): how many, how long their connections took
         to open, and every one whose path carried nothing or stalled (the manifest's)."""
-        rows = self._probe_rows
-        if not rows:
-            return None
-        opened = [r["connect_s"] for r in rows if r["connect_s"] is not None]
-        return {"n": len(rows), "failed": sum(1 for r in rows if r["error"]),
-                "connect_s_median": statistics.median(opened) if opened else None,
-                "connect_s_max": max(opened, default=None),
-                "failures": [{k: r[k] for k in ("t_s", "src", "dst", "wall_s", "error")} for r in rows if r["error"]]}
+        return probe_summary(self._probe_rows)
 
     def in_flight(self) -> list[MigrationOrder]:
         with self._lock:
@@ -227,10 +240,44 @@ class EmulatedSubstrate(Substrate):
             return []
         last = {d["index"]: d for d in self.fabric.cross_traffic_stats() if d.get("role") == "send"}
         return [{"src": x.src, "dst": x.dst, "what": x.summary,
-                 **{k: last.get(x.index, {}).get(k) for k in ("tcp_bytes", "udp_bytes", "flows_started", "wall_s")}}
+                 **{k: last.get(x.index, {}).get(k) for k in _XT_COUNTERS},
+                 "last_error": last.get(x.index, {}).get("last_error") or None}
                 for x in self.fabric.plan.cross_traffic]
 
+    def policy_part(self) -> dict:
+        """What this policy's run adds to the run's manifest over all its policies
+        (:meth:`over_policies`): its cross-traffic entries' counters (after :meth:`close`: the
+        generators' last ones) and its path probes."""
+        return {"cross_traffic": self._cross_traffic_summary(), "probe_rows": list(self._probe_rows)}
+
+    @staticmethod
+    def over_policies(parts: dict[str, dict]) -> dict:
+        """The manifest's ``cross_traffic`` and ``probes`` over a run's policies (label -> its
+        :meth:`policy_part`, in run order): each entry's counters summed (``last_error`` the last
+        policy's that had one, with its label), the probes of all of them (each failure with its
+        policy's ``label``), and each policy's own under ``by_policy.<label>``."""
+        runs = list(parts.items())
+        entries: list[dict] = []
+        for label, part in runs:
+            for i, e in enumerate(part["cross_traffic"]):
+                if i == len(entries):
+                    entries.append({k: e.get(k) for k in ("src", "dst", "what")} | {k: None for k in _XT_COUNTERS}
+                                   | {"last_error": None})
+                tot = entries[i]
+                for k in _XT_COUNTERS:
+                    if e.get(k) is not None:
+                        tot[k] = (tot[k] or 0) + e[k]
+                if e.get("last_error"):
+                    tot["last_error"] = f"{label}: {e['last_error']}"
+        rows = [{**r, "label": label} for label, part in runs for r in part["probe_rows"]]
+        return {"cross_traffic": entries, "probes": probe_summary(rows),
+                "by_policy": {label: {"cross_traffic": part["cross_traffic"], "probes": probe_summary(part["probe_rows"])}
+                              for label, part in runs}}
+
     def describe(self) -> dict:
+        """The manifest's ``substrate`` of this policy's run (a study of several policies replaces
+        ``cross_traffic`` and ``probes`` by their totals over them and adds ``by_policy``:
+        :meth:`over_policies`)."""
         s = self.scaling
         applied = self._replayer.applied if self._replayer else []
         live = [a for a in applied if not a["after_jump"]]
@@ -255,3 +302,38 @@ class EmulatedSubstrate(Substrate):
             "contention": (f"host CPU during each migration (psutil): contended when other processes used > "
                            f"{OTHER_CORES_MAX} core or steal > {STEAL_CORES_MAX} core on average"),
         }
+
+
+def probe_summary(rows: list[dict]) -> dict | None:
+    """Path probes (``bandwidth_basis: probe``): how many, how many failed, how long their connections
+    took to open, and every one whose path carried nothing or stalled (with its policy's ``label``
+    where the rows carry one); None without a probe."""
+    if not rows:
+        return None
+    opened = [r["connect_s"] for r in rows if r["connect_s"] is not None]
+    keys = ("label", "t_s", "src", "dst", "wall_s", "error")
+    return {"n": len(rows), "failed": sum(1 for r in rows if r["error"]),
+            "connect_s_median": statistics.median(opened) if opened else None,
+            "connect_s_max": max(opened, default=None),
+            "failures": [{k: r[k] for k in keys if k in r} for r in rows if r["error"]]}
+
+
+def cross_traffic_problems(entries: list[dict]) -> str | None:
+    """One line naming each cross-traffic entry (manifest form) whose generator had errors, opened no
+    flow its schedule asked for, or wrote no counters; None when all ran as planned."""
+    bad = []
+    for i, e in enumerate(entries):
+        where = f"cross_traffic[{i}] {e['src']} -> {e['dst']}"
+        if e.get("tcp_bytes") is None:
+            bad.append(f"{where}: its generator wrote no counters")
+            continue
+        what = []
+        if (e.get("flows_wanted") or 0) > 0 and not e.get("flows_started"):
+            what.append("opened none of the TCP flows its schedule asked for")
+        if e.get("errors"):
+            what.append(f"{e['errors']} error(s), last: {e.get('last_error') or '?'}")
+        if what:
+            bad.append(f"{where}: {', '.join(what)}")
+    if not bad:
+        return None
+    return "cross-traffic did not run as the scenario says (manifest: substrate.cross_traffic): " + "; ".join(bad)
