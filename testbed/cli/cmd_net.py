@@ -80,7 +80,11 @@ def _up(args: argparse.Namespace) -> int:
     if args.replay and args.switch:
         raise SpecError([("--replay", "not with --switch (Mininet's CLI holds that network in the foreground)")])
     impairment = resolve(args.impairment)
-    held = plan_held(Path(args.file), new_run_id(), impairment, replay=args.replay, tcp_congestion=args.tcp_congestion)
+    try:
+        held = plan_held(Path(args.file), new_run_id(), impairment, replay=args.replay,
+                         tcp_congestion=args.tcp_congestion)
+    except SpecError as e:  # a problem of the file: name it first, as `validate` and `run` do
+        raise e.in_file(args.file) from None
     plan = held.plan
     if args.switch:  # a Mininet network lives as long as this process: held with Mininet's CLI
         from testbed.netem.fabric import FabricError

@@ -24,7 +24,9 @@ generate it as real traffic from the sites' namespaces (:mod:`testbed.netem.cros
 from __future__ import annotations
 
 import csv
+import io
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -153,34 +155,102 @@ class LoadTraceError(ValueError):
     pass
 
 
+TRACE_COLUMNS = ("t_s", "flows")
+"""The columns a cross-traffic trace must have (``udp_gbps`` is optional)."""
+
+
+_BOM = b"\xef\xbb\xbf"
+
+
+def _rows(path: str | Path) -> tuple[list[str], list[tuple[int, list[str]]]]:
+    """The header's column names (a UTF-8 byte-order mark and spaces around each name removed) and
+    the non-blank rows with their line numbers. Every failure is a :class:`LoadTraceError` naming
+    the file (and line) but never quoting it."""
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as e:
+        raise LoadTraceError(f"{path}: cannot read it ({e.strerror or type(e).__name__})") from None
+    skip = len(_BOM) if raw.startswith(_BOM) else 0  # a spreadsheet's byte-order mark is no part of the first name
+    try:
+        text = raw[skip:].decode("utf-8")
+    except UnicodeDecodeError as e:
+        at = skip + e.start
+        line = raw.count(b"\n", 0, at) + 1
+        raise LoadTraceError(f"{path}: line {line}: not UTF-8 text (byte {at + 1})") from None
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)  # a stray or unclosed quote: an error
+    header: list[str] | None = None
+    rows: list[tuple[int, list[str]]] = []
+    try:
+        for row in reader:
+            if not any(cell.strip() for cell in row):
+                continue  # a blank line (or only commas)
+            if header is None:
+                header = [name.strip() for name in row]
+            else:
+                rows.append((reader.line_num, row))
+    except csv.Error as e:  # the csv module's messages name no content (a field limit, a NUL, a quote)
+        raise LoadTraceError(f"{path}: line {reader.line_num}: not valid CSV ({e})") from None
+    return header or [], rows
+
+
 def read_load_trace(path: str | Path) -> LoadTrace:
-    """Read a cross-traffic CSV (``t_s,flows[,udp_gbps]``, times increasing, flows >= 0 integers)."""
+    """Read a cross-traffic CSV (``t_s,flows[,udp_gbps]``, times increasing, flows >= 0 integers).
+    UTF-8 text, with or without a byte-order mark; spaces around the header's names are ignored,
+    and so are blank lines. Errors name the file, the line and the column, never the file's text."""
     times, flows, udp = [], [], []
-    with open(path, newline="") as f:
-        reader = csv.DictReader(f)
-        cols = reader.fieldnames or []
-        if "t_s" not in cols or "flows" not in cols:
-            raise LoadTraceError(f"{path}: needs columns t_s and flows (has {', '.join(cols) or 'none'})")
-        for n, row in enumerate(reader, start=2):
-            try:
-                t, k = float(row["t_s"]), float(row["flows"])
-                u = float(row["udp_gbps"]) if row.get("udp_gbps") not in (None, "") else 0.0
-            except ValueError:
-                raise LoadTraceError(f"{path}: line {n}: not a number") from None
-            if not (math.isfinite(t) and math.isfinite(k) and math.isfinite(u)):
-                raise LoadTraceError(f"{path}: line {n}: not a finite number")
-            if k < 0 or k != int(k) or k > 64:
-                raise LoadTraceError(f"{path}: line {n}: flows must be an integer in [0, 64]")
-            if u < 0:
-                raise LoadTraceError(f"{path}: line {n}: udp_gbps must be >= 0")
-            if times and t <= times[-1]:
-                raise LoadTraceError(f"{path}: line {n}: t_s must increase")
-            times.append(t)
-            flows.append(int(k))
-            udp.append(u)
+    cols, rows = _rows(path)
+    missing = [c for c in TRACE_COLUMNS if c not in cols]
+    if missing:
+        has = f"its header has {len(cols)} column(s)" if cols else "the file is empty"
+        raise LoadTraceError(f"{path}: needs columns {' and '.join(TRACE_COLUMNS)} in its header; "
+                             f"missing {' and '.join(missing)} ({has})")
+    at = {name: cols.index(name) for name in (*TRACE_COLUMNS, "udp_gbps") if name in cols}
+
+    def number(row: list[str], n: int, name: str) -> float:
+        try:
+            return float(row[at[name]])
+        except ValueError:
+            raise LoadTraceError(f"{path}: line {n}: {name} is not a number") from None
+
+    for n, row in rows:
+        if len(row) != len(cols):
+            raise LoadTraceError(f"{path}: line {n}: has {len(row)} field(s) where the header has {len(cols)}")
+        t, k = number(row, n, "t_s"), number(row, n, "flows")
+        u = number(row, n, "udp_gbps") if "udp_gbps" in at and row[at["udp_gbps"]].strip() else 0.0
+        if not (math.isfinite(t) and math.isfinite(k) and math.isfinite(u)):
+            raise LoadTraceError(f"{path}: line {n}: not a finite number")
+        if k < 0 or k != int(k) or k > MAX_FLOWS:
+            raise LoadTraceError(f"{path}: line {n}: flows must be an integer in [0, {MAX_FLOWS}]")
+        if u < 0:
+            raise LoadTraceError(f"{path}: line {n}: udp_gbps must be >= 0")
+        if times and t <= times[-1]:
+            raise LoadTraceError(f"{path}: line {n}: t_s must increase")
+        times.append(t)
+        flows.append(int(k))
+        udp.append(u)
     if not times:
         raise LoadTraceError(f"{path}: no rows")
     return LoadTrace(tuple(times), tuple(flows), tuple(udp))
+
+
+def trace_places(name: str, base_dir: Path) -> list[Path]:
+    """Where a scenario's ``trace:`` is looked for, in order (as :func:`testbed.spec.files.resolve_file`
+    looks): an absolute path as it is; a relative one beside the scenario file (``base_dir``), then in
+    the folder above it, then among the files testbed ships (its repository's root and its
+    ``scenarios/`` folder, where this install has them); never the working directory."""
+    from testbed.spec.files import shipped_root
+
+    p = Path(name).expanduser()
+    if p.is_absolute():
+        return [p]
+    root = shipped_root()
+    return [base_dir / p, base_dir.parent / p] + ([root / p, root / "scenarios" / p] if root is not None else [])
+
+
+def trace_not_found(name: str, base_dir: Path) -> str:
+    """The message for a ``trace:`` found nowhere: the absolute paths it was looked for at."""
+    places = [str(Path(os.path.abspath(c))) for c in trace_places(name, base_dir)]
+    return f"file not found: {name} (looked for {', '.join(places)})"
 
 
 def on_off_phases(n_flows: int, period_s: float, seed: int, key: Sequence[object]) -> "np.ndarray":

@@ -136,6 +136,42 @@ def fields_at(model: type, loc: tuple[object, ...]) -> set[str]:
     return {name for m in models for name in m.model_fields}
 
 
+def _member(part: object) -> bool:
+    """Is this ``loc`` entry a union member's label (``list[...]``, ``literal[...]``)?"""
+    return isinstance(part, str) and bool(_TYPE_LIKE.match(part))
+
+
+def _wrong_shape(err: dict) -> bool:
+    """The error says the value is not of this union member's kind at all (a list where a string
+    goes), rather than what is wrong inside a value of that kind."""
+    if err["type"].endswith("_type"):
+        return True
+    if err["type"] in ("literal_error", "enum"):  # a string of the wrong name still is a name
+        return not isinstance(err.get("input"), str)
+    return False
+
+
+def matching_alternatives(errors: list[dict]) -> list[dict]:
+    """Of a union's alternatives (``list[Entry] | Literal['none', ...]``), only the errors of those
+    whose kind the value has: where some alternative got inside the value (a list's entry is wrong),
+    or rejected a value of its kind (an unknown name), the others' "not a list" / "not one of"
+    errors at that field are dropped. A value of no alternative's kind keeps them all."""
+    shaped: set[tuple[tuple[object, ...], object]] = set()  # (union site, member) that took the value's kind
+    for err in errors:
+        loc = tuple(err["loc"])
+        for j, part in enumerate(loc):
+            if _member(part) and (j < len(loc) - 1 or not _wrong_shape(err)):
+                shaped.add((loc[:j], part))
+    out = []
+    for err in errors:
+        loc = tuple(err["loc"])
+        if loc and _member(loc[-1]) and _wrong_shape(err):
+            if any(site == loc[:-1] and member != loc[-1] for site, member in shaped):
+                continue  # another alternative matched the value's kind: this one's mismatch is noise
+        out.append(err)
+    return out
+
+
 def problems_from(exc: ValidationError, tags: frozenset[str], prefix: str = "",
                   quote_values: bool = True, model: type | None = None) -> list[tuple[str, str]]:
     """One ``(path, message)`` per field; alternatives of a union on the same path are joined.
@@ -143,7 +179,7 @@ def problems_from(exc: ValidationError, tags: frozenset[str], prefix: str = "",
     ``model``: the model validated, so that an unknown field gets a "did you mean"."""
     merged: dict[str, list[str]] = {}
     type_only: dict[str, bool] = {}  # path -> every error there is "wrong type" (a union alternative)
-    for err in exc.errors(include_url=False):
+    for err in matching_alternatives(exc.errors(include_url=False)):
         loc = tuple(err["loc"])
         if err["type"] == "extra_forbidden" and loc and not _FIELD_NAME.match(str(loc[-1])):
             # a key that is no field name (``root:*:19000:0:...`` when /etc/shadow is read as YAML): not shown

@@ -198,12 +198,16 @@ def _cross_traffic_problems(sc: Scenario, site_set: set, base_dir: Path, resolve
             problems.append((field, f"no link joins {e.src} and {e.dst} (cross-traffic runs on one link's direction)"))
         if e.trace is not None:
             path, why = trace_file(e.trace, base_dir, sc.limits.max_trace_bytes)
-            if why is not None:
+            if path is None and why == "file not found":
+                from testbed.spec.cross_traffic import trace_not_found
+
+                problems.append((f"{field}.trace", trace_not_found(e.trace, base_dir)))
+            elif why is not None:
                 problems.append((f"{field}.trace", f"{why}: {e.trace}"))
             else:
                 try:
                     read_load_trace(path)
-                except (LoadTraceError, OSError, UnicodeDecodeError) as err:
+                except LoadTraceError as err:  # it names the file, never its content
                     problems.append((f"{field}.trace", str(err)))
                 if str(path) != e.trace:
                     e = e.model_copy(update={"trace": str(path)})
