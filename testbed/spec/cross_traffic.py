@@ -74,8 +74,9 @@ class CrossTraffic(Strict):
     on_off: OnOff | None = Field(None, description="Bulk TCP flows that switch on and off.")
     poisson: PoissonFlows | None = Field(None, description="Poisson flow arrivals with heavy-tailed (Pareto) sizes.")
     trace: str | None = Field(None, min_length=1, max_length=4096, description=(
-        "A CSV file (relative to the scenario file): columns t_s (scenario seconds) and flows (bulk TCP flows from "
-        "then on), optionally udp_gbps; the first row's value holds before its time."))
+        "A CSV file: columns t_s (scenario seconds) and flows (bulk TCP flows from then on), optionally udp_gbps; the "
+        "first row's value holds before its time. A relative path is looked for beside the scenario file, then in the "
+        "folder above it, then among the files testbed ships."))
 
     @model_validator(mode="after")
     def _some_load(self) -> "CrossTraffic":
