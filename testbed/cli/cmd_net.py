@@ -110,6 +110,9 @@ def _up(args: argparse.Namespace) -> int:
               f"(time_scale {sc.time_scale:g}, byte_scale {sc.byte_scale:.3g}); `testbed net status` shows the rates")
     for s in plan.sites:
         print(f"  {s.name:<15} ns {s.ns:<28} addr {s.addr:<15} mgmt {s.mgmt_addr}")
+    for line in cross_traffic_lines([{"src": x.src, "dst": x.dst, "what": x.summary} for x in plan.cross_traffic],
+                                    replayed=held.replay):
+        print(line)
     if unreachable(plan):
         print(f"  warning: unreachable pairs: {unreachable(plan)[:5]}")
     print(f"run commands with: testbed net exec SITE -- CMD   (e.g. testbed net exec {plan.sites[0].name} -- ping -c 3 "
@@ -185,8 +188,8 @@ def _status(args: argparse.Namespace) -> int:
     for run in state.all_runs():
         st = state.read(run) or {}
         replay_pid = (st.get("replay") or {}).get("pid") if isinstance(st.get("replay"), dict) else None
-        st["pids"] = [p for p in st.get("pids", []) if p != replay_pid]  # the relays (the replay: below)
-        st["relays_alive"] = sum(state.pid_alive(int(p)) for p in st.get("pids", []))
+        st["pids"] = [p for p in st.get("pids", []) if p != replay_pid]  # relays and generators (the replay: below)
+        st.update(_processes_alive(st))
         if replay_pid:
             st["replay"]["alive"] = state.pid_alive(int(replay_pid))
         out.append(with_capacity(st, args.bench))
@@ -198,6 +201,39 @@ def _status(args: argparse.Namespace) -> int:
     for line in status_lines(out):
         print(line)
     return 0
+
+
+def _processes_alive(st: dict) -> dict:
+    """How many of a network's relays and cross-traffic generators (a sink per receiving site, a
+    sender per entry: ``st["cross_traffic"]``) are alive; a generator is told by its command line."""
+    import psutil
+
+    from testbed.netem.crosstraffic import GENERATOR_MODULE
+    from testbed.netem.owned import state
+
+    entries = st.get("cross_traffic") or []
+    generators = len(entries) + len({x.get("dst") for x in entries})
+    relays_alive = generators_alive = 0
+    for pid in st.get("pids", []):
+        if not state.pid_alive(int(pid)):
+            continue
+        try:
+            is_generator = GENERATOR_MODULE in " ".join(psutil.Process(int(pid)).cmdline())
+        except psutil.Error:
+            continue
+        generators_alive += is_generator
+        relays_alive += not is_generator
+    return {"relays_alive": relays_alive, "relays": max(0, len(st.get("pids", [])) - generators),
+            "generators_alive": generators_alive, "generators": generators}
+
+
+def cross_traffic_lines(entries: list[dict], *, replayed: bool) -> list[str]:
+    """One line per cross-traffic entry a network generates, and what its rates are."""
+    if not entries:
+        return []
+    how = ("scaled as in an emulated run" if replayed else
+           "at the scenario's rates (unscaled: --replay scales them as a run does)")
+    return [f"  cross-traffic, {how}:"] + [f"    {x['src']} -> {x['dst']}: {x['what']}" for x in entries]
 
 
 OVER_CAPACITY_TOLERANCE = 1.1
@@ -221,8 +257,11 @@ def with_capacity(st: dict, bench: Path | None) -> dict:
 def status_lines(states: list[dict]) -> list[str]:
     lines = []
     for st in states:
+        gens = (f", cross-traffic generators alive {st['generators_alive']}/{st['generators']}"
+                if st.get("generators") else "")
         lines.append(f"{st['run_id']} ({st.get('purpose')}, owner pid {st.get('owner_pid')}, since {st.get('created_utc')}, "
-                     f"impairment {st.get('impairment')}, relays alive {st['relays_alive']}/{len(st.get('pids', []))})")
+                     f"impairment {st.get('impairment')}, relays alive {st['relays_alive']}/{st.get('relays', len(st.get('pids', [])))}"
+                     f"{gens})")
         for name, s in sorted(st.get("sites", {}).items()):
             lines.append(f"  site {name:<15} {s['addr']:<15} ns {s['ns']}")
         over = []
@@ -238,6 +277,7 @@ def status_lines(states: list[dict]) -> list[str]:
                          + (f"  (machine: ~{cap:.0f} Mbit/s)" if cap else ""))
             if cap and max(lk["rate_ab_mbit"], lk["rate_ba_mbit"]) > cap * OVER_CAPACITY_TOLERANCE:
                 over.append(lk)
+        lines += [f"  cross-traffic {x['src']} -> {x['dst']}: {x['what']}" for x in st.get("cross_traffic") or []]
         rp = st.get("replay")
         if isinstance(rp, dict):
             last = rp.get("last") or {}
@@ -262,5 +302,6 @@ def _down(args: argparse.Namespace) -> int:
     require_root("testbed net down")
     run = _pick_run(args.run)
     r = clean_run(run, force=True)
-    print(f"network {run} down: removed {len(r.namespaces)} namespace(s), stopped {len(r.pids)} relay(s)")
+    print(f"network {run} down: removed {len(r.namespaces)} namespace(s), stopped {len(r.pids)} process(es) "
+          "(relays, cross-traffic generators)")
     return 0

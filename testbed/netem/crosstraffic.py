@@ -35,6 +35,10 @@ class XtPlan:
     summary: str  # what it generates, in words (scenario units)
 
 
+GENERATOR_MODULE = "testbed.netem.xtgen"
+"""The module every generator process runs (``python -m``): its command line names it."""
+
+
 def _words(e) -> str:
     parts = []
     if e.tcp:
@@ -127,7 +131,7 @@ def sender_spec(xt: XtPlan, dst_addr: str, congestion: str | None, clock_file: s
 
 def gen_argv(role: str, netns: str, stats: str, ready: str, *, spec: str | None = None,
              port: int = XT_PORT) -> list[str]:
-    argv = [sys.executable, "-m", "testbed.netem.xtgen", role, "--netns", netns, "--stats", stats,
+    argv = [sys.executable, "-m", GENERATOR_MODULE, role, "--netns", netns, "--stats", stats,
             "--ready", ready]
     if role == "sink":
         argv += ["--port", str(port)]

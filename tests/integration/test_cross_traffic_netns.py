@@ -221,8 +221,16 @@ def test_net_up_brings_the_cross_traffic_and_net_down_ends_it(tmp_path):
         time.sleep(1.0)
         stats = [json.loads(p.read_text()) for p in Path("/tmp").glob(f"tb-{run_id}-*/xt-send-*.json")]
         assert stats and stats[0]["tcp_bytes"] > 0 and stats[0]["flows"] == 3
+        # what runs is said: at `net up` (and that its rates are the scenario's) and by `net status`
+        assert "a -> b: 3 TCP flow(s)" in up.stdout and "unscaled" in up.stdout, up.stdout
+        status = subprocess.run([*tb, "net", "status"], capture_output=True, text=True, timeout=120, check=True).stdout
+        mine = status[status.index(run_id):]
+        assert "relays alive 1/1, cross-traffic generators alive 2/2" in mine, mine
+        assert "cross-traffic a -> b: 3 TCP flow(s)" in mine, mine
     finally:
-        subprocess.run([*tb, "net", "down", "--run", run_id], capture_output=True, text=True, timeout=120, check=True)
+        down = subprocess.run([*tb, "net", "down", "--run", run_id], capture_output=True, text=True, timeout=120,
+                              check=True)
+    assert "stopped 3 process(es) (relays, cross-traffic generators)" in down.stdout, down.stdout
     _nothing_left(run_id)
 
 
