@@ -12,14 +12,14 @@ import time
 
 import pytest
 
-TWO_SITES_TOPOLOGY = """
-name: two
-sites:
-  - {name: left, lat_deg: 45.0, lon_deg: 9.0}
-  - {name: right, lat_deg: 48.0, lon_deg: 11.0}
-links:
-  - {a: left, b: right, bandwidth_gbps: 0.1, latency_ms: 15}
-"""
+def two_sites_topology(bandwidth_gbps: float = 0.1, latency_ms: float = 15) -> str:
+    """A topology file's text: sites left and right joined by one link."""
+    return (f"name: two\nsites:\n  - {{name: left, lat_deg: 45.0, lon_deg: 9.0}}\n"
+            f"  - {{name: right, lat_deg: 48.0, lon_deg: 11.0}}\n"
+            f"links:\n  - {{a: left, b: right, bandwidth_gbps: {bandwidth_gbps:g}, latency_ms: {latency_ms:g}}}\n")
+
+
+TWO_SITES_TOPOLOGY = two_sites_topology()
 """Two sites joined by one 100 Mbit/s, 15 ms link: the `testbed net` tests' topology."""
 
 

@@ -108,21 +108,34 @@ def test_a_fourth_flow_gets_a_quarter_of_the_link_and_all_of_it_alone():
     assert alone >= 0.94
 
 
-def _scenario(tmp_path: Path, basis: str = "probe", checkpoint_gb: float = 4) -> Path:
+def _two_sites(tmp_path: Path, *, duration_h: float, surplus: str, checkpoint_gb: float, work_gpu_h: float,
+               cross_traffic: list[dict], policies: list[dict], feasibility: dict | None = None) -> Path:
+    """Sites a and b, one 1 Gbit/s link of 20 ms (400 Mbit/s on the wire), one job at a that moves to b
+    when b's surplus (``surplus``: the rows of b's renewable CSV after its header) comes."""
     tmp_path.mkdir(parents=True, exist_ok=True)
-    d = small_scenario_dict(duration_h=3)
+    d = small_scenario_dict(duration_h=duration_h)
     d["emulation"] = {"time_scale": 100, "byte_scale": 0.004}  # 1 Gbit/s -> 400 Mbit/s wall; 4 GB -> 16 MB
     d["links"][0].update(bandwidth_gbps=1, latency_ms=20.0)
     d["traces"] = {"renewable": {"a": {"kind": "curtailment_windows", "capacity_kw": 0.1, "windows_per_day": 0.001},
                                  "b": {"kind": "csv", "file": str(tmp_path / "b.csv")}}}
-    (tmp_path / "b.csv").write_text("timestamp,value\n0,0\n1800,2.0\n10800,0\n14400,0\n")
-    d["workloads"] = {"jobs": [{"id": "j1", "checkpoint_gb": checkpoint_gb, "work_gpu_h": 6, "origin": "a"}]}
-    d["cross_traffic"] = [{"src": "a", "dst": "b", "tcp": {"flows": 3}}]
-    d["policies"] = [{"name": "energy_only", "label": basis}]
-    d["feasibility"] = {"bandwidth_basis": basis, "alpha": 0.5}
+    (tmp_path / "b.csv").write_text("timestamp,value\n" + surplus)
+    d["workloads"] = {"jobs": [{"id": "j1", "checkpoint_gb": checkpoint_gb, "work_gpu_h": work_gpu_h, "origin": "a"}]}
+    d["cross_traffic"] = cross_traffic
+    d["policies"] = policies
+    if feasibility is not None:
+        d["feasibility"] = feasibility
     f = tmp_path / "s.yaml"
     f.write_text(yaml.safe_dump(d))
     return f
+
+
+def _scenario(tmp_path: Path, basis: str = "probe", checkpoint_gb: float = 4) -> Path:
+    """One move a -> b at 1800 s beside 3 TCP flows, predicted on ``basis``."""
+    return _two_sites(tmp_path, duration_h=3, surplus="0,0\n1800,2.0\n10800,0\n14400,0\n",
+                      checkpoint_gb=checkpoint_gb, work_gpu_h=6,
+                      cross_traffic=[{"src": "a", "dst": "b", "tcp": {"flows": 3}}],
+                      policies=[{"name": "energy_only", "label": basis}],
+                      feasibility={"bandwidth_basis": basis, "alpha": 0.5})
 
 
 def test_a_run_generates_records_and_removes_its_cross_traffic(tmp_path):
@@ -287,19 +300,10 @@ def _skip_scenario(tmp_path: Path, trace: str, labels: tuple[str, ...]) -> Path:
     """One 4 GB move a -> b at t = 21300 s, after the run's clock skipped the idle time before it,
     beside a ``trace`` entry (CSV); each policy in ``labels`` makes the same move."""
     tmp_path.mkdir(parents=True, exist_ok=True)
-    d = small_scenario_dict(duration_h=8)
-    d["emulation"] = {"time_scale": 100, "byte_scale": 0.004}  # 1 Gbit/s -> 400 Mbit/s wall; 4 GB -> 16 MB
-    d["links"][0].update(bandwidth_gbps=1, latency_ms=20.0)
-    d["traces"] = {"renewable": {"a": {"kind": "curtailment_windows", "capacity_kw": 0.1, "windows_per_day": 0.001},
-                                 "b": {"kind": "csv", "file": str(tmp_path / "b.csv")}}}
-    (tmp_path / "b.csv").write_text("timestamp,value\n0,0\n21300,2.0\n28000,0\n28800,0\n")
     (tmp_path / "t.csv").write_text(trace)
-    d["workloads"] = {"jobs": [{"id": "j1", "checkpoint_gb": 4, "work_gpu_h": 12, "origin": "a"}]}
-    d["cross_traffic"] = [{"src": "a", "dst": "b", "trace": str(tmp_path / "t.csv")}]
-    d["policies"] = [{"name": "energy_only", "label": lb} for lb in labels]
-    f = tmp_path / "s.yaml"
-    f.write_text(yaml.safe_dump(d))
-    return f
+    return _two_sites(tmp_path, duration_h=8, surplus="0,0\n21300,2.0\n28000,0\n28800,0\n", checkpoint_gb=4,
+                      work_gpu_h=12, cross_traffic=[{"src": "a", "dst": "b", "trace": str(tmp_path / "t.csv")}],
+                      policies=[{"name": "energy_only", "label": lb} for lb in labels])
 
 
 def test_a_trace_that_ends_before_a_skip_leaves_the_move_alone_and_the_manifest_counts_every_policy(tmp_path, capsys):

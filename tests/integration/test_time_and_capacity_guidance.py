@@ -13,20 +13,13 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import PACE_CACHE_ENV
-from tests.integration.conftest import our_namespaces
+from tests.integration.conftest import our_namespaces, two_sites_topology
 
 pytestmark = pytest.mark.root
 TB = [sys.executable, "-m", "testbed"]
 QUICKSTART = Path(__file__).resolve().parents[2] / "scenarios" / "quickstart.yaml"
 
-FAST_TOPO = """
-name: fast
-sites:
-  - {name: left, lat_deg: 45.0, lon_deg: 9.0}
-  - {name: right, lat_deg: 48.0, lon_deg: 11.0}
-links:
-  - {a: left, b: right, bandwidth_gbps: 10, latency_ms: 5}
-"""
+FAST_TOPO = two_sites_topology(bandwidth_gbps=10, latency_ms=5)
 
 
 def test_a_first_emulation_says_how_long_it_will_take_within_a_factor_1_5(tmp_path):
