@@ -26,7 +26,6 @@ from __future__ import annotations
 import csv
 import io
 import math
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -234,24 +233,12 @@ def read_load_trace(path: str | Path) -> LoadTrace:
     return LoadTrace(tuple(times), tuple(flows), tuple(udp))
 
 
-def trace_places(name: str, base_dir: Path) -> list[Path]:
-    """Where a scenario's ``trace:`` is looked for, in order (as :func:`testbed.spec.files.resolve_file`
-    looks): an absolute path as it is; a relative one beside the scenario file (``base_dir``), then in
-    the folder above it, then among the files testbed ships (its repository's root and its
-    ``scenarios/`` folder, where this install has them); never the working directory."""
-    from testbed.spec.files import shipped_root
-
-    p = Path(name).expanduser()
-    if p.is_absolute():
-        return [p]
-    root = shipped_root()
-    return [base_dir / p, base_dir.parent / p] + ([root / p, root / "scenarios" / p] if root is not None else [])
-
-
 def trace_not_found(name: str, base_dir: Path) -> str:
-    """The message for a ``trace:`` found nowhere: the absolute paths it was looked for at."""
-    places = [str(Path(os.path.abspath(c))) for c in trace_places(name, base_dir)]
-    return f"file not found: {name} (looked for {', '.join(places)})"
+    """The message for a ``trace:`` found nowhere: the absolute paths it was looked for at
+    (:func:`testbed.spec.files.looked_for`)."""
+    from testbed.spec.files import NOT_FOUND, looked_for
+
+    return f"{NOT_FOUND}: {name} ({looked_for(name, base_dir)})"
 
 
 def on_off_phases(n_flows: int, period_s: float, seed: int, key: Sequence[object]) -> "np.ndarray":

@@ -23,6 +23,9 @@ def _under(path: Path, root: str) -> bool:
     return path == Path(root) or Path(root) in path.parents
 
 
+NOT_FOUND = "file not found"
+
+
 def input_file_problem(path: Path, max_bytes: int | None = None, limit_hint: str = "") -> str | None:
     """None if ``path`` is a readable regular data file within ``max_bytes``, else why not.
 
@@ -38,7 +41,7 @@ def input_file_problem(path: Path, max_bytes: int | None = None, limit_hint: str
     try:
         st = os.stat(real)
     except FileNotFoundError:
-        return "file not found"
+        return NOT_FOUND
     except PermissionError:
         return "cannot be read (permission denied)"
     except OSError as e:
@@ -116,8 +119,7 @@ def resolve_file(name: str, base_dir: Path) -> Path | None:
     then one level above that folder (so ``topologies/x.yaml`` works from ``scenarios/``), then
     among the files testbed ships: never from the working directory, so a file means the same
     wherever testbed runs."""
-    p = Path(name).expanduser()
-    candidates = [p] if p.is_absolute() else [base_dir / p, base_dir.parent / p, *_shipped(p)]
+    candidates = file_places(name, base_dir)
     for c in candidates:
         if c.is_file():
             return c.resolve()
@@ -125,6 +127,18 @@ def resolve_file(name: str, base_dir: Path) -> Path | None:
         if c.exists():
             return c.resolve()
     return None
+
+
+def file_places(name: str, base_dir: Path) -> list[Path]:
+    """Where :func:`resolve_file` looks for ``name``, in order: an absolute path as it is; a relative
+    one in ``base_dir``, then in its parent, then among the shipped files (:func:`_shipped`)."""
+    p = Path(name).expanduser()
+    return [p] if p.is_absolute() else [base_dir / p, base_dir.parent / p, *_shipped(p)]
+
+
+def looked_for(name: str, base_dir: Path) -> str:
+    """``looked for A, B, ...``: the absolute paths :func:`resolve_file` tried for ``name``."""
+    return "looked for " + ", ".join(os.path.abspath(c) for c in file_places(name, base_dir))
 
 
 _BARE_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
@@ -155,7 +169,7 @@ def trace_file(name: str, base_dir: Path, max_bytes: int) -> tuple[Path | None, 
     ``(None, why)`` (not found, not a regular file, too large, a bad archive)."""
     path = resolve_file(name, base_dir)
     if path is None:
-        return None, "file not found"
+        return None, NOT_FOUND
     hint = "limits.max_trace_mb in the scenario"
     why = input_file_problem(path, max_bytes, hint) or archive_problem(path, max_bytes, hint)
     return (None, why) if why is not None else (path, None)
@@ -169,6 +183,7 @@ def with_trace_file(src, field: str, base_dir: Path, max_bytes: int, problems: l
         return src
     path, why = trace_file(file_name, base_dir, max_bytes)
     if why is not None:
-        problems.append((field, f"{why}: {file_name}"))
+        where = f" ({looked_for(file_name, base_dir)})" if path is None and why == NOT_FOUND else ""
+        problems.append((field, f"{why}: {file_name}{where}"))
         return None
     return src.model_copy(update={"file": str(path)})

@@ -19,7 +19,8 @@ from pydantic import ValidationError
 from testbed.errors import SpecError
 from testbed.spec.errors_format import problems_from
 from testbed.spec.dates import date_problems
-from testbed.spec.files import builtin_topologies, input_file_problem, resolve_file, resolve_topology, with_trace_file
+from testbed.spec.files import (NOT_FOUND, builtin_topologies, input_file_problem, resolve_file, resolve_topology,
+                                 with_trace_file)
 from testbed.spec.kinds import wrong_kind
 from testbed.spec.limits import size_problems
 from testbed.spec.federated_checks import federated_problems
@@ -198,7 +199,7 @@ def _cross_traffic_problems(sc: Scenario, site_set: set, base_dir: Path, resolve
             problems.append((field, f"no link joins {e.src} and {e.dst} (cross-traffic runs on one link's direction)"))
         if e.trace is not None:
             path, why = trace_file(e.trace, base_dir, sc.limits.max_trace_bytes)
-            if path is None and why == "file not found":
+            if path is None and why == NOT_FOUND:
                 from testbed.spec.cross_traffic import trace_not_found
 
                 problems.append((f"{field}.trace", trace_not_found(e.trace, base_dir)))

@@ -98,7 +98,7 @@ def test_a_byte_order_mark_does_not_shift_the_position_of_a_bad_byte(tmp_path):
 
 
 def test_a_missing_trace_says_each_absolute_path_it_was_looked_for_at(tmp_path, capsys):
-    from testbed.spec.cross_traffic import trace_places
+    from testbed.spec.files import file_places as trace_places
 
     rc, err = _validate(tmp_path, capsys, None, trace="xt-missing.csv")
     assert rc == 2 and len(err) == 1, err
@@ -109,7 +109,7 @@ def test_a_missing_trace_says_each_absolute_path_it_was_looked_for_at(tmp_path, 
 
 
 def test_the_places_listed_are_where_the_loader_looks_in_that_order(tmp_path):
-    from testbed.spec.cross_traffic import trace_places
+    from testbed.spec.files import file_places as trace_places
 
     base = tmp_path / "scenarios"
     base.mkdir()

@@ -113,7 +113,12 @@ def test_missing_trace_file_is_named(tmp_path, capsys):
     d["traces"]["renewable"]["a"] = {"kind": "csv", "file": "no-such-trace.csv"}
     code, err = _validate(tmp_path, capsys, d)
     assert code == 2
-    assert err == ["traces.renewable.a.file: file not found: no-such-trace.csv"]
+    # where it was looked for, whole: beside the scenario, the folder above, the shipped files
+    from testbed.spec.files import file_places
+
+    places = ", ".join(str(p) for p in file_places("no-such-trace.csv", tmp_path))
+    assert err == [f"traces.renewable.a.file: file not found: no-such-trace.csv (looked for {places})"]
+    assert str(tmp_path / "no-such-trace.csv") in places
 
 
 def test_missing_topology_file_is_named(tmp_path, capsys):
