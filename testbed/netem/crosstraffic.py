@@ -105,6 +105,35 @@ def plan_cross_traffic(entries: Iterable, *, time_scale: float = 1.0, byte_scale
     return tuple(out)
 
 
+UNDERDELIVERED_FRAC = 0.25
+"""Long-lived TCP cross-traffic that carried less than this share of what its flows should get
+(:func:`long_lived_share_mbit`) did not load the link as the scenario says: the run warns."""
+
+
+def long_lived_share_mbit(xts: Iterable[XtPlan], wire_mbit: dict[tuple[str, str], float]) -> dict[int, float]:
+    """Per entry with long-lived TCP flows (``tcp.flows``, open for the whole run): the wire Mbit/s
+    those flows should carry at least, beside one transfer, at its direction's lowest rate during the
+    run (``wire_mbit``, per (src, dst)): ``flows / (the direction's long-lived flows + 1) x (rate - its
+    UDP - its Poisson load)``. On/off, Poisson and trace flows only add to what an entry carries."""
+    xts = list(xts)
+    specs = {x.index: json.loads(x.spec) for x in xts}
+    flows: dict[tuple[str, str], int] = {}
+    other_bps: dict[tuple[str, str], float] = {}
+    for x in xts:
+        sp, key = specs[x.index], (x.src, x.dst)
+        flows[key] = flows.get(key, 0) + int(sp.get("tcp_flows", 0))
+        poisson = sp.get("poisson") or {}
+        other_bps[key] = (other_bps.get(key, 0.0) + float(sp.get("udp_bps", 0.0))
+                          + poisson.get("rate_per_wall_s", 0.0) * poisson.get("mean_bytes", 0.0) * 8)
+    out = {}
+    for x in xts:
+        n, key = int(specs[x.index].get("tcp_flows", 0)), (x.src, x.dst)
+        if n and key in wire_mbit:
+            left = max(0.0, wire_mbit[key] - other_bps[key] / 1e6)
+            out[x.index] = n / (flows[key] + 1) * left
+    return out
+
+
 def flows_of(xt: XtPlan) -> int:
     """The most TCP flows an entry's sender may have open at once."""
     spec = json.loads(xt.spec)

@@ -26,6 +26,7 @@ from testbed.errors import SpecError, TestbedError
 from testbed.inputs import Inputs
 from testbed.lifecycle import critical
 from testbed.netem import tcp_cc
+from testbed.netem.crosstraffic import UNDERDELIVERED_FRAC, long_lived_share_mbit
 from testbed.netem.fabric import Fabric
 from testbed.netem.owned.naming import new_run_id
 from testbed.netem.plan import FabricPlan
@@ -42,6 +43,9 @@ from testbed.substrate.emulated.wan import plan_wan, resolve_impairment
 _CAUTIONED: set[str] = set()
 """The run ids whose cross-traffic cautions were printed: a run opens one substrate per policy, and
 says them once (its first policy's); every policy's manifest section keeps them."""
+
+MIN_CARRIED_WALL_S = 2.0
+"""A generator's counters over less wall time than this do not judge what its flows carried (their ramp)."""
 
 _XT_COUNTERS = ("tcp_bytes", "udp_bytes", "flows_started", "flows_wanted", "wall_s", "errors")
 """The counters of a cross-traffic entry's generator the manifest keeps (summed over a run's policies)."""
@@ -239,10 +243,30 @@ class EmulatedSubstrate(Substrate):
         if self.fabric is None:
             return []
         last = {d["index"]: d for d in self.fabric.cross_traffic_stats() if d.get("role") == "send"}
-        return [{"src": x.src, "dst": x.dst, "what": x.summary,
-                 **{k: last.get(x.index, {}).get(k) for k in _XT_COUNTERS},
-                 "last_error": last.get(x.index, {}).get("last_error") or None}
-                for x in self.fabric.plan.cross_traffic]
+        share = long_lived_share_mbit(self.fabric.plan.cross_traffic, self._lowest_wire_mbit())
+        out = []
+        for x in self.fabric.plan.cross_traffic:
+            got = last.get(x.index, {})
+            entry = {"src": x.src, "dst": x.dst, "what": x.summary, **{k: got.get(k) for k in _XT_COUNTERS},
+                     "last_error": got.get("last_error") or None}
+            if x.index in share and got.get("tcp_bytes") is not None and (got.get("wall_s") or 0) >= MIN_CARRIED_WALL_S:
+                # what its long-lived TCP flows carried, of what they should (testbed.netem.crosstraffic)
+                entry["carried_frac"] = round(8 * got["tcp_bytes"] / got["wall_s"] / 1e6 / share[x.index], 3) \
+                    if share[x.index] > 0 else None
+            out.append(entry)
+        return out
+
+    def _lowest_wire_mbit(self) -> dict[tuple[str, str], float]:
+        """Each link direction's lowest wire rate so far: as built, or a rate change the replay applied."""
+        low = {}
+        for link in self.fabric.plan.links:
+            for side in ("a", "b"):
+                end = link.end(side)
+                low[(end.site, link.end("b" if side == "a" else "a").site)] = end.rate_mbit
+        for a in (self._replayer.applied if self._replayer else []):
+            key = (a["src"], a["dst"])
+            low[key] = min(low.get(key, a["rate_mbit"]), a["rate_mbit"])
+        return low
 
     def policy_part(self) -> dict:
         """What this policy's run adds to the run's manifest over all its policies
@@ -320,7 +344,8 @@ def probe_summary(rows: list[dict]) -> dict | None:
 
 def cross_traffic_problems(entries: list[dict]) -> str | None:
     """One line naming each cross-traffic entry (manifest form) whose generator had errors, opened no
-    flow its schedule asked for, or wrote no counters; None when all ran as planned."""
+    flow its schedule asked for, wrote no counters, or whose long-lived flows carried under
+    :data:`~testbed.netem.crosstraffic.UNDERDELIVERED_FRAC` of their share; None when all ran as planned."""
     bad = []
     for i, e in enumerate(entries):
         where = f"cross_traffic[{i}] {e['src']} -> {e['dst']}"
@@ -332,6 +357,10 @@ def cross_traffic_problems(entries: list[dict]) -> str | None:
             what.append("opened none of the TCP flows its schedule asked for")
         if e.get("errors"):
             what.append(f"{e['errors']} error(s), last: {e.get('last_error') or '?'}")
+        if e.get("carried_frac") is not None and e["carried_frac"] < UNDERDELIVERED_FRAC:
+            what.append(f"its long-lived TCP flows carried {e['carried_frac']:.0%} of their share of the link on the "
+                        "wire (the emulation underdelivered: a busy host?); moves on that direction met less load "
+                        "than the scenario says")
         if what:
             bad.append(f"{where}: {', '.join(what)}")
     if not bad:

@@ -63,7 +63,7 @@ def test_a_generator_with_errors_or_no_flow_is_named_in_one_line():
 
 class _Fabric:
     def __init__(self, stats):
-        self.plan = SimpleNamespace(cross_traffic=(XtPlan(0, "a", "b", "{}", "2 TCP flow(s)"),))
+        self.plan = SimpleNamespace(cross_traffic=(XtPlan(0, "a", "b", "{}", "2 TCP flow(s)"),), links=())
         self._stats = stats
         self.downs = 0
 
@@ -113,3 +113,26 @@ def test_the_cautions_are_said_once_per_run_not_once_per_policy(monkeypatch, cap
         assert sub._cautions == ["cross_traffic a -> b: short moves"]  # the manifest keeps them every time
         said.append(capsys.readouterr().err.count("caution: cross_traffic a -> b"))
     assert said == [1, 0, 0, 1]
+
+
+def test_long_lived_flows_share_what_udp_and_poisson_leave_at_the_lowest_rate():
+    """Each entry's long-lived flows should carry at least their share beside one transfer: 3 flows of
+    4 on the direction's rate less its UDP and Poisson load; entries without such flows get none."""
+    import json
+
+    from testbed.netem.crosstraffic import long_lived_share_mbit
+
+    xts = [XtPlan(0, "a", "b", json.dumps({"tcp_flows": 3, "udp_bps": 40e6}), "3 TCP flow(s)"),
+           XtPlan(1, "a", "b", json.dumps({"poisson": {"rate_per_wall_s": 10.0, "mean_bytes": 1e6}}), "Poisson"),
+           XtPlan(2, "b", "a", json.dumps({"tcp_flows": 1}), "1 TCP flow(s)"),
+           XtPlan(3, "a", "c", json.dumps({"tcp_flows": 1}), "no link known")]
+    share = long_lived_share_mbit(xts, {("a", "b"): 400.0, ("b", "a"): 100.0})
+    assert share == pytest.approx({0: 3 / 4 * (400 - 40 - 80), 2: 1 / 2 * 100})
+
+
+def test_flows_that_carried_far_less_than_their_share_are_named():
+    """The emulation underdelivered (a direction starved on a busy host): the warning says so."""
+    assert cross_traffic_problems([_entry(100) | {"carried_frac": 0.9}]) is None
+    line = cross_traffic_problems([_entry(100) | {"carried_frac": 0.06}])
+    assert "cross_traffic[0] a -> b" in line and "carried 6% of their share" in line
+    assert cross_traffic_problems([_entry(100) | {"carried_frac": None}]) is None  # not judged (too short)
