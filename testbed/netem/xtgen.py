@@ -49,6 +49,7 @@ is made up for, up to 20 ms of sending."""
 UDP_SEGMENT = 103  # linux/udp.h: the socket option of UDP GSO (one send, many datagrams)
 UDP_GSO_DATAGRAMS = 46  # 46 x 1400 B: the most one UDP GSO send carries (64 KiB)
 UDP_SNDBUF_BYTES = 4 << 20  # the link's queue, not the socket's buffer, decides what is lost
+UDP_SENDS_PER_YIELD = 64  # sends between two turns of the event loop (stats, schedules) within one tick
 RETRY_S = 0.2
 CLOCK_REREAD_S = 0.01
 """How often the sender re-reads the run's clock file (wall seconds): a 10 ms read of a small file."""
@@ -388,7 +389,11 @@ class Sender:
             rate = rate_bps()
             credit = min(credit + rate / 8.0 * (now - last), max(64 * UDP_PAYLOAD, rate / 8.0 * UDP_CATCH_UP_S))
             last = now
+            sends = 0
             while credit >= UDP_PAYLOAD:
+                sends += 1
+                if sends % UDP_SENDS_PER_YIELD == 0:  # a queue that drops (never blocks us) must not starve the loop
+                    await asyncio.sleep(0)
                 n = min(per_send, int(credit // UDP_PAYLOAD))
                 try:
                     s.sendto(memoryview(payload)[:n * UDP_PAYLOAD], self.dst)

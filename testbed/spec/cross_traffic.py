@@ -46,7 +46,8 @@ class TcpFlows(Strict):
 
 
 class UdpLoad(Strict):
-    rate_gbps: float = Field(gt=0, description="A paced UDP stream at this rate (scenario Gbit/s), for the whole run.")
+    rate_gbps: float = Field(gt=0, description=(
+        "A paced UDP stream at this rate (scenario Gbit/s), for the whole run; at most the link's rate in that direction."))
 
 
 class OnOff(Strict):

@@ -187,7 +187,7 @@ def _cross_traffic_problems(sc: Scenario, site_set: set, base_dir: Path, resolve
     from testbed.spec.cross_traffic import LoadTraceError, read_load_trace  # no numpy: reading stays light
     from testbed.spec.files import trace_file
 
-    links = {frozenset((lk.a, lk.b)) for lk in sc.links}
+    links = {frozenset((lk.a, lk.b)): lk for lk in sc.links}
     changed = False
     out = []
     for i, e in enumerate(sc.cross_traffic):
@@ -195,8 +195,14 @@ def _cross_traffic_problems(sc: Scenario, site_set: set, base_dir: Path, resolve
         for end in ("src", "dst"):
             if getattr(e, end) not in site_set:
                 problems.append((f"{field}.{end}", f"unknown site {getattr(e, end)!r}"))
-        if e.src in site_set and e.dst in site_set and frozenset((e.src, e.dst)) not in links:
+        link = links.get(frozenset((e.src, e.dst)))
+        if e.src in site_set and e.dst in site_set and link is None:
             problems.append((field, f"no link joins {e.src} and {e.dst} (cross-traffic runs on one link's direction)"))
+        if link is not None and e.udp is not None and e.udp.rate_gbps > link.directed_bandwidth_gbps(e.src, e.dst):
+            problems.append((f"{field}.udp.rate_gbps", (
+                f"{e.udp.rate_gbps:g} Gbit/s is more than the link carries from {e.src} to {e.dst} "
+                f"({link.directed_bandwidth_gbps(e.src, e.dst):g} Gbit/s): a UDP stream at the link's rate already "
+                "fills it")))
         if e.trace is not None:
             path, why = trace_file(e.trace, base_dir, sc.limits.max_trace_bytes)
             if path is None and why == NOT_FOUND:
@@ -207,9 +213,14 @@ def _cross_traffic_problems(sc: Scenario, site_set: set, base_dir: Path, resolve
                 problems.append((f"{field}.trace", f"{why}: {e.trace}"))
             else:
                 try:
-                    read_load_trace(path)
+                    udp_most = max(read_load_trace(path).udp_gbps, default=0.0)
                 except LoadTraceError as err:  # it names the file, never its content
                     problems.append((f"{field}.trace", str(err)))
+                else:
+                    if link is not None and udp_most > link.directed_bandwidth_gbps(e.src, e.dst):
+                        problems.append((f"{field}.trace", (
+                            f"its udp_gbps reaches {udp_most:g}, more than the link carries from {e.src} to {e.dst} "
+                            f"({link.directed_bandwidth_gbps(e.src, e.dst):g} Gbit/s): {e.trace}")))
                 if str(path) != e.trace:
                     e = e.model_copy(update={"trace": str(path)})
                     changed = True

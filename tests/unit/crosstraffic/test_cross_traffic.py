@@ -57,6 +57,8 @@ def test_spec_accepts_every_kind_and_defaults_to_none():
     ({"src": "a", "dst": "b", "poisson": {"arrivals_per_s": 1, "mean_size_mb": 1, "pareto_shape": 1.0}}, "cross_traffic"),
     ({"src": "a", "dst": "b", "udp": {"rate_gbps": -1}}, "cross_traffic"),
     ({"src": "a", "dst": "b", "trace": "no-such-file.csv"}, "cross_traffic[0].trace"),
+    ({"src": "a", "dst": "b", "udp": {"rate_gbps": 1.5}}, "cross_traffic[0].udp.rate_gbps"),  # over the 1 Gbit/s link
+    ({"src": "a", "dst": "b", "udp": {"rate_gbps": 1e308}}, "cross_traffic[0].udp.rate_gbps"),
 ])
 def test_spec_refuses(entry, field):
     with pytest.raises(SpecError) as e:
@@ -74,6 +76,13 @@ def test_trace_file_is_resolved_and_checked(tmp_path):
     d["cross_traffic"] = [{"src": "b", "dst": "a", "trace": "bad.csv"}]
     with pytest.raises(SpecError, match="must increase"):
         scenario_from_dict(d, tmp_path)
+    (tmp_path / "flood.csv").write_text("t_s,flows,udp_gbps\n0,1,0\n3600,0,2.5\n")  # over the 1 Gbit/s link
+    d["cross_traffic"] = [{"src": "b", "dst": "a", "trace": "flood.csv"}]
+    with pytest.raises(SpecError) as e:
+        scenario_from_dict(d, tmp_path)
+    assert e.value.problems[0][0] == "cross_traffic[0].trace" and "reaches 2.5" in e.value.problems[0][1]
+    d["cross_traffic"] = [{"src": "a", "dst": "b", "udp": {"rate_gbps": 1.0}}]  # the link's rate: allowed
+    assert scenario_from_dict(d, tmp_path).cross_traffic[0].udp.rate_gbps == 1.0
 
 
 def test_read_load_trace(tmp_path):
