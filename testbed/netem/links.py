@@ -69,10 +69,17 @@ def scenario_links(inputs: "Inputs", scaling: Scaling, links: Sequence[DirectedL
     (default: the scenario's)."""
     from testbed.spec.topology import directed_links
 
+    import dataclasses
+
     sc = inputs.scenario
     links = directed_links(sc.sites, sc.links) if links is None else links
     start = {key: trace.at(0.0) for key, trace in inputs.bandwidth_gbps.items()}
-    return fabric_links(links, scaling, start_gbps=start, impaired=impaired)
+    peak = {key: float(max(trace.values, default=trace.at(0.0))) for key, trace in inputs.bandwidth_gbps.items()}
+    out = []
+    for li in fabric_links(links, scaling, start_gbps=start, impaired=impaired):
+        highest = max((peak[k] for k in ((li.a, li.b), (li.b, li.a)) if k in peak), default=0.0)
+        out.append(dataclasses.replace(li, peak_mbit=scaling.rate_mbit(highest)) if highest else li)
+    return out
 
 
 def scaled_links(inputs: "Inputs", *, capacity_mbit: float, impaired: bool = True,

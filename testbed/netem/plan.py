@@ -59,6 +59,7 @@ class LinkPlan:
     if_ra: str | None = None  # relay-side interfaces
     if_rb: str | None = None
     queue: str = "fair"  # under the shaper: a per-flow fair queue (testbed.netem.fairq) or the tbf's fifo
+    peak_mbit: float = 0.0  # the highest rate either direction is set to while the fabric is up (a replay's)
 
     @property
     def impaired(self) -> bool:
@@ -143,6 +144,7 @@ class LinkInput:
     jitter_ms: float = 0.0
     loss_pct: float = 0.0
     queue: str = "fair"  # testbed.netem.fairq
+    peak_mbit: float = 0.0  # the highest rate either direction will be set to (a run's bandwidth traces)
 
 
 def _shortest_paths(sites: list[str], links: list[LinkPlan]) -> dict[str, dict[str, LinkPlan]]:
@@ -202,7 +204,7 @@ def plan_fabric(run_id: str, sites: list[str], links: list[LinkInput], impairmen
             addr_a=str(base + 1), addr_b=str(base + 2),
             relay_ns=ns_name(run_id, f"r{k}") if relay else None,
             if_ra=if_name(run_id, f"w{k}x") if relay else None,
-            if_rb=if_name(run_id, f"w{k}y") if relay else None, queue=li.queue,
+            if_rb=if_name(run_id, f"w{k}y") if relay else None, queue=li.queue, peak_mbit=li.peak_mbit,
         ))
     hops = _shortest_paths(sites, link_plans)
     addr = {s.name: s.addr for s in site_plans}

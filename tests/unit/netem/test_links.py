@@ -129,3 +129,30 @@ def test_a_run_scales_and_shapes_the_same_directed_links():
         assert li.delay_ms == scaling.delay_ms(inputs.latency_ms[(link.a, link.b)])
     _, bare = scaled_links(inputs, capacity_mbit=500, impaired=False)
     assert all(li.delay_ms == li.jitter_ms == li.loss_pct == 0 for li in bare)
+
+
+def test_a_link_whose_trace_rises_past_frame_mode_gets_the_relays_gso_mode():
+    """The relay's mode is chosen for every rate a run's replay will set, not only the first: a link
+    built under 400 Mbit/s on the wire whose bandwidth trace rises past it gets GSO mode (in frame mode it
+    stalled for tens of seconds under heavy cross-traffic); a link that stays under 400 keeps frame mode."""
+    from testbed.inputs import build_inputs
+    from testbed.netem.fabric import RELAY_GSO_ABOVE_MBIT, relay_gso
+    from testbed.netem.links import scaled_links
+    from testbed.netem.plan import plan_fabric
+
+    def plan(cv: float, gbps: float):
+        d = small_scenario_dict(duration_h=48)
+        d["links"][0].update(bandwidth_gbps=gbps, latency_ms=5.0)
+        d["traces"]["bandwidth"] = {"default": {"kind": "variance", "cv": cv, "corr_s": 600}}
+        d["emulation"] = {"time_scale": 200, "byte_scale": 0.002}  # 1 Gbit/s -> 400 Mbit/s on the wire
+        inputs = build_inputs(scenario_from_dict(d), 7)
+        _, links = scaled_links(inputs, capacity_mbit=5000)
+        return inputs, plan_fabric("abc123", ["a", "b"], links, "relay").links[0]
+
+    inputs, link = plan(0.05, 0.95)  # seed 7: 396 and 348 Mbit/s at t = 0, up to 433 and 441
+    traces = [inputs.bandwidth_gbps[k] for k in (("a", "b"), ("b", "a"))]
+    assert max(link.rate_ab_mbit, link.rate_ba_mbit) <= RELAY_GSO_ABOVE_MBIT  # frame mode by the first rates
+    assert link.peak_mbit == pytest.approx(400 * max(float(max(t.values)) for t in traces))
+    assert link.peak_mbit > RELAY_GSO_ABOVE_MBIT and relay_gso(link)
+    _, steady = plan(0.0, 0.9)  # 360 Mbit/s, never more
+    assert steady.peak_mbit == pytest.approx(360) and not relay_gso(steady)
