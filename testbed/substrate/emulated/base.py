@@ -260,9 +260,7 @@ class EmulatedSubstrate(Substrate):
         """Each link direction's lowest wire rate so far: as built, or a rate change the replay applied."""
         low = {}
         for link in self.fabric.plan.links:
-            for side in ("a", "b"):
-                end = link.end(side)
-                low[(end.site, link.end("b" if side == "a" else "a").site)] = end.rate_mbit
+            low[(link.a, link.b)], low[(link.b, link.a)] = link.rate_ab_mbit, link.rate_ba_mbit
         for a in (self._replayer.applied if self._replayer else []):
             key = (a["src"], a["dst"])
             low[key] = min(low.get(key, a["rate_mbit"]), a["rate_mbit"])
